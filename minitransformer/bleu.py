@@ -1,0 +1,174 @@
+"""Corpus BLEU from scratch (Papineni et al. 2002), on sacrebleu's 0-100 scale.
+
+The paper reports BLEU on WMT 2014 (§6.1, Table 2). Here BLEU works on
+whitespace-tokenized strings with one reference per hypothesis, n-grams up to 4,
+clipped counts and a brevity penalty. The numbers match
+``sacrebleu.corpus_bleu(hyps, [refs], tokenize="none")``, including sacrebleu's
+default ``"exp"`` smoothing of n-gram orders with no match (see ``bleu_from_stats``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass
+from typing import Sequence
+
+MAX_ORDER = 4
+SMOOTH_METHODS = ("exp", "none")
+
+Text = str | Sequence[str]  # a whitespace-tokenized string or a list of tokens
+
+
+def _tokens(text: Text) -> list[str]:
+    return text.split() if isinstance(text, str) else list(text)
+
+
+def ngram_counts(tokens: Sequence[str], n: int) -> Counter:
+    """Counts of every n-gram (as a tuple of tokens) in ``tokens``."""
+    return Counter(tuple(tokens[i:i + n]) for i in range(len(tokens) - n + 1))
+
+
+def clipped_ngram_matches(hypothesis: Sequence[str], reference: Sequence[str],
+                          n: int) -> tuple[int, int]:
+    """Modified n-gram precision of one sentence, as (clipped matches, hypothesis n-grams).
+
+    Each hypothesis n-gram counts as a match at most as often as it occurs in
+    the reference ("clipping"), so "the the the" does not score against "the cat".
+    """
+    hyp_counts = ngram_counts(hypothesis, n)
+    ref_counts = ngram_counts(reference, n)
+    matches = sum(min(count, ref_counts[gram]) for gram, count in hyp_counts.items())
+    total = max(len(hypothesis) - n + 1, 0)
+    return matches, total
+
+
+@dataclass(frozen=True)
+class BLEUScore:
+    """A BLEU score with the statistics it was computed from.
+
+    ``precisions`` are the n-gram precisions in percent (after smoothing),
+    ``bp`` the brevity penalty, ``ratio`` = hyp_len / ref_len.
+    """
+
+    score: float
+    precisions: tuple[float, ...]
+    bp: float
+    ratio: float
+    hyp_len: int
+    ref_len: int
+    correct: tuple[int, ...]
+    total: tuple[int, ...]
+
+    def __float__(self) -> float:
+        return self.score
+
+    def __str__(self) -> str:
+        precisions = "/".join(f"{p:.1f}" for p in self.precisions)
+        return (f"BLEU = {self.score:.2f} {precisions} (BP = {self.bp:.3f} "
+                f"ratio = {self.ratio:.3f} hyp_len = {self.hyp_len} ref_len = {self.ref_len})")
+
+
+def _check_pairs(hypotheses: Sequence[Text], references: Sequence[Text]) -> None:
+    if isinstance(references, str) or isinstance(hypotheses, str):
+        raise TypeError("hypotheses and references must be lists of sentences, not one string")
+    if len(hypotheses) != len(references):
+        raise ValueError(f"got {len(hypotheses)} hypotheses but {len(references)} references; "
+                         "BLEU needs exactly one reference per hypothesis")
+    if len(hypotheses) == 0:
+        raise ValueError("BLEU of an empty list of hypotheses is undefined")
+
+
+def bleu_stats(hypotheses: Sequence[Text], references: Sequence[Text],
+               max_order: int = MAX_ORDER) -> tuple[list[int], list[int], int, int]:
+    """Sufficient statistics of corpus BLEU, summed over sentences.
+
+    Returns (correct, total, hyp_len, ref_len): ``correct[n-1]`` clipped n-gram
+    matches and ``total[n-1]`` hypothesis n-grams for n = 1..max_order, and the
+    total token lengths of hypotheses and references.
+    """
+    _check_pairs(hypotheses, references)
+    correct = [0] * max_order
+    total = [0] * max_order
+    hyp_len = ref_len = 0
+    for hypothesis, reference in zip(hypotheses, references):
+        hyp, ref = _tokens(hypothesis), _tokens(reference)
+        hyp_len += len(hyp)
+        ref_len += len(ref)
+        for n in range(1, max_order + 1):
+            matches, count = clipped_ngram_matches(hyp, ref, n)
+            correct[n - 1] += matches
+            total[n - 1] += count
+    return correct, total, hyp_len, ref_len
+
+
+def brevity_penalty(hyp_len: int, ref_len: int) -> float:
+    """exp(1 - r/c) when the hypotheses are shorter than the references, else 1."""
+    if hyp_len >= ref_len:
+        return 1.0
+    return math.exp(1.0 - ref_len / hyp_len) if hyp_len > 0 else 0.0
+
+
+def bleu_from_stats(correct: Sequence[int], total: Sequence[int], hyp_len: int, ref_len: int,
+                    smooth: str = "exp", effective_order: bool = False) -> BLEUScore:
+    """BLEU = BP * exp(mean_n log p_n), with p_n the clipped n-gram precisions.
+
+    Zero counts follow sacrebleu: if nothing matches at all the score is 0; if the
+    hypotheses have no n-grams of some order (all too short) that precision is 0
+    and so is the score. With ``smooth="exp"`` (sacrebleu's default) an order
+    with n-grams but no match gets precision 100 / (2^k * total) for the k-th
+    such order; with ``smooth="none"`` it is 0 and so is the score.
+    ``effective_order`` ignores orders the hypotheses are too short to have
+    (used by ``sentence_bleu``).
+    """
+    if smooth not in SMOOTH_METHODS:
+        raise ValueError(f"unknown smooth {smooth!r}; expected one of {SMOOTH_METHODS}")
+    max_order = len(correct)
+    bp = brevity_penalty(hyp_len, ref_len)
+    ratio = hyp_len / ref_len if ref_len > 0 else 0.0
+    precisions = [0.0] * max_order
+    stats = dict(bp=bp, ratio=ratio, hyp_len=hyp_len, ref_len=ref_len,
+                 correct=tuple(correct), total=tuple(total))
+    if not any(correct):
+        return BLEUScore(score=0.0, precisions=tuple(precisions), **stats)
+
+    orders_used = max_order
+    smoothing_factor = 1.0
+    for n in range(1, max_order + 1):
+        if total[n - 1] == 0:
+            break
+        if effective_order:
+            orders_used = n
+        if correct[n - 1] > 0:
+            precisions[n - 1] = 100.0 * correct[n - 1] / total[n - 1]
+        elif smooth == "exp":
+            smoothing_factor *= 2.0
+            precisions[n - 1] = 100.0 / (smoothing_factor * total[n - 1])
+
+    used = precisions[:orders_used]
+    if min(used) <= 0.0:
+        score = 0.0
+    else:
+        score = bp * math.exp(sum(math.log(p) for p in used) / orders_used)
+    return BLEUScore(score=score, precisions=tuple(precisions), **stats)
+
+
+def corpus_bleu_score(hypotheses: Sequence[Text], references: Sequence[Text],
+                      smooth: str = "exp", max_order: int = MAX_ORDER) -> BLEUScore:
+    """Corpus BLEU with its statistics; one reference per hypothesis."""
+    correct, total, hyp_len, ref_len = bleu_stats(hypotheses, references, max_order)
+    return bleu_from_stats(correct, total, hyp_len, ref_len, smooth=smooth)
+
+
+def corpus_bleu(hypotheses: Sequence[Text], references: Sequence[Text],
+                smooth: str = "exp", max_order: int = MAX_ORDER) -> float:
+    """Corpus BLEU on the 0-100 scale: n-gram statistics are summed over all
+    sentences before the precisions are taken (not an average of sentence scores)."""
+    return corpus_bleu_score(hypotheses, references, smooth, max_order).score
+
+
+def sentence_bleu(hypothesis: Text, reference: Text, smooth: str = "exp",
+                  max_order: int = MAX_ORDER) -> BLEUScore:
+    """BLEU of one sentence, with effective order (like sacrebleu.sentence_bleu)."""
+    correct, total, hyp_len, ref_len = bleu_stats([hypothesis], [reference], max_order)
+    return bleu_from_stats(correct, total, hyp_len, ref_len, smooth=smooth, effective_order=True)
