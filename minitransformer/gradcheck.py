@@ -1,0 +1,94 @@
+"""Gradient checking by central differences (chapter 1).
+
+For a function y = f(x) and a *random* upstream gradient G, the scalar
+L(x) = Σ G ⊙ f(x) has  dL/dx = the vector–Jacobian product that backward()
+computes. Numerically, one coordinate at a time,
+
+    dL/dx_i ≈ (L(x + ε e_i) − L(x − ε e_i)) / 2ε      (error O(ε²))
+
+Why a random G and not G = 1: the outputs of softmax always sum to 1, so
+with G = 1 the true gradient is exactly zero, and a softmax whose backward
+returns zeros would pass. A random G sees every direction of the Jacobian.
+
+Why float64: with ε = 1e-6 the difference L(x+ε) − L(x−ε) is ~1e-6 · L;
+float32 keeps ~7 significant digits, so the quotient would be mostly noise.
+"""
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+from . import backend
+from .tensor import Tensor, no_grad
+
+
+class GradcheckError(AssertionError):
+    """The analytic gradient (backward) disagrees with the numerical one."""
+
+
+def numerical_gradient(fn: Callable[..., Tensor], inputs: Sequence[Tensor], which: int, upstream, eps: float):
+    """d(Σ upstream ⊙ fn(*inputs)) / d(inputs[which]) by central differences."""
+    x = inputs[which].data
+    xp = backend.xp_of(x)
+    grad = xp.zeros_like(x)
+    flat_x, flat_grad = x.reshape(-1), grad.reshape(-1)  # views: writing flat_x[i] perturbs x
+    with no_grad():
+        for i in range(flat_x.size):
+            original = flat_x[i].item()
+            flat_x[i] = original + eps
+            plus = float((fn(*inputs).data * upstream).sum())
+            flat_x[i] = original - eps
+            minus = float((fn(*inputs).data * upstream).sum())
+            flat_x[i] = original
+            flat_grad[i] = (plus - minus) / (2 * eps)
+    return grad
+
+
+def gradcheck(fn: Callable[..., Tensor], inputs: Sequence[Tensor], eps: float = 1e-6,
+              atol: float = 1e-5, rtol: float = 1e-3, seed: int = 0) -> bool:
+    """Check ``backward`` of ``fn`` at ``inputs`` against central differences.
+
+    ``inputs`` are float64 Tensors; those with ``requires_grad=True`` are
+    checked. An element passes when |analytic − numeric| ≤ atol + rtol·|numeric|.
+    Returns True, or raises GradcheckError naming the input, the worst index,
+    and both values.
+    """
+    inputs = list(inputs)
+    checked = [i for i, t in enumerate(inputs) if isinstance(t, Tensor) and t.requires_grad]
+    if not checked:
+        raise ValueError("gradcheck: no input has requires_grad=True, so nothing would be checked")
+    for i in checked:
+        if inputs[i].dtype.name != "float64":
+            raise TypeError(f"gradcheck: input {i} has dtype {inputs[i].dtype}; use float64. Central "
+                            "differences in float32 lose about half their digits to rounding, so the "
+                            "check would compare against noise. Cast with tensor.to(numpy.float64) "
+                            "or model.to(numpy.float64).")
+
+    for i in checked:
+        inputs[i].grad = None
+    output = fn(*inputs)
+    if not isinstance(output, Tensor) or not output.requires_grad:
+        raise ValueError("gradcheck: fn must return a Tensor that depends on an input with requires_grad=True")
+    xp = backend.xp_of(output.data)
+    upstream = xp.asarray(backend.xp_for("cpu").random.default_rng(seed).standard_normal(output.shape))
+    upstream = backend.to_device(upstream, output.device).astype(output.dtype)
+    try:
+        output.backward(upstream)
+    except Exception as error:  # a backward that crashes fails the check, with the reason
+        raise GradcheckError(f"backward() failed: {type(error).__name__}: {error}") from error
+
+    for i in checked:
+        tensor = inputs[i]
+        analytic = tensor.grad if tensor.grad is not None else xp.zeros_like(tensor.data)
+        numeric = numerical_gradient(fn, inputs, i, upstream, eps)
+        excess = abs(analytic - numeric) - (atol + rtol * abs(numeric))
+        if (excess > 0).any():
+            worst = int(excess.argmax())
+            index = tuple(int(j) for j in xp.unravel_index(worst, numeric.shape)) if numeric.ndim else ()
+            a, n = float(analytic.reshape(-1)[worst]), float(numeric.reshape(-1)[worst])
+            bad = int((excess > 0).sum())
+            name = f" ({tensor.name})" if tensor.name else ""
+            raise GradcheckError(
+                f"gradient of input {i}{name} with shape {tensor.shape} is wrong at {bad} of {numeric.size} "
+                f"positions; worst at index {index}: analytic {a:.6g}, numeric {n:.6g} "
+                f"(|difference| {abs(a - n):.3g} > atol {atol:g} + rtol {rtol:g} × |numeric|)")
+    return True
