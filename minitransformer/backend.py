@@ -62,6 +62,7 @@ def cuda_available() -> bool:
 
 
 def _check_device_name(device: str) -> str:
+    """'cpu' or 'cuda' for the accepted spellings; ValueError for anything else."""
     device = str(device).lower()
     if device in ("gpu", "cuda:0"):
         device = "cuda"

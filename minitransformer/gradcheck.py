@@ -29,6 +29,8 @@ def numerical_gradient(fn: Callable[..., Tensor], inputs: Sequence[Tensor], whic
     """d(Σ upstream ⊙ fn(*inputs)) / d(inputs[which]) by central differences."""
     x = inputs[which].data
     xp = backend.xp_of(x)
+    if not x.flags.c_contiguous:  # reshape(-1) below must be a view, or perturbing it would change nothing
+        x = inputs[which].data = xp.ascontiguousarray(x)
     grad = xp.zeros_like(x)
     flat_x, flat_grad = x.reshape(-1), grad.reshape(-1)  # views: writing flat_x[i] perturbs x
     with no_grad():

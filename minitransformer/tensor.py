@@ -69,6 +69,8 @@ class Function:
         if _GradMode.enabled:
             for t in tensors:
                 if t.requires_grad:
+                    if output.data.dtype.kind not in "fc":  # integer/bool results carry no gradient
+                        break
                     output.requires_grad = True
                     output.creator = self
                     self.inputs = tensors
@@ -95,7 +97,10 @@ class Tensor:
         if isinstance(data, Tensor):
             data = data.data
         if not backend.is_array(data):
-            data = backend.xp_for(backend.default_device()).asarray(data)
+            if isinstance(data, numpy.generic):  # a NumPy scalar (what NumPy ops return for 0-d results)
+                data = numpy.asarray(data)       # stays on the host, whatever the default device
+            else:
+                data = backend.xp_for(backend.default_device()).asarray(data)
         if requires_grad and data.dtype.kind not in "fc":
             raise TypeError(f"only floating-point tensors can require gradients, got dtype {data.dtype}")
         self.data = data
@@ -170,6 +175,11 @@ class Tensor:
         """A copy on another device ('cpu'/'cuda') or with another dtype; gradients flow back."""
         if isinstance(target, str) and target.lower() in ("cpu", "cuda", "gpu", "cuda:0"):
             return _ops.to_device(self, target)
+        if isinstance(target, str):
+            try:
+                numpy.dtype(target)
+            except TypeError:  # neither a device nor a dtype: say which devices exist
+                backend._check_device_name(target)
         return _ops.astype(self, target)
 
     def astype(self, dtype) -> Tensor:
@@ -283,7 +293,8 @@ def _as_tensors(inputs) -> tuple[Tensor, ...]:
         if isinstance(x, Tensor):
             wrapped.append(x)
         elif like is not None and not backend.is_array(x):
-            wrapped.append(Tensor(backend.xp_of(like).asarray(x, dtype=like.dtype)))
+            dtype = like.dtype if like.dtype.kind in "fc" else None  # int tensor * 2.5 must not truncate 2.5
+            wrapped.append(Tensor(backend.xp_of(like).asarray(x, dtype=dtype)))
         else:
             wrapped.append(Tensor(x))
     return tuple(wrapped)
@@ -305,9 +316,14 @@ def _accumulate(tensor: Tensor, gy, given_to_leaves: set[int]) -> None:
         if gy.base is not None or id(gy) in given_to_leaves:
             gy = gy.copy()
         given_to_leaves.add(id(gy))
-        tensor.grad = gy
+        tensor.grad = _host_scalar_to_array(gy)
     else:
-        tensor.grad = tensor.grad + gy
+        tensor.grad = _host_scalar_to_array(tensor.grad + gy)
+
+
+def _host_scalar_to_array(value):
+    """NumPy turns 0-d results into scalars (numpy.float64); a .grad is always an array."""
+    return numpy.asarray(value) if isinstance(value, numpy.generic) else value
 
 
 def _topological_order(root: Tensor) -> list[Tensor]:

@@ -79,6 +79,7 @@ class MaskedFill(Function):
 
     def forward(self, x):
         xp = xp_of(x)
+        self.shape = x.shape
         try:
             return xp.where(self.mask, x.dtype.type(self.value), x)
         except ValueError as error:
@@ -86,7 +87,8 @@ class MaskedFill(Function):
 
     def backward(self, gy):
         xp = xp_of(gy)
-        return xp.where(self.mask, gy.dtype.type(0), gy)  # filled positions no longer depend on x
+        gx = xp.where(self.mask, gy.dtype.type(0), gy)  # filled positions no longer depend on x
+        return unbroadcast(gx, self.shape)  # a mask larger than x broadcast x: sum back
 
 
 def getitem(x, index) -> Tensor:
