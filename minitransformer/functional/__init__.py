@@ -1,0 +1,20 @@
+"""Functional forms of the layers: stateless functions on Tensors (chapters 4–6).
+
+    import minitransformer.functional as F
+    F.softmax(scores, axis=-1)
+    F.cross_entropy(logits, targets, label_smoothing=0.1, ignore_index=pad_id)
+
+Each of softmax, log_softmax, cross_entropy, layer_norm and dropout is ONE
+fused Function whose backward is written from its derivation.
+"""
+from .activation import ReLU, relu
+from .dropout import Dropout, Generator, default_generator, dropout, set_dropout_seed
+from .loss import CrossEntropy, cross_entropy
+from .normalization import LayerNormFunction, layer_norm
+from .softmax import LogSoftmax, Softmax, log_softmax, softmax
+
+__all__ = [
+    "softmax", "log_softmax", "cross_entropy", "layer_norm", "dropout", "relu", "set_dropout_seed",
+    "default_generator", "Generator", "Softmax", "LogSoftmax", "CrossEntropy", "LayerNormFunction",
+    "Dropout", "ReLU",
+]

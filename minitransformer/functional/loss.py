@@ -1,0 +1,124 @@
+"""Cross-entropy with label smoothing, one fused Function (chapter 4, §5.4).
+
+For logits x (N, V) and a target distribution q over the V classes per row,
+
+    loss = (1/n) Σ_rows  −Σ_k q_k log softmax(x)_k
+
+averaged over the n rows whose target is not ``ignore_index`` (padding).
+Fusing log-softmax with the negative log-likelihood gives the famous short
+backward (chapter 4 derives it):
+
+    ∂loss/∂x_k = (softmax(x)_k − q_k) / n      for a counted row, 0 for an ignored one.
+
+The smoothed target distribution (§5.4, ε_ls = 0.1 in the paper)
+----------------------------------------------------------------------
+Without ``ignore_index``:   q = (1 − ε)·onehot(target) + ε/V   on every class
+                            (identical to PyTorch's ``label_smoothing``).
+With ``ignore_index = pad``: q = (1 − ε)·onehot(target) + ε/(V − 1) on every class
+                            except ``pad``, and q_pad = 0.
+The padding id is never a correct output, so we give it no probability mass:
+the model is not taught to put ε/V on a token it must never emit. PyTorch
+instead spreads ε over all V classes, pad included, so with ignore_index set
+our loss differs from ``torch.nn.functional.cross_entropy`` by a small amount
+(tests compare against the explicitly built distribution).
+"""
+from __future__ import annotations
+
+from .. import backend
+from ..backend import xp_of
+from ..tensor import Function, Tensor
+
+
+class CrossEntropy(Function):
+    """Mean cross-entropy of logits (N, V) against integer targets (N,); returns a scalar."""
+
+    def __init__(self, targets, label_smoothing: float = 0.0, ignore_index: int | None = None) -> None:
+        self.targets = targets
+        self.epsilon = float(label_smoothing)
+        self.ignore_index = ignore_index
+
+    def _smoothing_classes(self, num_classes: int) -> int:
+        """How many classes share ε: all V, or V − 1 when the padding id is left out."""
+        pad = self.ignore_index
+        return num_classes - 1 if pad is not None and 0 <= pad < num_classes else num_classes
+
+    def forward(self, logits):
+        xp = xp_of(logits)
+        n_rows, num_classes = logits.shape
+        targets = self.targets
+        rows = xp.arange(n_rows)
+        valid = targets != self.ignore_index if self.ignore_index is not None else xp.ones(n_rows, dtype=bool)
+        safe_targets = xp.where(valid, targets, 0)          # any in-range id; ignored rows are masked out below
+
+        shifted = logits - logits.max(axis=1, keepdims=True)                     # (N, V)
+        log_probs = shifted - xp.log(xp.exp(shifted).sum(axis=1, keepdims=True))  # (N, V) log softmax
+        row_loss = -log_probs[rows, safe_targets]                                 # (N,) −log p_target
+        if self.epsilon > 0:
+            spread = self._smoothing_classes(num_classes)
+            log_prob_sum = log_probs.sum(axis=1)                                  # (N,) Σ_k log p_k
+            if spread < num_classes:
+                log_prob_sum = log_prob_sum - log_probs[:, self.ignore_index]     # leave the pad class out
+            # −Σ q log p with q = (1−ε) onehot + ε/K on the K allowed classes
+            row_loss = (1 - self.epsilon) * row_loss - (self.epsilon / spread) * log_prob_sum
+
+        self.n_valid = int(valid.sum())
+        self.log_probs, self.valid, self.safe_targets = log_probs, valid, safe_targets
+        if self.n_valid == 0:   # a batch of padding only: nothing to learn from, loss 0, gradient 0
+            return xp.zeros((), dtype=logits.dtype)
+        return (xp.where(valid, row_loss, 0).sum() / self.n_valid).astype(logits.dtype)
+
+    def backward(self, gy):
+        xp = xp_of(gy)
+        if self.n_valid == 0:
+            return xp.zeros_like(self.log_probs)
+        n_rows, num_classes = self.log_probs.shape
+        grad = xp.exp(self.log_probs)                                   # softmax(x), (N, V)
+        rows = xp.arange(n_rows)
+        grad[rows, self.safe_targets] -= 1 - self.epsilon               # − (1−ε) onehot
+        if self.epsilon > 0:
+            spread = self._smoothing_classes(num_classes)
+            grad -= self.epsilon / spread                               # − ε/K everywhere ...
+            if spread < num_classes:
+                grad[:, self.ignore_index] += self.epsilon / spread     # ... except on the pad class
+        scale = (gy / self.n_valid).astype(grad.dtype)
+        grad *= xp.where(self.valid, scale, 0).astype(grad.dtype)[:, None]   # ignored rows get 0
+        return grad
+
+
+def _prepare_targets(logits: Tensor, targets, ignore_index):
+    """Targets as an integer array of shape logits.shape[:-1] on the logits' device; checked."""
+    if isinstance(targets, Tensor):
+        targets = targets.data
+    targets = backend.to_device(targets if backend.is_array(targets) else backend.xp_for("cpu").asarray(targets),
+                                logits.device)
+    if targets.dtype.kind not in "iu":
+        raise TypeError(f"cross_entropy: targets must be integer class ids, got dtype {targets.dtype}")
+    if targets.shape != logits.shape[:-1]:
+        raise ValueError(f"cross_entropy: targets have shape {targets.shape} but logits {logits.shape} "
+                         f"need targets of shape {logits.shape[:-1]} (one class id per row of logits)")
+    num_classes = logits.shape[-1]
+    counted = targets != ignore_index if ignore_index is not None else True
+    out_of_range = ((targets < 0) | (targets >= num_classes)) & counted
+    if bool(out_of_range.any()):
+        bad = targets[out_of_range].reshape(-1)[0].item()
+        raise IndexError(f"cross_entropy: target id {bad} is outside the vocabulary [0, {num_classes})"
+                         + ("" if ignore_index is None else f" and is not ignore_index={ignore_index}"))
+    return targets.reshape(-1)
+
+
+def cross_entropy(logits, targets, label_smoothing: float = 0.0, ignore_index: int | None = None) -> Tensor:
+    """Mean cross-entropy over the non-ignored positions; a scalar Tensor.
+
+    logits: (N, V) or (..., V) Tensor; targets: integer ids (N,) or (...) — an array, list or Tensor.
+    label_smoothing: ε of §5.4 (the paper uses 0.1); see the module docstring for the exact distribution.
+    ignore_index: a target id (the padding id) whose positions count neither in the sum nor in the mean.
+    """
+    if not isinstance(logits, Tensor):
+        logits = Tensor(logits)
+    if logits.ndim < 1:
+        raise ValueError("cross_entropy: logits need a class axis, got a scalar")
+    if not 0.0 <= label_smoothing < 1.0:
+        raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1), got {label_smoothing}")
+    flat_targets = _prepare_targets(logits, targets, ignore_index)
+    flat_logits = logits if logits.ndim == 2 else logits.reshape(-1, logits.shape[-1])   # (N, V)
+    return CrossEntropy(flat_targets, label_smoothing, ignore_index)(flat_logits)

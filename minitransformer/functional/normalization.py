@@ -1,0 +1,66 @@
+"""Layer normalization over the last axis, one fused Function (chapter 5).
+
+The Transformer normalizes after every residual connection,
+LayerNorm(x + Sublayer(x)) (§3.1). For one row x of length D:
+
+    μ = mean(x)        σ² = mean((x − μ)²)   (biased: divide by D)
+    σ = √(σ² + eps)    x̂ = (x − μ)/σ         y = γ ⊙ x̂ + β
+
+Backward (chapter 5 derives it step by step). With g = gy ⊙ γ:
+
+    gx = (1/σ) (g − mean(g) − x̂ ⊙ mean(g ⊙ x̂))
+    gγ = Σ gy ⊙ x̂      gβ = Σ gy        (sums over every leading axis)
+
+Three terms: the direct path through x, the path through μ (a shift), and
+the path through σ (a rescale). A composition of primitive ops would keep a
+dozen intermediate arrays; this keeps only x̂ and 1/σ.
+"""
+from __future__ import annotations
+
+from ..backend import xp_of
+from ..tensor import Function, Tensor
+
+
+class LayerNormFunction(Function):
+    """y = γ ⊙ (x − μ)/√(σ² + eps) + β over the last axis; x (..., D), γ and β (D,)."""
+
+    def __init__(self, eps: float = 1e-5) -> None:
+        self.eps = eps
+
+    def forward(self, x, weight, bias):
+        xp = xp_of(x)
+        mean = x.mean(axis=-1, keepdims=True)                        # (..., 1)
+        centered = x - mean
+        variance = (centered * centered).mean(axis=-1, keepdims=True)  # biased, as in the definition
+        self.inv_std = 1 / xp.sqrt(variance + self.eps)             # (..., 1) 1/σ, eps inside the root
+        self.x_hat = centered * self.inv_std                         # (..., D)
+        self.weight = weight
+        return self.x_hat * weight + bias
+
+    def backward(self, gy):
+        x_hat, inv_std = self.x_hat, self.inv_std
+        leading = tuple(range(gy.ndim - 1))
+        g = gy * self.weight                                          # gradient with respect to x̂
+        gx = inv_std * (g - g.mean(axis=-1, keepdims=True)
+                        - x_hat * (g * x_hat).mean(axis=-1, keepdims=True))
+        g_weight = (gy * x_hat).sum(axis=leading)                     # (D,)
+        g_bias = gy.sum(axis=leading)                                 # (D,)
+        return gx, g_weight, g_bias
+
+
+def layer_norm(x, weight=None, bias=None, eps: float = 1e-5) -> Tensor:
+    """Normalize x (..., D) over its last axis, then scale by ``weight`` (D,) and shift by ``bias`` (D,).
+
+    Without weight/bias the affine step is the identity (γ = 1, β = 0).
+    """
+    if not isinstance(x, Tensor):
+        x = Tensor(x)
+    dim = x.shape[-1]
+    xp = xp_of(x.data)
+    weight = weight if weight is not None else Tensor(xp.ones(dim, dtype=x.dtype))
+    bias = bias if bias is not None else Tensor(xp.zeros(dim, dtype=x.dtype))
+    for name, p in (("weight", weight), ("bias", bias)):
+        if tuple(p.shape) != (dim,):
+            raise ValueError(f"layer_norm: {name} has shape {tuple(p.shape)} but x {x.shape} "
+                             f"is normalized over its last axis of size {dim}, so {name} must be ({dim},)")
+    return LayerNormFunction(eps)(x, weight, bias)

@@ -1,0 +1,24 @@
+"""Dropout module (§5.4 "Residual Dropout"): active in train(), the identity in eval()."""
+from __future__ import annotations
+
+from ..functional.dropout import Generator, dropout
+from ..tensor import Tensor
+from . import init
+from .module import Module
+
+
+class Dropout(Module):
+    """Inverted dropout with its own generator, seeded from the init generator (reproducible models)."""
+
+    def __init__(self, p: float = 0.1, seed: int | None = None) -> None:
+        super().__init__()
+        if not 0.0 <= p <= 1.0:
+            raise ValueError(f"Dropout: p must be a probability in [0, 1], got {p}")
+        self.p = p
+        self.generator = Generator(init.next_seed() if seed is None else seed)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return dropout(x, self.p, self.training, self.generator)
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}"
