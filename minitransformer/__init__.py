@@ -16,6 +16,7 @@ from .ops import (broadcast_to, concatenate, exp, log, masked_fill, matmul, maxi
                   sqrt, stack, swapaxes, tanh, transpose, where)
 from .tensor import Function, Tensor, enable_grad, is_grad_enabled, no_grad
 from . import functional, nn  # noqa: E402  (layers build on the engine above)
+from . import functional, nn  # noqa: E402  (layers build on the engine above)
 
 __version__ = "0.1.0"
 
