@@ -18,3 +18,7 @@ __all__ = [
     "default_generator", "Generator", "Softmax", "LogSoftmax", "CrossEntropy", "LayerNormFunction",
     "Dropout", "ReLU",
 ]
+from .attention import ScaledDotProductAttention, scaled_dot_product_attention  # noqa: E402  (chapter 6)
+from .masks import causal_mask, padding_mask  # noqa: E402
+
+__all__ += ["scaled_dot_product_attention", "ScaledDotProductAttention", "padding_mask", "causal_mask"]

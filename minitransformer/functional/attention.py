@@ -1,0 +1,160 @@
+"""Scaled dot-product attention, eq. 1 of the paper (§3.2.1), as ONE fused Function (chapter 6).
+
+    Attention(Q, K, V) = softmax(Q Kᵀ / √d_k) V
+
+Forward, for one batch element and one head (T queries, S keys):
+
+    S_ = Q Kᵀ / √d_k          scores          (T, S)
+    A  = softmax(S_)          weights, rows sum to 1
+    O  = A V                  output          (T, d_v)
+
+Backward, given gO = dL/dO (the chain rule through the three lines, in reverse):
+
+    gV = Aᵀ gO                                          (S, d_v)
+    gA = gO Vᵀ                                          (T, S)
+    gS = A ⊙ (gA − Σ_j gA ⊙ A)    softmax backward, row by row (chapter 4)
+    gQ = gS K / √d_k                                    (T, d_k)
+    gK = gSᵀ Q / √d_k                                   (S, d_k)
+
+Fusing the three lines into one Function means the (T, S) arrays are stored
+once (A) and no softmax Jacobian (T × S × S) is ever formed.
+
+Masks. ``mask`` is boolean and broadcasts against the scores (B, h, T, S);
+True means "may attend". A masked score is set to −∞ before the softmax, so
+its weight is exactly 0 and no gradient reaches its key or value. A row in
+which *every* key is masked (a query with nothing to look at) would be
+softmax(−∞, …, −∞) = 0/0 = NaN; we define it instead as all-zero weights, so
+that row's output is zeros and it sends no gradient to q, k or v.
+"""
+from __future__ import annotations
+
+import math
+
+from .. import backend
+from ..backend import xp_of
+from ..ops.broadcasting import unbroadcast
+from ..tensor import Function, Tensor
+from .dropout import Generator, default_generator
+
+
+class ScaledDotProductAttention(Function):
+    """softmax(q kᵀ / √d_k) v with a mask and optional dropout on the weights.
+
+    q (..., T, d_k), k (..., S, d_k), v (..., S, d_v) -> out (..., T, d_v);
+    the leading axes are usually (B, h). The weights (before dropout) are kept
+    in ``self.weights`` (..., T, S).
+    """
+
+    def __init__(self, mask=None, dropout_p: float = 0.0, training: bool = False,
+                 generator: Generator | None = None) -> None:
+        self.mask = mask.data if isinstance(mask, Tensor) else mask
+        self.dropout_p = float(dropout_p)
+        self.training = training
+        self.generator = generator
+
+    def forward(self, q, k, v):
+        _check_shapes(q, k, v, self.mask)
+        xp = xp_of(q, k, v)
+        self.scale = 1.0 / math.sqrt(q.shape[-1])  # §3.2.1: keeps the scores' variance near 1 (footnote 4)
+
+        scores = q @ k.swapaxes(-1, -2)                         # (B, h, T, S)
+        scores *= self.scale
+        if self.mask is not None:
+            xp.copyto(scores, -xp.inf, where=~self.mask)        # masked: weight exactly 0 after exp
+        # softmax over the keys, in place (chapter 4: subtract the row maximum first)
+        row_max = scores.max(axis=-1, keepdims=True)            # (B, h, T, 1)
+        if self.mask is not None:
+            row_max[xp.isneginf(row_max)] = 0                   # a fully masked row: avoid −∞ − (−∞) = NaN
+        scores -= row_max
+        xp.exp(scores, out=scores)
+        row_sum = scores.sum(axis=-1, keepdims=True)            # (B, h, T, 1); ≥ 1 unless the row is fully masked
+        if self.mask is not None:
+            row_sum[row_sum == 0] = 1                           # fully masked row: 0 / 1 = all-zero weights
+        scores /= row_sum
+        self.weights = scores                                   # A (B, h, T, S)
+
+        self.keep = None
+        if self.training and self.dropout_p > 0:
+            self.keep = _dropout_keep_scale(scores, self.dropout_p, self.generator)
+            scores = scores * self.keep                         # inverted dropout on the weights
+        self.q, self.k, self.v = q, k, v
+        return scores @ v                                       # (B, h, T, d_v)
+
+    def backward(self, g_out):
+        q, k, v, weights = self.q, self.k, self.v, self.weights
+        need_q, need_k, need_v = (t.requires_grad for t in self.inputs)
+        dropped = weights if self.keep is None else weights * self.keep
+
+        g_v = unbroadcast(dropped.swapaxes(-1, -2) @ g_out, v.shape) if need_v else None   # gV = Aᵀ gO
+        if not (need_q or need_k):
+            return None, None, g_v
+        g_scores = g_out @ v.swapaxes(-1, -2)                   # gA = gO Vᵀ   (B, h, T, S)
+        if self.keep is not None:
+            g_scores *= self.keep                               # through the dropout
+        # softmax backward: gS = A ⊙ (gA − Σ_j gA ⊙ A); zero wherever A is zero (masked keys, empty rows)
+        g_scores -= (g_scores * weights).sum(axis=-1, keepdims=True)
+        g_scores *= weights
+        g_scores *= self.scale                                  # the 1/√d_k of S = Q Kᵀ/√d_k
+        g_q = unbroadcast(g_scores @ k, q.shape) if need_q else None                    # gQ = gS K / √d_k
+        g_k = unbroadcast(g_scores.swapaxes(-1, -2) @ q, k.shape) if need_k else None   # gK = gSᵀ Q / √d_k
+        return g_q, g_k, g_v
+
+
+def scaled_dot_product_attention(q, k, v, mask=None, return_weights: bool = False, dropout_p: float = 0.0,
+                                 training: bool = False, generator: Generator | None = None):
+    """Attention(Q, K, V) = softmax(Q Kᵀ / √d_k) V (eq. 1).
+
+    q (B, h, T, d_k), k (B, h, S, d_k), v (B, h, S, d_v) Tensors; ``mask`` a
+    boolean array broadcastable to (B, h, T, S), True = may attend (a padding
+    mask (B, 1, 1, S), a causal mask (1, 1, T, T), or both combined with &).
+    A query whose keys are all masked gets all-zero weights and a zero output.
+    ``dropout_p`` drops attention weights when ``training`` (the paper applies
+    dropout elsewhere, §5.4; the default is off).
+
+    Returns out (B, h, T, d_v), and with ``return_weights`` also the weights
+    (B, h, T, S) as a Tensor that carries no gradient (for inspection and plots).
+    """
+    function = ScaledDotProductAttention(mask, dropout_p, training, generator)
+    out = function(q, k, v)
+    if return_weights:
+        return out, Tensor(function.weights)
+    return out
+
+
+def _check_shapes(q, k, v, mask) -> None:
+    """Clear errors for the mistakes that are easy to make with four 4-D arrays."""
+    if q.ndim < 2 or k.ndim < 2 or v.ndim < 2:
+        raise ValueError(f"attention: q, k, v need at least 2 dimensions (..., length, dim); got shapes "
+                         f"{q.shape}, {k.shape}, {v.shape}")
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError(f"attention: queries and keys must have the same last size d_k; got q {q.shape} "
+                         f"and k {k.shape}")
+    if k.shape[-2] != v.shape[-2]:
+        raise ValueError(f"attention: keys and values must have the same length S (axis -2); got k {k.shape} "
+                         f"and v {v.shape}")
+    if q.dtype.kind != "f":
+        raise TypeError(f"attention: q, k, v must be floating point, got {q.dtype}")
+    if mask is None:
+        return
+    if not backend.is_array(mask) or mask.dtype != bool:
+        kind = getattr(mask, "dtype", type(mask).__name__)
+        raise TypeError(f"attention: mask must be a boolean array (True = may attend), got {kind}; "
+                        "build one with F.padding_mask / F.causal_mask, or compare: ids != pad_id")
+    scores_shape = (*q.shape[:-1], k.shape[-2])
+    if backend.get_device(mask) != backend.get_device(q):
+        raise RuntimeError(f"attention: mask lives on {backend.get_device(mask)} but q on "
+                           f"{backend.get_device(q)}; move it with backend.to_device")
+    fits = mask.ndim <= len(scores_shape) and all(
+        m in (1, s) for m, s in zip(reversed(mask.shape), reversed(scores_shape)))
+    if not fits:
+        raise ValueError(f"attention: mask of shape {mask.shape} does not broadcast to the scores' shape "
+                         f"{scores_shape} (B, h, T, S); a padding mask is (B, 1, 1, S), a causal one (1, 1, T, T)")
+
+
+def _dropout_keep_scale(weights, p: float, generator):
+    """1/(1 − p) where a weight is kept, 0 where it is dropped (inverted dropout, chapter 5)."""
+    if not 0 <= p < 1:
+        raise ValueError(f"attention dropout probability must be in [0, 1), got {p}")
+    generator = generator if generator is not None else default_generator()
+    keep = generator.uniform(weights.shape, like=weights) >= p                  # (B, h, T, S) bool
+    return keep.astype(weights.dtype) * weights.dtype.type(1.0 / (1.0 - p))
