@@ -1,0 +1,331 @@
+"""Saving and loading training state: NumPy .npz for arrays, JSON for the rest, never pickle.
+
+A run directory looks like this::
+
+    OUT/
+      config.json                 model configuration and training options (for people; copied in state.json)
+      tokenizer.json              the BPE vocabulary and merges
+      latest                      one line: "checkpoints/step-000600"
+      checkpoints/step-000600/
+        model.npz                 the weights, one array per parameter name
+        optimizer.npz             Adam's moments ('exp_avg.3', ...), its step and learning rate
+        tokenizer.json            a copy, so that a checkpoint folder stands on its own
+        state.json                format tag, step, config, schedule, epoch position, RNG state,
+                                  and the SHA-256 of every array file
+
+Every file is written atomically: into a temporary name in the same folder,
+flushed and fsync'ed, then renamed over the final name with ``os.replace``
+(an atomic operation on POSIX and Windows). A checkpoint folder is assembled
+under a temporary name and renamed into place as a whole, and only then does
+``latest`` move to it. A process killed at any moment during a save leaves the
+previous ``latest`` checkpoint intact and loadable; the half-written folder is
+a ``.tmp-*`` that the next save removes.
+
+Loading checks what it reads and refuses, with the path and the reason, a file
+that is truncated or corrupt (checksum, zip structure), a folder that is not a
+minitransformer checkpoint, and weights whose names or shapes do not fit the
+model at hand (a checkpoint of another configuration).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+
+FORMAT = "minitransformer-checkpoint"
+VERSION = 1
+STATE_FILE, MODEL_FILE, OPTIMIZER_FILE, TOKENIZER_FILE = "state.json", "model.npz", "optimizer.npz", "tokenizer.json"
+LATEST_FILE, CHECKPOINT_DIR = "latest", "checkpoints"
+
+
+class CheckpointError(Exception):
+    """A checkpoint cannot be used; the message names the path and the reason."""
+
+
+@dataclass
+class Checkpoint:
+    """What ``load_checkpoint`` returns."""
+
+    path: Path                                   # the checkpoint folder
+    weights: dict[str, np.ndarray]               # parameter name -> array
+    state: dict[str, Any]                        # the content of state.json
+    optimizer: dict[str, np.ndarray] | None = None
+    tokenizer: dict[str, Any] | None = field(default=None, repr=False)
+
+    @property
+    def step(self) -> int:
+        return int(self.state.get("step", 0))
+
+    @property
+    def config(self) -> dict[str, Any]:
+        return dict(self.state.get("config", {}))
+
+
+# -- atomic writes ------------------------------------------------------------------------------
+def _fsync_dir(directory: Path) -> None:
+    """Make a rename inside ``directory`` durable (no-op where folders cannot be opened, e.g. Windows)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _atomic_write(path: Path, write) -> None:
+    """Call ``write(binary_file)`` on a temporary file next to ``path``, fsync it, rename it over ``path``."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".tmp-{path.name}-", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp_name, path)
+    except BaseException:
+        try:
+            os.unlink(tmp_name)
+        except OSError:
+            pass
+        raise
+    _fsync_dir(path.parent)
+
+
+def write_json_atomic(path: str | Path, obj: Any) -> None:
+    """Write ``obj`` as UTF-8 JSON, atomically."""
+    data = (json.dumps(obj, ensure_ascii=False, indent=1) + "\n").encode("utf-8")
+    _atomic_write(Path(path), lambda f: f.write(data))
+
+
+def write_text_atomic(path: str | Path, text: str) -> None:
+    _atomic_write(Path(path), lambda f: f.write(text.encode("utf-8")))
+
+
+def _write_npz(path: Path, arrays: Mapping[str, np.ndarray]) -> str:
+    """Write arrays into a new .npz file (fsync'ed) and return its SHA-256."""
+    for name, array in arrays.items():
+        if not isinstance(array, np.ndarray) or array.dtype == object:
+            raise TypeError(f"checkpoint entry {name!r} must be a numeric NumPy array, got {type(array).__name__}")
+    with open(path, "wb") as f:
+        np.savez(f, **arrays)
+        f.flush()
+        os.fsync(f.fileno())
+    return _sha256(path)
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def checkpoint_name(step: int) -> str:
+    return f"step-{step:06d}"
+
+
+def save_checkpoint(out_dir: str | Path, step: int, weights: Mapping[str, np.ndarray], state: Mapping[str, Any],
+                    optimizer: Mapping[str, np.ndarray] | None = None, tokenizer: Mapping[str, Any] | None = None,
+                    keep_last: int | None = None) -> Path:
+    """Save one checkpoint as OUT/checkpoints/step-NNNNNN and point OUT/latest at it.
+
+    ``weights`` and ``optimizer`` are flat dicts of host NumPy arrays
+    (``model.state_dict()``, ``optimizer.state_dict()``); ``state`` is anything
+    JSON can hold (config, epoch position, RNG state, ...). ``keep_last`` prunes
+    older checkpoints, keeping that many. Returns the checkpoint folder.
+    """
+    out_dir = Path(out_dir)
+    root = out_dir / CHECKPOINT_DIR
+    root.mkdir(parents=True, exist_ok=True)
+    for stale in root.glob(".tmp-*"):  # left behind by a save that was killed
+        shutil.rmtree(stale, ignore_errors=True)
+
+    final = root / checkpoint_name(step)
+    staging = Path(tempfile.mkdtemp(prefix=f".tmp-{final.name}-", dir=root))
+    try:
+        hashes = {MODEL_FILE: _write_npz(staging / MODEL_FILE, dict(weights))}
+        if optimizer is not None:
+            hashes[OPTIMIZER_FILE] = _write_npz(staging / OPTIMIZER_FILE, dict(optimizer))
+        if tokenizer is not None:
+            write_json_atomic(staging / TOKENIZER_FILE, tokenizer)
+        full_state = {"format": FORMAT, "version": VERSION, **dict(state), "step": int(step), "sha256": hashes}
+        write_json_atomic(staging / STATE_FILE, full_state)  # written last: its presence means complete
+        _fsync_dir(staging)
+        if final.exists():  # saving the same step again (e.g. after a resume): swap the folders
+            retired = root / f".tmp-retired-{final.name}-{os.getpid()}"
+            os.replace(final, retired)
+            os.replace(staging, final)
+            shutil.rmtree(retired, ignore_errors=True)
+        else:
+            os.replace(staging, final)
+        _fsync_dir(root)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    write_text_atomic(out_dir / LATEST_FILE, f"{CHECKPOINT_DIR}/{final.name}\n")
+    if keep_last is not None:
+        prune_checkpoints(out_dir, keep_last)
+    return final
+
+
+def prune_checkpoints(out_dir: str | Path, keep_last: int) -> None:
+    """Delete all but the newest ``keep_last`` checkpoints (never the one ``latest`` names)."""
+    if keep_last < 1:
+        raise ValueError(f"keep_last must be >= 1, got {keep_last}")
+    latest = _read_latest(Path(out_dir))
+    for path in list_checkpoints(out_dir)[:-keep_last]:
+        if latest is None or path.resolve() != latest.resolve():
+            shutil.rmtree(path, ignore_errors=True)
+
+
+# -- finding checkpoints -------------------------------------------------------------------------
+def list_checkpoints(out_dir: str | Path) -> list[Path]:
+    """Complete checkpoint folders under OUT/checkpoints, oldest first."""
+    root = Path(out_dir) / CHECKPOINT_DIR
+    if not root.is_dir():
+        return []
+    found = [p for p in root.iterdir() if p.is_dir() and p.name.startswith("step-") and (p / STATE_FILE).is_file()]
+    return sorted(found, key=lambda p: p.name)
+
+
+def _read_latest(out_dir: Path) -> Path | None:
+    pointer = out_dir / LATEST_FILE
+    if not pointer.is_file():
+        return None
+    target = pointer.read_text(encoding="utf-8").strip()
+    if not target:
+        raise CheckpointError(f"{pointer}: the pointer file is empty")
+    return out_dir / target
+
+
+def resolve_checkpoint(path: str | Path) -> Path:
+    """The checkpoint folder meant by ``path``: a run folder (follows ``latest``), a checkpoint folder, or its model.npz."""
+    path = Path(path)
+    if not path.exists():
+        raise CheckpointError(f"{path}: no such file or directory")
+    if path.is_file():
+        if path.name in (MODEL_FILE, STATE_FILE, OPTIMIZER_FILE):
+            return path.parent
+        raise CheckpointError(f"{path}: not a checkpoint; expected a run folder (with a '{LATEST_FILE}' file) "
+                              f"or a checkpoint folder (with {STATE_FILE} and {MODEL_FILE})")
+    if (path / STATE_FILE).is_file():
+        return path
+    latest = _read_latest(path)
+    if latest is not None:
+        if not (latest / STATE_FILE).is_file():
+            raise CheckpointError(f"{path / LATEST_FILE} points to {latest}, which is not a complete checkpoint")
+        return latest
+    found = list_checkpoints(path)
+    if found:
+        return found[-1]
+    raise CheckpointError(f"{path}: no checkpoint here (no {STATE_FILE}, no '{LATEST_FILE}' file, "
+                          f"no {CHECKPOINT_DIR}/step-*/ folders)")
+
+
+# -- reading -------------------------------------------------------------------------------------
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise CheckpointError(f"{path}: file missing") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise CheckpointError(f"{path}: not valid JSON, the file is truncated or corrupt ({error})") from None
+
+
+def read_npz(path: str | Path, sha256: str | None = None) -> dict[str, np.ndarray]:
+    """All arrays of an .npz file, read eagerly, without pickle; corrupt files raise CheckpointError."""
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"{path}: file missing")
+    if sha256 is not None and _sha256(path) != sha256:
+        raise CheckpointError(f"{path}: checksum mismatch, the file was truncated or changed after it was saved")
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            return {name: archive[name] for name in archive.files}
+    except (zipfile.BadZipFile, ValueError, KeyError, OSError, EOFError) as error:
+        raise CheckpointError(f"{path}: cannot read the arrays, the file is truncated or corrupt "
+                              f"({type(error).__name__}: {error})") from None
+
+
+def load_checkpoint(path: str | Path, with_optimizer: bool = True) -> Checkpoint:
+    """Load a checkpoint (run folder, checkpoint folder or its model.npz); see ``resolve_checkpoint``."""
+    folder = resolve_checkpoint(path)
+    state = _read_json(folder / STATE_FILE)
+    if not isinstance(state, dict) or state.get("format") != FORMAT:
+        raise CheckpointError(f"{folder / STATE_FILE}: not a minitransformer checkpoint (no format tag {FORMAT!r})")
+    if int(state.get("version", -1)) > VERSION:
+        raise CheckpointError(f"{folder}: checkpoint format version {state['version']} is newer than this "
+                              f"code understands ({VERSION}); upgrade minitransformer")
+    hashes = state.get("sha256", {})
+    weights = read_npz(folder / MODEL_FILE, hashes.get(MODEL_FILE))
+    optimizer = None
+    if with_optimizer and (folder / OPTIMIZER_FILE).is_file():
+        optimizer = read_npz(folder / OPTIMIZER_FILE, hashes.get(OPTIMIZER_FILE))
+    tokenizer = _read_json(folder / TOKENIZER_FILE) if (folder / TOKENIZER_FILE).is_file() else None
+    return Checkpoint(path=folder, weights=weights, state=state, optimizer=optimizer, tokenizer=tokenizer)
+
+
+# -- compatibility -----------------------------------------------------------------------------
+def check_weights_match(weights: Mapping[str, np.ndarray], expected: Mapping[str, Any], where: str = "") -> None:
+    """Raise CheckpointError unless ``weights`` has exactly the names and shapes of ``expected``.
+
+    ``expected`` maps names to arrays (``model.state_dict()``) or to shapes.
+    """
+    prefix = f"{where}: " if where else ""
+    missing = [k for k in expected if k not in weights]
+    unexpected = [k for k in weights if k not in expected]
+    problems = []
+    if missing:
+        problems.append(f"missing {len(missing)} weight(s) the model needs, e.g. {missing[:3]}")
+    if unexpected:
+        problems.append(f"{len(unexpected)} weight(s) the model does not have, e.g. {unexpected[:3]}")
+    for name, value in expected.items():
+        shape = tuple(value.shape) if hasattr(value, "shape") else tuple(value)
+        if name in weights and tuple(weights[name].shape) != shape:
+            problems.append(f"weight {name!r} has shape {tuple(weights[name].shape)} in the checkpoint "
+                            f"but {shape} in the model")
+            break
+    if problems:
+        raise CheckpointError(prefix + "the checkpoint was saved from another model configuration: "
+                              + "; ".join(problems))
+
+
+def config_differences(saved: Mapping[str, Any], requested: Mapping[str, Any]) -> list[str]:
+    """Human-readable differences between two configuration dicts (keys present in both)."""
+    return [f"{key}: {saved[key]!r} in the checkpoint, {requested[key]!r} requested"
+            for key in sorted(set(saved) & set(requested)) if saved[key] != requested[key]]
+
+
+# -- averaging (§6.1) ----------------------------------------------------------------------------
+def average_checkpoints(paths: Iterable[str | Path]) -> dict[str, np.ndarray]:
+    """The element-wise mean of the weights of several checkpoints.
+
+    §6.1: "For the base models, we used a single model obtained by averaging the
+    last 5 checkpoints, which were written at 10-minute intervals." The mean is
+    taken in float64 and cast back to each weight's dtype.
+    """
+    paths = [Path(p) for p in paths]
+    if not paths:
+        raise ValueError("average_checkpoints needs at least one checkpoint")
+    first = load_checkpoint(paths[0], with_optimizer=False).weights
+    total = {name: array.astype(np.float64) for name, array in first.items()}
+    for path in paths[1:]:
+        weights = load_checkpoint(path, with_optimizer=False).weights
+        check_weights_match(weights, first, where=str(path))
+        for name, array in weights.items():
+            total[name] += array
+    return {name: (total[name] / len(paths)).astype(first[name].dtype) for name in first}
