@@ -1,0 +1,285 @@
+"""Turning a trained model into translations: greedy search and beam search (chapter 11).
+
+§6.1: "we used beam search with a beam size of 4 and length penalty α = 0.6 ...
+We set the maximum output length during inference to input length + 50, but
+terminate early when possible."
+
+The length penalty is the one of Wu et al. (2016, GNMT), which the paper's α
+refers to: a finished hypothesis Y is ranked by
+
+    score(Y) = log P(Y | X) / lp(Y),      lp(Y) = ((5 + |Y|) / 6)^α
+
+where |Y| counts the generated tokens including the final eos. Without it,
+beam search prefers short outputs: every extra token multiplies in a
+probability below 1.
+
+Both searches are batched over sentences and use the model's attention cache
+(``model.init_cache()`` / ``model.decode_step``), so step t costs O(t) rather
+than re-running the decoder over the whole prefix; ``use_cache=False``
+re-runs the prefix every step (the slow reference the cache must agree with).
+Sentences that are finished leave the batch (``cache.reorder`` keeps only the
+rows still searching), so one long sentence does not keep the others running.
+
+Ids go in as a (B, S) integer array padded with the model's pad id; the
+results are lists of generated ids without bos and eos.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from .backend import asnumpy, get_device, to_device, xp_of
+from .tensor import Tensor, no_grad
+
+EXTRA_LENGTH = 50  # §6.1: maximum output length = input length + 50
+
+
+@dataclass
+class Hypothesis:
+    """One search result: ids (no bos/eos), total log-probability, length-penalised score."""
+
+    tokens: list[int]
+    log_prob: float
+    score: float
+    finished: bool = True  # False when the search hit the length limit before eos
+
+
+def length_penalty(length: int, alpha: float) -> float:
+    """GNMT's lp(Y) = ((5 + |Y|) / 6)^α; 1 for α = 0."""
+    return ((5.0 + length) / 6.0) ** alpha
+
+
+def _log_softmax(logits):
+    """Row-wise log-softmax of a raw (N, V) array (no graph: decoding runs under no_grad)."""
+    xp = xp_of(logits)
+    shifted = logits - logits.max(axis=-1, keepdims=True)
+    return shifted - xp.log(xp.exp(shifted).sum(axis=-1, keepdims=True))
+
+
+def _model_device(model) -> str:
+    params = model.parameters()
+    return get_device(params[0].data) if params else "cpu"
+
+
+def _pad_id(model) -> int:
+    return int(getattr(getattr(model, "config", None), "pad_id", 0))
+
+
+def output_limits(src_ids: np.ndarray, pad_id: int, model_max_len: int | None,
+                  extra: int = EXTRA_LENGTH, max_len: int | None = None) -> np.ndarray:
+    """Per sentence, the most tokens (eos included) the search may generate: source length + 50 (§6.1),
+    capped by ``max_len`` and by the model's positional table."""
+    limits = (np.asarray(src_ids) != pad_id).sum(axis=1) + extra
+    if max_len is not None:
+        limits = np.minimum(limits, max_len)
+    if model_max_len is not None:
+        limits = np.minimum(limits, model_max_len)
+    return np.maximum(limits, 1).astype(np.int64)
+
+
+class _DecoderState:
+    """The decoder side of a search: memory, mask, and the cache (or the prefix) of every row."""
+
+    def __init__(self, model, src_ids, bos_id: int, use_cache: bool, repeat: int = 1) -> None:
+        self.model, self.use_cache = model, use_cache
+        device = _model_device(model)
+        src = to_device(np.asarray(src_ids, dtype=np.int64), device)
+        memory, src_mask = model.encode(src)                       # (B, S, d_model), (B, 1, 1, S)
+        xp = xp_of(memory.data)
+        self.xp = xp
+        if repeat > 1:                                             # every sentence gets `repeat` rows
+            rows = xp.repeat(xp.arange(src.shape[0]), repeat)
+            memory, src_mask = Tensor(memory.data[rows]), src_mask[rows]
+        self.memory, self.src_mask = memory, src_mask
+        n_rows = memory.shape[0]
+        self.cache = model.init_cache() if use_cache else None
+        self.prefix = xp.full((n_rows, 1), bos_id, dtype=xp.int64)  # (rows, t) decoder input so far
+
+    def log_probs(self):
+        """Log-probabilities of the next token for every row: (rows, V), on the model's device."""
+        if self.use_cache:
+            logits = self.model.decode_step(self.prefix[:, -1], self.memory, self.src_mask, self.cache)  # (rows, V)
+        else:
+            logits = self.model.decode(self.prefix, self.memory, self.src_mask)[:, -1]                 # (rows, V)
+        return _log_softmax(logits.data)
+
+    def advance(self, rows, tokens) -> None:
+        """Keep ``rows`` (host int array, repeats allowed) in that order, and append ``tokens`` to them."""
+        xp = self.xp
+        rows_dev = xp.asarray(rows)
+        self.memory = Tensor(self.memory.data[rows_dev])
+        self.src_mask = self.src_mask[rows_dev]
+        if self.cache is not None:
+            self.cache.reorder(rows_dev)
+        tokens_dev = xp.asarray(np.asarray(tokens, dtype=np.int64))[:, None]
+        self.prefix = xp.concatenate([self.prefix[rows_dev], tokens_dev], axis=1)  # (rows', t + 1)
+
+
+def greedy_decode(model, src_ids, bos_id: int, eos_id: int, max_len: int | None = None,
+                  use_cache: bool = True, extra_length: int = EXTRA_LENGTH) -> list[list[int]]:
+    """The most probable next token at every step, for a (B, S) batch; returns B lists of ids."""
+    src_ids = np.asarray(src_ids)
+    limits = output_limits(src_ids, _pad_id(model), _model_max_len(model), extra_length, max_len)
+    outputs: list[list[int]] = [[] for _ in range(len(src_ids))]
+    if len(src_ids) == 0:
+        return outputs
+    with no_grad():
+        state = _DecoderState(model, src_ids, bos_id, use_cache)
+        active = np.arange(len(src_ids))            # sentence index of each row
+        step = 0
+        while len(active):
+            best = asnumpy(state.log_probs().argmax(axis=-1))  # (rows,)
+            step += 1
+            keep = []
+            for row, sentence in enumerate(active):
+                token = int(best[row])
+                if token == eos_id:
+                    continue
+                outputs[sentence].append(token)
+                if step < limits[sentence]:
+                    keep.append(row)
+            keep = np.asarray(keep, dtype=np.int64)
+            active = active[keep]
+            if len(active):
+                state.advance(keep, best[keep])
+    return outputs
+
+
+def _model_max_len(model) -> int | None:
+    value = getattr(getattr(model, "config", None), "max_len", None)
+    return int(value) if value is not None else None
+
+
+def _top_candidates(scores, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The k best entries of each row of a (B, N) device array, best first (ties: lower index first).
+
+    Returns host arrays (indices, values), each (B, k).
+    """
+    xp = xp_of(scores)
+    k = min(k, scores.shape[1])
+    if k < scores.shape[1]:
+        candidates = xp.argpartition(-scores, k - 1, axis=1)[:, :k]       # (B, k), unordered
+    else:
+        candidates = xp.broadcast_to(xp.arange(scores.shape[1]), scores.shape)
+    values = asnumpy(xp.take_along_axis(scores, candidates, axis=1)).astype(np.float64)
+    candidates = asnumpy(candidates)
+    order = np.lexsort((candidates, -values), axis=-1)   # by value descending, then by index
+    return np.take_along_axis(candidates, order, axis=1), np.take_along_axis(values, order, axis=1)
+
+
+def beam_search(model, src_ids, bos_id: int, eos_id: int, beam_size: int = 4, alpha: float = 0.6,
+                max_len: int | None = None, use_cache: bool = True, n_best: int = 1,
+                extra_length: int = EXTRA_LENGTH) -> list[list[Hypothesis]]:
+    """Beam search over a (B, S) batch; for each sentence the ``n_best`` hypotheses, best score first.
+
+    Each step extends the ``beam_size`` live hypotheses of a sentence by every
+    token and keeps the best ``2·beam_size`` extensions: those ending in eos
+    that rank within the first ``beam_size`` are finished (scored with the
+    length penalty), the best ``beam_size`` others stay live. A sentence stops
+    when it has ``beam_size`` finished hypotheses or reaches its length limit
+    (then its live hypotheses count as results). With beam_size = 1 this is
+    exactly greedy search.
+    """
+    if beam_size < 1:
+        raise ValueError(f"beam_size must be >= 1, got {beam_size}")
+    src_ids = np.asarray(src_ids)
+    n_sentences, k = len(src_ids), beam_size
+    limits = output_limits(src_ids, _pad_id(model), _model_max_len(model), extra_length, max_len)
+    finished: list[list[Hypothesis]] = [[] for _ in range(n_sentences)]
+    if n_sentences == 0:
+        return []
+    with no_grad():
+        state = _DecoderState(model, src_ids, bos_id, use_cache, repeat=k)
+        active = np.arange(n_sentences)                        # sentences still searching, in row order
+        alive_log_prob = np.full((n_sentences, k), -np.inf)    # (B, k): only beam 0 is real at first
+        alive_log_prob[:, 0] = 0.0
+        alive_tokens: list[list[list[int]]] = [[[] for _ in range(k)] for _ in range(n_sentences)]
+        step = 0
+        while len(active):
+            log_probs = state.log_probs()                                        # (B'·k, V)
+            vocab = log_probs.shape[-1]
+            xp = xp_of(log_probs)
+            totals = log_probs.reshape(len(active), k, vocab) + \
+                xp.asarray(alive_log_prob[:, :, None], dtype=log_probs.dtype)   # (B', k, V)
+            flat_index, flat_value = _top_candidates(totals.reshape(len(active), k * vocab), 2 * k)  # (B', 2k)
+            step += 1
+
+            keep_rows, keep_tokens, next_log_prob, next_tokens, still_active = [], [], [], [], []
+            for position, sentence in enumerate(active):
+                beams: list[tuple[int, int, float]] = []                          # (parent beam, token, log p)
+                for rank, (index, value) in enumerate(zip(flat_index[position], flat_value[position])):
+                    if value == -np.inf:
+                        break
+                    parent, token = divmod(int(index), vocab)
+                    if token == eos_id:
+                        if rank < k:   # an eos counts only among the k best extensions
+                            finished[sentence].append(Hypothesis(
+                                list(alive_tokens[position][parent]), float(value),
+                                float(value) / length_penalty(step, alpha)))
+                    elif len(beams) < k:
+                        beams.append((parent, token, float(value)))
+                done = len(finished[sentence]) >= k or not beams
+                if not done and step >= limits[sentence]:  # out of length: the live ones become results
+                    for parent, token, value in beams:
+                        finished[sentence].append(Hypothesis(
+                            alive_tokens[position][parent] + [token], value,
+                            value / length_penalty(step, alpha), finished=False))
+                    done = True
+                if done:
+                    continue
+                while len(beams) < k:                      # fewer real extensions than beams: pad with dead ones
+                    beams.append((beams[0][0], beams[0][1], -np.inf))
+                still_active.append(sentence)
+                next_log_prob.append([value for _, _, value in beams])
+                next_tokens.append([alive_tokens[position][parent] + [token] for parent, token, _ in beams])
+                keep_rows.extend(position * k + parent for parent, _, _ in beams)
+                keep_tokens.extend(token for _, token, _ in beams)
+
+            active = np.asarray(still_active, dtype=np.int64)
+            if len(active):
+                alive_log_prob = np.asarray(next_log_prob)
+                alive_tokens = next_tokens
+                state.advance(np.asarray(keep_rows, dtype=np.int64), keep_tokens)
+
+    results = []
+    for hypotheses in finished:
+        ranked = sorted(hypotheses, key=lambda h: -h.score)
+        results.append(ranked[:n_best])
+    return results
+
+
+def decode_sentences(model, sources: Sequence[Sequence[int]], bos_id: int, eos_id: int, beam_size: int = 4,
+                     alpha: float = 0.6, max_tokens: int = 2000, use_cache: bool = True) -> list[list[int]]:
+    """Translate many id sequences: sort by length, decode in batches of ~``max_tokens`` source
+    tokens, return the best output of each in the original order. ``beam_size=1`` is greedy."""
+    pad_id = _pad_id(model)
+    # an empty source has nothing to attend to: its translation is empty
+    order = sorted((i for i in range(len(sources)) if len(sources[i])), key=lambda i: len(sources[i]))
+    outputs: list[list[int]] = [[] for _ in sources]
+    start = 0
+    while start < len(order):
+        longest, end = 0, start
+        while end < len(order):
+            longest = max(longest, len(sources[order[end]]))
+            if end > start and longest * (end - start + 1) * beam_size > max_tokens:
+                break
+            end += 1
+        group = order[start:end]
+        batch = np.full((len(group), max(len(sources[i]) for i in group)), pad_id, dtype=np.int64)
+        for row, i in enumerate(group):
+            batch[row, :len(sources[i])] = sources[i]
+        if beam_size == 1:
+            results = greedy_decode(model, batch, bos_id, eos_id, use_cache=use_cache)
+        else:
+            results = [h[0].tokens if h else [] for h in
+                       beam_search(model, batch, bos_id, eos_id, beam_size, alpha, use_cache=use_cache)]
+        for i, tokens in zip(group, results):
+            outputs[i] = tokens
+        start = end
+    return outputs
+
+
+__all__ = ["Hypothesis", "length_penalty", "greedy_decode", "beam_search", "decode_sentences", "output_limits",
+           "EXTRA_LENGTH"]

@@ -1,0 +1,200 @@
+"""Greedy and beam search: on a hand-made Markov "model" with known answers, and on a tiny Transformer."""
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+import minitransformer as mt
+from minitransformer.decode import beam_search, decode_sentences, greedy_decode, length_penalty
+
+PAD, BOS, EOS, A, B, C = 0, 1, 2, 3, 4, 5
+
+
+class MarkovModel:
+    """Next-token probabilities depend only on the last token: P[last] (a row of a table).
+
+    It speaks the decoding interface (encode, init_cache, decode_step, decode) and
+    counts decode calls, so tests can check which path the search took.
+    """
+
+    def __init__(self, table: dict[int, dict[int, float]], vocab: int = 6, max_len: int = 64) -> None:
+        self.config = SimpleNamespace(pad_id=PAD, max_len=max_len)
+        self.log_table = np.full((vocab, vocab), -1e9, dtype=np.float64)
+        for last, row in table.items():
+            for token, p in row.items():
+                self.log_table[last, token] = math.log(p)
+        self.calls = {"step": 0, "full": 0}
+
+    def parameters(self):
+        return [mt.Tensor(np.zeros(1), requires_grad=True)]
+
+    def encode(self, src):
+        return mt.Tensor(np.zeros((src.shape[0], src.shape[1], 2))), (src != PAD)[:, None, None, :]
+
+    def init_cache(self):
+        return SimpleNamespace(reorder=lambda rows: None)
+
+    def decode_step(self, last_ids, memory, src_mask, cache):
+        assert last_ids.shape == (memory.shape[0],)
+        self.calls["step"] += 1
+        return mt.Tensor(self.log_table[np.asarray(last_ids)])
+
+    def decode(self, tgt_ids, memory, src_mask):
+        self.calls["full"] += 1
+        return mt.Tensor(self.log_table[np.asarray(tgt_ids)])  # (B, T, V)
+
+
+def _src(lengths):
+    src = np.full((len(lengths), max(lengths)), PAD, dtype=np.int64)
+    for i, n in enumerate(lengths):
+        src[i, :n] = 7
+    return src
+
+
+# After bos, "a" is likelier than "b", but everything after "a" is uncertain while "b" ends at once:
+#   greedy: a c eos  (0.6 · 0.4 · 0.9 = 0.216)        best: b eos (0.4 · 0.9 = 0.36)
+TRAP = {BOS: {A: 0.6, B: 0.4}, A: {C: 0.4, A: 0.3, B: 0.3}, B: {EOS: 0.9, C: 0.1},
+        C: {EOS: 0.9, C: 0.1}}
+
+
+def test_greedy_takes_the_locally_best_token():
+    model = MarkovModel(TRAP)
+    assert greedy_decode(model, _src([3]), BOS, EOS) == [[A, C]]
+
+
+def test_beam_search_finds_the_more_probable_sentence():
+    model = MarkovModel(TRAP)
+    [[best]] = beam_search(model, _src([3]), BOS, EOS, beam_size=2, alpha=0.0)
+    assert best.tokens == [B]
+    assert best.log_prob == pytest.approx(math.log(0.4 * 0.9))
+    assert best.finished
+
+
+def test_beam_results_are_sorted_by_length_penalised_score():
+    model = MarkovModel(TRAP)
+    [hyps] = beam_search(model, _src([3]), BOS, EOS, beam_size=4, alpha=0.6, n_best=4)
+    assert len(hyps) == 4
+    scores = [h.score for h in hyps]
+    assert scores == sorted(scores, reverse=True)
+    for h in hyps:
+        assert h.score == pytest.approx(h.log_prob / length_penalty(len(h.tokens) + 1, 0.6))
+        expected = math.log(TRAP[BOS][h.tokens[0]]) + sum(
+            math.log(TRAP[a][b]) for a, b in zip(h.tokens, h.tokens[1:] + [EOS]))
+        assert h.log_prob == pytest.approx(expected)
+
+
+def test_length_penalty_matches_gnmt():
+    assert length_penalty(1, 0.6) == 1.0
+    assert length_penalty(7, 0.6) == pytest.approx(2.0 ** 0.6)
+    assert length_penalty(30, 0.0) == 1.0
+
+
+def test_the_length_penalty_can_favour_a_longer_output():
+    # "b eos" has P = 0.4, "a c eos" has P = 0.6 · 0.6 = 0.36: raw probability prefers the short one,
+    # a strong length penalty (α = 2) the long one: log 0.4 / (7/6)² = −0.67 < log 0.36 / (8/6)² = −0.57
+    table = {BOS: {A: 0.6, B: 0.4}, A: {C: 0.6, A: 0.4}, B: {EOS: 1.0}, C: {EOS: 1.0}}
+    model = MarkovModel(table)
+    [[short]] = beam_search(model, _src([3]), BOS, EOS, beam_size=4, alpha=0.0)
+    [[long]] = beam_search(model, _src([3]), BOS, EOS, beam_size=4, alpha=2.0)
+    assert short.tokens == [B]
+    assert long.tokens == [A, C]
+
+
+def test_output_length_is_capped_at_input_length_plus_50():
+    loop = {BOS: {A: 1.0}, A: {A: 0.99, EOS: 0.01}}
+    model = MarkovModel(loop, max_len=1000)
+    [greedy] = greedy_decode(model, _src([3]), BOS, EOS)
+    assert len(greedy) == 3 + 50
+    [[beam]] = beam_search(model, _src([3]), BOS, EOS, beam_size=2)
+    assert len(beam.tokens) <= 53
+    assert len(greedy_decode(MarkovModel(loop, max_len=10), _src([3]), BOS, EOS)[0]) == 10  # positional table
+
+
+def test_batches_of_different_lengths_each_stop_on_their_own():
+    loop = {BOS: {A: 1.0}, A: {A: 0.99, EOS: 0.01}}
+    model = MarkovModel(loop)
+    outputs = greedy_decode(model, _src([1, 5, 2]), BOS, EOS)
+    assert [len(o) for o in outputs] == [51, 55, 52]
+    beams = beam_search(model, _src([1, 5, 2]), BOS, EOS, beam_size=3)
+    assert [len(h[0].tokens) <= n + 50 for h, n in zip(beams, [1, 5, 2])] == [True] * 3
+
+
+def test_cache_off_re_runs_the_prefix_and_agrees():
+    with_cache, without = MarkovModel(TRAP), MarkovModel(TRAP)
+    a = beam_search(with_cache, _src([2, 3]), BOS, EOS, beam_size=3, n_best=3)
+    b = beam_search(without, _src([2, 3]), BOS, EOS, beam_size=3, n_best=3, use_cache=False)
+    assert [[h.tokens for h in hs] for hs in a] == [[h.tokens for h in hs] for hs in b]
+    assert with_cache.calls["full"] == 0 and without.calls["step"] == 0
+
+
+# -- on a real (tiny, randomly initialised) Transformer ------------------------------------------
+def _tiny_transformer(vocab=13, max_len=40):
+    from minitransformer.nn.transformer import Transformer, TransformerConfig
+    config = TransformerConfig(src_vocab_size=vocab, tgt_vocab_size=vocab, d_model=16, n_heads=2, d_ff=32,
+                               n_layers=2, dropout=0.0, max_len=max_len, seed=3)
+    model = Transformer(config)
+    model.eval()
+    return model
+
+
+@pytest.fixture
+def tiny_model():
+    pytest.importorskip("minitransformer.nn.transformer")
+    return _tiny_transformer()
+
+
+@pytest.fixture
+def sources(rng):
+    lengths = [5, 2, 7, 4]
+    src = np.zeros((4, 7), dtype=np.int64)
+    for i, n in enumerate(lengths):
+        src[i, :n] = rng.integers(3, 13, size=n)
+    return src
+
+
+def test_beam_of_one_equals_greedy_on_a_transformer(tiny_model, sources):
+    greedy = greedy_decode(tiny_model, sources, BOS, EOS, max_len=12)
+    beam = beam_search(tiny_model, sources, BOS, EOS, beam_size=1, alpha=0.6, max_len=12)
+    assert [h[0].tokens for h in beam] == greedy
+
+
+def test_cache_and_no_cache_give_identical_outputs_on_a_transformer(tiny_model, sources):
+    fast = beam_search(tiny_model, sources, BOS, EOS, beam_size=4, max_len=10, n_best=4)
+    slow = beam_search(tiny_model, sources, BOS, EOS, beam_size=4, max_len=10, n_best=4, use_cache=False)
+    assert [[h.tokens for h in hs] for hs in fast] == [[h.tokens for h in hs] for hs in slow]
+    for hs, gs in zip(fast, slow):
+        np.testing.assert_allclose([h.score for h in hs], [g.score for g in gs], rtol=1e-4)
+        assert [h.score for h in hs] == sorted([h.score for h in hs], reverse=True)
+    assert greedy_decode(tiny_model, sources, BOS, EOS, max_len=10) == \
+        greedy_decode(tiny_model, sources, BOS, EOS, max_len=10, use_cache=False)
+
+
+def test_batched_search_equals_one_sentence_at_a_time(tiny_model, sources):
+    together = beam_search(tiny_model, sources, BOS, EOS, beam_size=3, max_len=9)
+    for i in range(len(sources)):
+        n = int((sources[i] != 0).sum())
+        [alone] = beam_search(tiny_model, sources[i:i + 1, :n], BOS, EOS, beam_size=3, max_len=9)
+        assert alone[0].tokens == together[i][0].tokens
+        assert alone[0].score == pytest.approx(together[i][0].score, rel=1e-4)
+
+
+def test_beam_log_prob_equals_the_teacher_forced_log_prob(tiny_model, sources):
+    [[best]] = beam_search(tiny_model, sources[:1, :5], BOS, EOS, beam_size=4, max_len=8)
+    tokens = best.tokens + ([EOS] if best.finished else [])
+    tgt_in = np.array([[BOS] + tokens[:-1]])
+    with mt.no_grad():
+        logits = tiny_model(sources[:1, :5], tgt_in).numpy()[0].astype(np.float64)  # (T, V)
+    log_probs = logits - np.log(np.exp(logits - logits.max(-1, keepdims=True)).sum(-1, keepdims=True)) \
+        - logits.max(-1, keepdims=True)
+    assert best.log_prob == pytest.approx(sum(log_probs[t, tok] for t, tok in enumerate(tokens)), rel=1e-4)
+
+
+def test_decode_sentences_keeps_order_and_handles_empty_sources(tiny_model, sources):
+    lists = [list(row[row != 0]) for row in sources] + [[]]
+    out = decode_sentences(tiny_model, lists, BOS, EOS, beam_size=2, max_tokens=20)
+    assert len(out) == 5 and out[-1] == []
+    direct = beam_search(tiny_model, sources, BOS, EOS, beam_size=2)
+    assert out[:4] == [h[0].tokens for h in direct]
