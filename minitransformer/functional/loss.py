@@ -50,8 +50,8 @@ class CrossEntropy(Function):
         valid = targets != self.ignore_index if self.ignore_index is not None else xp.ones(n_rows, dtype=bool)
         safe_targets = xp.where(valid, targets, 0)          # any in-range id; ignored rows are masked out below
 
-        shifted = logits - logits.max(axis=1, keepdims=True)                     # (N, V)
-        log_probs = shifted - xp.log(xp.exp(shifted).sum(axis=1, keepdims=True))  # (N, V) log softmax
+        log_probs = logits - logits.max(axis=1, keepdims=True)                   # (N, V), max-shifted
+        log_probs -= xp.log(xp.exp(log_probs).sum(axis=1, keepdims=True))         # (N, V) log softmax
         row_loss = -log_probs[rows, safe_targets]                                 # (N,) −log p_target
         if self.epsilon > 0:
             spread = self._smoothing_classes(num_classes)

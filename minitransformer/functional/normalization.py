@@ -29,23 +29,32 @@ class LayerNormFunction(Function):
 
     def forward(self, x, weight, bias):
         xp = xp_of(x)
-        mean = x.mean(axis=-1, keepdims=True)                        # (..., 1)
-        centered = x - mean
-        variance = (centered * centered).mean(axis=-1, keepdims=True)  # biased, as in the definition
-        self.inv_std = 1 / xp.sqrt(variance + self.eps)             # (..., 1) 1/σ, eps inside the root
-        self.x_hat = centered * self.inv_std                         # (..., D)
-        self.weight = weight
-        return self.x_hat * weight + bias
+        self.x_shape = x.shape
+        x = x.reshape(-1, x.shape[-1])                               # (N, D): every leading axis is a row
+        centered = x - x.mean(axis=1, keepdims=True)
+        variance = (centered * centered).mean(axis=1, keepdims=True)  # (N, 1) biased, as in the definition
+        self.inv_std = 1 / xp.sqrt(variance + self.eps)             # (N, 1) 1/σ, eps inside the root
+        centered *= self.inv_std
+        self.x_hat, self.weight = centered, weight                   # (N, D) x̂, reusing the array
+        y = self.x_hat * weight
+        y += bias
+        return y.reshape(self.x_shape)
 
     def backward(self, gy):
-        x_hat, inv_std = self.x_hat, self.inv_std
-        leading = tuple(range(gy.ndim - 1))
-        g = gy * self.weight                                          # gradient with respect to x̂
-        gx = inv_std * (g - g.mean(axis=-1, keepdims=True)
-                        - x_hat * (g * x_hat).mean(axis=-1, keepdims=True))
-        g_weight = (gy * x_hat).sum(axis=leading)                     # (D,)
-        g_bias = gy.sum(axis=leading)                                 # (D,)
-        return gx, g_weight, g_bias
+        x_hat, inv_std, weight = self.x_hat, self.inv_std, self.weight
+        dim = weight.shape[0]
+        gy = gy.reshape(-1, dim)                                     # (N, D)
+        gy_x_hat = gy * x_hat
+        g_weight = gy_x_hat.sum(axis=0)                              # gγ = Σ gy ⊙ x̂      (D,)
+        g_bias = gy.sum(axis=0)                                      # gβ = Σ gy          (D,)
+        # with g = gy ⊙ γ:  mean(g) = gy·γ / D  and  mean(g ⊙ x̂) = (gy ⊙ x̂)·γ / D — matrix-vector products
+        mean_g = (gy @ weight)[:, None] / dim                        # (N, 1)
+        mean_g_x_hat = (gy_x_hat @ weight)[:, None] / dim            # (N, 1)
+        gx = gy * weight                                             # g
+        gx -= mean_g
+        gx -= x_hat * mean_g_x_hat
+        gx *= inv_std                                                # (1/σ)(g − mean(g) − x̂ ⊙ mean(g ⊙ x̂))
+        return gx.reshape(self.x_shape), g_weight, g_bias
 
 
 def layer_norm(x, weight=None, bias=None, eps: float = 1e-5) -> Tensor:

@@ -29,14 +29,17 @@ class Softmax(Function):
 
     def forward(self, x):
         xp = xp_of(x)
-        shifted = x - x.max(axis=self.axis, keepdims=True)   # every exponent ≤ 0: no overflow
-        e = xp.exp(shifted)
-        self.y = e / e.sum(axis=self.axis, keepdims=True)
-        return self.y
+        y = x - x.max(axis=self.axis, keepdims=True)   # every exponent ≤ 0: no overflow
+        xp.exp(y, out=y)                               # in place: one array of x's size, not three
+        y /= y.sum(axis=self.axis, keepdims=True)
+        self.y = y
+        return y
 
     def backward(self, gy):
         y = self.y
-        return y * (gy - (gy * y).sum(axis=self.axis, keepdims=True))   # y ⊙ (gy − Σ gy⊙y)
+        gx = gy * y
+        gx -= y * gx.sum(axis=self.axis, keepdims=True)   # y ⊙ (gy − Σ gy⊙y), expanded
+        return gx
 
 
 class LogSoftmax(Function):
@@ -47,16 +50,17 @@ class LogSoftmax(Function):
 
     def forward(self, x):
         xp = xp_of(x)
-        shifted = x - x.max(axis=self.axis, keepdims=True)
-        log_sum = xp.log(xp.exp(shifted).sum(axis=self.axis, keepdims=True))  # ≥ log 1 = 0: finite
-        z = shifted - log_sum
+        z = x - x.max(axis=self.axis, keepdims=True)
+        z -= xp.log(xp.exp(z).sum(axis=self.axis, keepdims=True))   # log Σ ≥ log 1 = 0: finite
         self.z = z
         return z
 
     def backward(self, gy):
         xp = xp_of(gy)
-        softmax = xp.exp(self.z)
-        return gy - softmax * gy.sum(axis=self.axis, keepdims=True)   # gy − softmax · Σ gy
+        gx = xp.exp(self.z)                                # softmax, recovered from the output
+        gx *= -gy.sum(axis=self.axis, keepdims=True)
+        gx += gy                                           # gy − softmax · Σ gy
+        return gx
 
 
 def softmax(x, axis: int = -1) -> Tensor:
