@@ -1,0 +1,174 @@
+"""Per-op overhead of the autograd engine: microseconds per op on tiny arrays.
+
+On (4, 4) arrays the arithmetic itself costs almost nothing, so the time of a
+chain of small ops is the bookkeeping around each op: wrapping, recording the
+graph, walking it backwards. We time a chain of 1,000 ops (alternately
+``y * 0.999`` with a Python scalar and ``y + b`` with a (4, 4) tensor) in
+three modes:
+
+    no_grad    forward only, no graph recorded
+    graph      forward, recording the graph
+    fwd+bwd    forward with graph, then backward() from y.sum()
+
+for minitransformer, PyTorch on the CPU (if installed) and plain NumPy
+(forward only: NumPy has no graph). Each library runs in its own
+subprocess (this script re-invoked with ``--worker LIB``) with the same
+thread settings, the libraries take turns for several rounds, and the median
+over rounds is reported.
+
+    python benchmarks/overhead.py               # 7 rounds, 1 thread
+    python benchmarks/overhead.py --rounds 11 --threads 2
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+LIBRARIES = ("minitransformer", "torch", "numpy")
+MODES = ("no_grad", "graph", "fwd+bwd")
+
+
+# -- workers: one library each, in a fresh process --------------------------------------------
+def chain(a, b, n_ops: int):
+    """n_ops alternating ops: multiply by a Python scalar, add a (4, 4) tensor."""
+    y = a
+    for i in range(n_ops):
+        y = y * 0.999 if i % 2 == 0 else y + b
+    return y
+
+
+def time_per_op(run, n_ops: int, repeats: int) -> float:
+    """Median microseconds per op of ``run()`` over ``repeats`` timed calls (after a warm-up)."""
+    run()
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        run()
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples) / n_ops * 1e6
+
+
+def worker_minitransformer(n_ops: int, repeats: int) -> dict[str, float]:
+    sys.path.insert(0, str(ROOT))
+    import numpy as np
+
+    import minitransformer as mt
+
+    a = mt.Tensor(np.ones((4, 4), np.float32), requires_grad=True)
+    b = mt.Tensor(np.full((4, 4), 0.5, np.float32), requires_grad=True)
+
+    def no_grad():
+        with mt.no_grad():
+            chain(a, b, n_ops)
+
+    def forward_backward():
+        chain(a, b, n_ops).sum().backward()
+
+    return {"no_grad": time_per_op(no_grad, n_ops, repeats),
+            "graph": time_per_op(lambda: chain(a, b, n_ops), n_ops, repeats),
+            "fwd+bwd": time_per_op(forward_backward, n_ops, repeats)}
+
+
+def worker_torch(n_ops: int, repeats: int) -> dict[str, float]:
+    import torch
+
+    torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+    a = torch.ones((4, 4), dtype=torch.float32, requires_grad=True)
+    b = torch.full((4, 4), 0.5, dtype=torch.float32, requires_grad=True)
+
+    def no_grad():
+        with torch.no_grad():
+            chain(a, b, n_ops)
+
+    def forward_backward():
+        chain(a, b, n_ops).sum().backward()
+
+    return {"no_grad": time_per_op(no_grad, n_ops, repeats),
+            "graph": time_per_op(lambda: chain(a, b, n_ops), n_ops, repeats),
+            "fwd+bwd": time_per_op(forward_backward, n_ops, repeats)}
+
+
+def worker_numpy(n_ops: int, repeats: int) -> dict[str, float]:
+    import numpy as np
+
+    a = np.ones((4, 4), np.float32)
+    b = np.full((4, 4), 0.5, np.float32)
+    return {"no_grad": time_per_op(lambda: chain(a, b, n_ops), n_ops, repeats)}
+
+
+WORKERS = {"minitransformer": worker_minitransformer, "torch": worker_torch, "numpy": worker_numpy}
+
+
+# -- driver ----------------------------------------------------------------------------------------
+def available(library: str) -> bool:
+    if library != "torch":
+        return True
+    import importlib.util
+
+    return importlib.util.find_spec("torch") is not None
+
+
+def run_worker(library: str, args, env) -> dict[str, float]:
+    command = [sys.executable, __file__, "--worker", library, "--ops", str(args.ops), "--repeats", str(args.repeats)]
+    result = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        raise RuntimeError(f"worker {library} failed:\n{result.stderr}")
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def format_table(medians: dict[str, dict[str, float]]) -> str:
+    reference = medians.get("torch")
+    header = f"{'library':<16}" + "".join(f"{mode:>20}" for mode in MODES)
+    lines = [header, "-" * len(header)]
+    for library, figures in medians.items():
+        cells = []
+        for mode in MODES:
+            if mode not in figures:
+                cells.append(f"{'—':>20}")
+                continue
+            ratio = f" (×{figures[mode] / reference[mode]:.2f})" if reference and mode in reference else ""
+            cells.append(f"{figures[mode]:>9.2f} µs{ratio:>9}")
+        lines.append(f"{library:<16}" + "".join(cells))
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--worker", choices=LIBRARIES, help=argparse.SUPPRESS)
+    parser.add_argument("--ops", type=int, default=1000, help="ops in the chain (default 1000)")
+    parser.add_argument("--repeats", type=int, default=5, help="timed chains per worker process (default 5)")
+    parser.add_argument("--rounds", type=int, default=7, help="rounds over all libraries (default 7, at least 5)")
+    parser.add_argument("--threads", type=int, default=1, help="OMP/BLAS threads for every library (default 1)")
+    args = parser.parse_args()
+
+    if args.worker:
+        print(json.dumps(WORKERS[args.worker](args.ops, args.repeats)))
+        return 0
+
+    threads = str(args.threads)
+    env = dict(os.environ, OMP_NUM_THREADS=threads, OPENBLAS_NUM_THREADS=threads, MKL_NUM_THREADS=threads,
+               VECLIB_MAXIMUM_THREADS=threads, NUMEXPR_NUM_THREADS=threads, MINITRANSFORMER_DEVICE="cpu")
+    libraries = [lib for lib in LIBRARIES if available(lib)]
+    samples: dict[str, list[dict[str, float]]] = {lib: [] for lib in libraries}
+    for round_number in range(max(args.rounds, 5)):
+        for library in libraries:  # take turns, so drift in machine load hits every library alike
+            samples[library].append(run_worker(library, args, env))
+        print(f"round {round_number + 1} done", file=sys.stderr)
+    medians = {lib: {mode: statistics.median(s[mode] for s in runs) for mode in runs[0]}
+               for lib, runs in samples.items()}
+
+    print(f"Per-op overhead: µs per op, chain of {args.ops} ops on (4, 4) float32 arrays, "
+          f"median of {max(args.rounds, 5)} rounds, {threads} thread(s); (×) = ratio to PyTorch")
+    print(format_table(medians))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
