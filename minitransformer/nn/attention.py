@@ -1,0 +1,101 @@
+"""Multi-head attention (§3.2.2, chapter 7).
+
+    MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W^O,   head_i = Attention(Q W^Q_i, K W^K_i, V W^V_i)
+
+The h per-head projections W^Q_i (d_model × d_k) sit side by side in one
+matrix W^Q (d_model × h·d_k), so "project, then cut into heads" is ONE 2-D GEMM
+followed by a reshape — the same numbers as h small products, far faster.
+With d_k = d_v = d_model / h the total cost is about that of one attention of
+full width (§3.2.2); chapter 7 measures it.
+
+The same layer serves three uses in the model (§3.2.3):
+* encoder self-attention: queries, keys and values all come from x;
+* decoder masked self-attention: the same, with a causal mask;
+* encoder–decoder (cross) attention: queries from the decoder, keys and
+  values from the encoder's output ("memory").
+
+Incremental decoding passes an ``AttentionCache`` (see cache.py): self-attention
+appends this step's keys and values to those of earlier steps; cross-attention
+projects the memory once, on the first step, and reuses it.
+"""
+from __future__ import annotations
+
+from ..functional.attention import scaled_dot_product_attention
+from ..ops import concatenate
+from ..tensor import Tensor
+from .cache import AttentionCache
+from .linear import Linear
+from .module import Module
+
+
+def split_heads(x: Tensor, n_heads: int) -> Tensor:
+    """(B, T, h·d_k) -> (B, h, T, d_k): cut the feature axis into h heads, heads before time."""
+    batch, length, width = x.shape
+    x = x.reshape(batch, length, n_heads, width // n_heads)      # (B, T, h, d_k)
+    return x.transpose(0, 2, 1, 3)                               # (B, h, T, d_k)
+
+
+def merge_heads(x: Tensor) -> Tensor:
+    """(B, h, T, d_k) -> (B, T, h·d_k): the Concat(head_1, ..., head_h) of §3.2.2."""
+    batch, n_heads, length, d_k = x.shape
+    x = x.transpose(0, 2, 1, 3)                                  # (B, T, h, d_k)
+    return x.reshape(batch, length, n_heads * d_k)               # (B, T, h·d_k)
+
+
+class MultiHeadAttention(Module):
+    """h heads of scaled dot-product attention with d_k = d_v = d_model / h.
+
+    ``dropout`` drops attention weights (off by default, as in the paper, whose
+    dropout sits on sub-layer outputs, §5.4).
+    """
+
+    def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0) -> None:
+        super().__init__()
+        if d_model % n_heads:
+            raise ValueError(f"MultiHeadAttention: d_model={d_model} is not divisible by n_heads={n_heads} "
+                             "(each head gets d_k = d_model / h features)")
+        self.d_model, self.n_heads, self.d_k = d_model, n_heads, d_model // n_heads
+        self.dropout = dropout
+        self.w_q = Linear(d_model, d_model)   # the h matrices W^Q_i side by side
+        self.w_k = Linear(d_model, d_model)
+        self.w_v = Linear(d_model, d_model)
+        self.w_o = Linear(d_model, d_model)   # W^O mixes the concatenated heads
+
+    def forward(self, query: Tensor, key_value: Tensor | None = None, mask=None,
+                cache: AttentionCache | None = None, return_weights: bool = False):
+        """query (B, T, d_model); key_value (B, S, d_model), or None for self-attention.
+
+        ``mask`` is boolean, broadcastable to (B, h, T, S), True = may attend.
+        ``cache`` (incremental decoding): for self-attention the keys and values
+        of this call are appended to the cached ones, and the queries attend to
+        all of them; for cross-attention (``cache.static``) the keys and values
+        are computed from ``key_value`` on the first call and reused after.
+        Returns (B, T, d_model), and the weights (B, h, T, S) with ``return_weights``.
+        """
+        if query.ndim != 3 or query.shape[-1] != self.d_model:
+            raise ValueError(f"MultiHeadAttention: query must be (B, T, d_model={self.d_model}), "
+                             f"got shape {tuple(query.shape)}")
+        source = query if key_value is None else key_value
+        q = split_heads(self.w_q(query), self.n_heads)                   # (B, h, T, d_k)
+        if cache is not None and cache.static and cache.keys is not None:
+            k, v = cache.keys, cache.values                             # memory projected on step 1
+        else:
+            if source.ndim != 3 or source.shape[-1] != self.d_model or source.shape[0] != query.shape[0]:
+                raise ValueError(f"MultiHeadAttention: key_value must be (B={query.shape[0]}, S, "
+                                 f"d_model={self.d_model}), got shape {tuple(source.shape)}")
+            k = split_heads(self.w_k(source), self.n_heads)              # (B, h, S, d_k)
+            v = split_heads(self.w_v(source), self.n_heads)              # (B, h, S, d_v)
+            if cache is not None:
+                if not cache.static and cache.keys is not None:          # earlier steps first
+                    k = concatenate([cache.keys, k], axis=2)             # (B, h, t, d_k)
+                    v = concatenate([cache.values, v], axis=2)           # (B, h, t, d_v)
+                cache.keys, cache.values = k, v
+        attended = scaled_dot_product_attention(q, k, v, mask=mask, return_weights=return_weights,
+                                                dropout_p=self.dropout, training=self.training)
+        if return_weights:
+            attended, weights = attended
+        out = self.w_o(merge_heads(attended))                            # (B, T, d_model)
+        return (out, weights) if return_weights else out
+
+    def extra_repr(self) -> str:
+        return f"d_model={self.d_model}, n_heads={self.n_heads}, d_k={self.d_k}, dropout={self.dropout}"
