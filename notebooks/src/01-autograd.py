@@ -1,0 +1,369 @@
+# %% [markdown]
+# # Chapter 1 — Autograd from scratch
+#
+# Training a Transformer means computing the gradient of one number (the loss) with respect to
+# millions of parameters. This notebook builds the machine that does it, step by step:
+#
+# 1. the chain rule on scalars, by hand;
+# 2. a twenty-line scalar autograd, to see the idea without arrays;
+# 3. the real engine: `mt.Tensor` and `mt.Function`, and a picture of the graph they record;
+# 4. the numerical gradient, and why we check in float64;
+# 5. defining a new op in a few lines;
+# 6. gradient checks of everything we built.
+#
+# The prose version is `chapters/01-autograd.md`.
+
+# %%
+import math
+import os
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+import minitransformer as mt
+
+QUICK = os.environ.get("MT_QUICK") == "1"
+rng = np.random.default_rng(0)
+
+# %% [markdown]
+# ## 1. The chain rule on scalars
+#
+# Take one neuron, $y = \tanh(w x + b)$. Name the intermediate values:
+# $u = w x$, $v = u + b$, $y = \tanh v$. Each step has a simple local derivative, and the chain
+# rule multiplies them along the path from $y$ back to each input:
+#
+# $$\frac{\partial y}{\partial w} = \frac{\partial y}{\partial v}\,\frac{\partial v}{\partial u}\,
+# \frac{\partial u}{\partial w} = (1 - \tanh^2 v)\cdot 1 \cdot x .$$
+
+# %%
+x, w, b = 0.5, -1.2, 0.3
+u = w * x
+v = u + b
+y = math.tanh(v)
+
+dy_dv = 1 - y ** 2          # d tanh(v)/dv
+dy_du = dy_dv * 1.0         # dv/du = 1
+dy_db = dy_dv * 1.0         # dv/db = 1
+dy_dw = dy_du * x           # du/dw = x
+dy_dx = dy_du * w           # du/dx = w
+print(f"y = {y:.6f}   dy/dw = {dy_dw:.6f}   dy/dx = {dy_dx:.6f}   dy/db = {dy_db:.6f}")
+
+# %% [markdown]
+# Notice the order: we started at the output with $\partial y/\partial y = 1$ and walked
+# *backwards*, reusing $\partial y/\partial v$ for all three inputs. That is reverse-mode
+# differentiation: one backward sweep gives the gradient with respect to *every* input, which is
+# what we need when there is one loss and many parameters.
+#
+# ## 2. A scalar autograd in twenty lines
+#
+# Automating the sweep needs two things: every value remembers which values it was computed from
+# (the **graph**), and every operation knows its local derivative (its **backward**).
+
+# %%
+class Scalar:
+    """A number that remembers how it was computed."""
+
+    def __init__(self, value, parents=(), local_grads=()):
+        self.value, self.grad = value, 0.0
+        self.parents, self.local_grads = parents, local_grads  # ∂self/∂parent for each parent
+
+    def __add__(self, other):
+        return Scalar(self.value + other.value, (self, other), (1.0, 1.0))
+
+    def __mul__(self, other):
+        return Scalar(self.value * other.value, (self, other), (other.value, self.value))
+
+    def tanh(self):
+        t = math.tanh(self.value)
+        return Scalar(t, (self,), (1 - t * t,))
+
+    def backward(self):
+        order, seen = [], set()
+
+        def visit(node):  # topological order: a node after everything it depends on
+            if id(node) not in seen:
+                seen.add(id(node))
+                for parent in node.parents:
+                    visit(parent)
+                order.append(node)
+
+        visit(self)
+        self.grad = 1.0
+        for node in reversed(order):  # consumers before producers
+            for parent, local in zip(node.parents, node.local_grads):
+                parent.grad += node.grad * local  # the chain rule; += because a value may be used twice
+
+
+sx, sw, sb = Scalar(x), Scalar(w), Scalar(b)
+sy = (sw * sx + sb).tanh()
+sy.backward()
+print(f"dy/dw = {sw.grad:.6f}   dy/dx = {sx.grad:.6f}   dy/db = {sb.grad:.6f}")
+assert abs(sw.grad - dy_dw) < 1e-12 and abs(sx.grad - dy_dx) < 1e-12 and abs(sb.grad - dy_db) < 1e-12
+
+# %% [markdown]
+# Two details carry over to the real engine. The `+=` in `backward`: when a value feeds two
+# consumers, its gradient is the *sum* of what each consumer sends back (the multivariable chain
+# rule). And the **topological order**: a node's gradient is complete only after every consumer
+# has contributed, so we process consumers first. (The recursive `visit` above would hit Python's
+# recursion limit on a deep graph; the engine uses an explicit stack instead.)
+#
+# ## 3. The engine: Tensor and Function
+#
+# `mt.Tensor` is the same idea with arrays. A `Function` does one operation on raw NumPy arrays:
+# `forward` computes the output and saves what `backward` will need; `backward` receives
+# $\partial L/\partial\text{output}$ and returns $\partial L/\partial\text{input}$ for each input.
+
+# %%
+xt = mt.Tensor(np.array([0.5]), requires_grad=True, name="x")
+wt = mt.Tensor(np.array([-1.2]), requires_grad=True, name="w")
+bt = mt.Tensor(np.array([0.3]), requires_grad=True, name="b")
+yt = (wt * xt + bt).tanh()
+print(yt)
+yt.sum().backward()
+print("dy/dw", wt.grad, " dy/dx", xt.grad, " dy/db", bt.grad)
+np.testing.assert_allclose([wt.grad[0], xt.grad[0], bt.grad[0]], [dy_dw, dy_dx, dy_db])
+
+# %% [markdown]
+# ### A picture of the graph
+#
+# Every Tensor made by a Function keeps that Function in `.creator`, and the Function keeps its
+# inputs in `.inputs`. Following those two links from the output back to the leaves recovers the
+# whole computation. Below, $y = \tanh(w x + b)\cdot x$: note that $x$ is used twice, so two
+# arrows leave it, and backward will add two contributions into `x.grad`.
+
+# %%
+def graph_of(output):
+    """Nodes (tensors and functions) and edges (producer → consumer) reachable from ``output``."""
+    nodes, edges, stack, seen = [], [], [output], set()
+    while stack:
+        tensor = stack.pop()
+        if id(tensor) in seen:
+            continue
+        seen.add(id(tensor))
+        nodes.append(tensor)
+        function = tensor.creator
+        if function is not None:
+            nodes.append(function)
+            edges.append((function, tensor))
+            for parent in function.inputs:
+                edges.append((parent, function))
+                stack.append(parent)
+    return nodes, edges
+
+
+def draw_graph(output, title):
+    nodes, edges = graph_of(output)
+    inputs_of = {id(n): [p for p, c in edges if c is n] for n in nodes}
+    consumers_of = {id(n): [c for p, c in edges if p is n] for n in nodes}
+    column = {}
+
+    def place(node):  # computed nodes: one column right of their deepest input
+        if id(node) not in column:
+            column[id(node)] = 1 + max((place(p) for p in inputs_of[id(node)]), default=-1)
+        return column[id(node)]
+
+    for node in nodes:
+        place(node)
+    for node in nodes:  # leaves: just left of their first consumer
+        if not inputs_of[id(node)]:
+            column[id(node)] = min(column[id(c)] for c in consumers_of[id(node)]) - 1
+    position = {}
+    for c in set(column.values()):
+        members = [n for n in nodes if column[id(n)] == c]
+        computed = [n for n in members if inputs_of[id(n)]]
+        leaves = [n for n in members if not inputs_of[id(n)]]
+        for r, node in enumerate(computed):  # the computation runs along the middle
+            position[id(node)] = (c, (len(computed) - 1) / 2 - r)
+        for k, node in enumerate(leaves):    # leaves above and below it
+            side = 1 if k % 2 == 0 else -1
+            position[id(node)] = (c, side * ((len(computed) + 1) / 2 + k // 2))
+
+    fig, ax = plt.subplots(figsize=(9, 3.4))
+    for parent, child in edges:
+        (x0, y0), (x1, y1) = position[id(parent)], position[id(child)]
+        bend = -0.4 if abs(x1 - x0) > 1 else 0.0  # long edges arc over the nodes in between
+        ax.annotate("", xy=(x1, y1), xytext=(x0, y0),
+                    arrowprops=dict(arrowstyle="-|>", color="0.35", shrinkA=17, shrinkB=17,
+                                    connectionstyle=f"arc3,rad={bend}"))
+    for node in nodes:
+        px, py = position[id(node)]
+        if isinstance(node, mt.Tensor):
+            label = node.name or f"{node.data.reshape(-1)[0]:.2f}"
+            ax.add_patch(plt.Circle((px, py), 0.3, fc="#dbeafe" if node.is_leaf else "#f1f5f9", ec="#1e3a8a"))
+            ax.text(px, py, label, ha="center", va="center", fontsize=9)
+        else:
+            ax.text(px, py, type(node).__name__, ha="center", va="center", fontsize=9,
+                    bbox=dict(boxstyle="round,pad=0.35", fc="#fde68a", ec="#92400e"))
+    ax.set_xlim(min(column.values()) - 0.5, max(column.values()) + 0.5)
+    ax.set_ylim(-1.2, 2.6)
+    ax.set_aspect("equal")
+    ax.axis("off")
+    ax.set_title(title)
+    return fig
+
+
+x_leaf = mt.Tensor(np.array([0.5]), requires_grad=True, name="x")
+w_leaf = mt.Tensor(np.array([-1.2]), requires_grad=True, name="w")
+b_leaf = mt.Tensor(np.array([0.3]), requires_grad=True, name="b")
+y_out = (w_leaf * x_leaf + b_leaf).tanh() * x_leaf
+figure = draw_graph(y_out, "y = tanh(w·x + b) · x   (blue: leaves, yellow: Functions)")
+if os.environ.get("MT_SAVE_FIGURES") == "1":  # regenerates the chapter's figure; off when tests run
+    figure.savefig("../chapters/figures/01-computational-graph.png", dpi=110, bbox_inches="tight")
+plt.show()
+
+# %% [markdown]
+# `backward()` walks this picture from right to left. Let us check the rule "a tensor used twice
+# gets the sum": $\partial y/\partial x = \tanh(v) + x\,(1-\tanh^2 v)\,w$.
+
+# %%
+y_out.sum().backward()
+t = math.tanh(-1.2 * 0.5 + 0.3)
+expected = t + 0.5 * (1 - t * t) * -1.2
+print("x.grad =", x_leaf.grad, "  by hand:", expected)
+np.testing.assert_allclose(x_leaf.grad, [expected])
+
+# %% [markdown]
+# After `backward()` the graph is freed (the Functions drop their saved arrays), so a second call
+# raises instead of silently counting twice. `retain_graph=True` keeps it; then gradients
+# **accumulate** into `.grad`, which is why training loops reset gradients every step.
+
+# %%
+try:
+    y_out.sum().backward()
+except RuntimeError as error:
+    print("RuntimeError:", error)
+
+z = (w_leaf * x_leaf).sum()
+x_leaf.grad = None
+z.backward(retain_graph=True)
+first = x_leaf.grad.copy()
+z.backward()
+print("after one backward:", first, " after two:", x_leaf.grad)
+np.testing.assert_allclose(x_leaf.grad, 2 * first)
+
+# %% [markdown]
+# Inside `mt.no_grad()` nothing is recorded: the result has no creator, so no memory is held for a
+# backward that will never come (evaluation, parameter updates).
+
+# %%
+with mt.no_grad():
+    frozen = (w_leaf * x_leaf).tanh()
+print(frozen, "creator:", frozen.creator)
+assert frozen.creator is None and not frozen.requires_grad
+
+# %% [markdown]
+# ## 4. The numerical gradient
+#
+# How do we know a backward is right? Compare it with the definition of the derivative. The
+# **central difference** $\frac{f(x+\varepsilon) - f(x-\varepsilon)}{2\varepsilon}$ has error
+# $O(\varepsilon^2)$ (the $\varepsilon^2$ terms of the two Taylor expansions cancel), against
+# $O(\varepsilon)$ for the one-sided difference. But $\varepsilon$ cannot shrink forever: the
+# subtraction $f(x+\varepsilon) - f(x-\varepsilon)$ cancels leading digits, and the rounding error
+# grows like $u/\varepsilon$, where $u$ is the unit roundoff of the dtype.
+
+# %%
+def central_difference(f, x0, eps, dtype):
+    x0 = dtype(x0)
+    return (f(x0 + dtype(eps)) - f(x0 - dtype(eps))) / dtype(2 * eps)
+
+
+exact = 1 - np.tanh(0.7) ** 2
+epsilons = np.logspace(-12, -1, 23)
+errors = {dtype.__name__: [abs(central_difference(np.tanh, 0.7, e, dtype) - exact) for e in epsilons]
+          for dtype in (np.float32, np.float64)}
+
+fig, ax = plt.subplots(figsize=(6, 3.5))
+for name, err in errors.items():
+    ax.loglog(epsilons, np.maximum(err, 1e-17), marker="o", ms=3, label=name)
+ax.set_xlabel("ε")
+ax.set_ylabel("|central difference − exact|")
+ax.set_title("d tanh(x)/dx at x = 0.7")
+ax.legend()
+plt.show()
+best = {name: float(np.min(err)) for name, err in errors.items()}
+print("best error:", best)
+assert best["float64"] < 1e-9 < best["float32"]  # float32 is orders of magnitude worse
+
+# %% [markdown]
+# Both curves are V-shaped: truncation error ($\propto \varepsilon^2$) on the right, rounding error
+# ($\propto u/\varepsilon$) on the left. In float64 the bottom of the V lies around $10^{-12}$; in
+# float32 ($u \approx 6\cdot10^{-8}$ instead of $1\cdot10^{-16}$) it is about a million times higher
+# and sits at a much larger $\varepsilon$. A check in float32 would have to tolerate errors as large
+# as the mistakes it is looking for. That is why `mt.gradcheck` insists on float64 inputs.
+#
+# `mt.gradcheck(fn, inputs)` perturbs every element of every input that requires a gradient and
+# compares the central difference of $L = \sum G \odot \text{fn}(\dots)$ with what `backward()`
+# computes, for a *random* upstream gradient $G$ (a constant $G = 1$ would miss mistakes in
+# directions that sum to zero, such as softmax's).
+
+# %%
+a = mt.Tensor(rng.standard_normal((3, 4)), requires_grad=True)
+print("gradcheck:", mt.gradcheck(lambda a: (a * 2.0 + 1.0).tanh() * a, [a]))
+
+# %% [markdown]
+# ## 5. A new op in a few lines
+#
+# A Function subclass needs `forward` (arrays in, array out; save what backward needs) and
+# `backward` (one gradient per input). The engine's own `Exp` is exactly this — re-derived here
+# as `MyExp`: $\frac{d}{dx}e^x = e^x$, so the output is all backward needs.
+
+# %%
+class MyExp(mt.Function):
+    def forward(self, x):
+        self.y = mt.backend.xp_of(x).exp(x)  # numpy or cupy, whichever owns x
+        return self.y
+
+    def backward(self, gy):
+        return gy * self.y  # d(e^x)/dx = e^x
+
+
+class Sigmoid(mt.Function):
+    """σ(x) = 1 / (1 + e^{−x});  dσ/dx = σ (1 − σ)."""
+
+    def forward(self, x):
+        self.y = 1 / (1 + mt.backend.xp_of(x).exp(-x))
+        return self.y
+
+    def backward(self, gy):
+        return gy * self.y * (1 - self.y)
+
+
+s = mt.Tensor(rng.standard_normal(5), requires_grad=True)
+out = MyExp()(s)
+print(out)
+np.testing.assert_allclose(out.data, np.exp(s.data))
+
+# %% [markdown]
+# A wrong backward does not go unnoticed. Here is a sigmoid whose author forgot the factor
+# $(1-\sigma)$:
+
+# %%
+class BrokenSigmoid(Sigmoid):
+    def backward(self, gy):
+        return gy * self.y
+
+
+try:
+    mt.gradcheck(lambda s: BrokenSigmoid()(s), [s])
+except mt.GradcheckError as error:
+    print("caught:", error)
+else:
+    raise AssertionError("gradcheck should have caught BrokenSigmoid")
+
+# %% [markdown]
+# ## 6. Gradient checks
+#
+# Everything differentiable in this notebook, checked in float64 against central differences.
+
+# %%
+checks = {
+    "neuron tanh(w x + b) x": (lambda x, w, b: (w * x + b).tanh() * x,
+                               [mt.Tensor(rng.standard_normal((2, 3)), requires_grad=True) for _ in range(3)]),
+    "MyExp": (lambda s: MyExp()(s), [mt.Tensor(rng.standard_normal((2, 3)), requires_grad=True)]),
+    "Sigmoid": (lambda s: Sigmoid()(s * 3.0), [mt.Tensor(rng.standard_normal((2, 3)), requires_grad=True)]),
+    "diamond exp(2x) + tanh(2x)": (lambda x: (x * 2.0).exp() + (x * 2.0).tanh(),
+                                   [mt.Tensor(rng.standard_normal(4), requires_grad=True)]),
+}
+for name, (fn, inputs) in checks.items():
+    assert mt.gradcheck(fn, inputs)
+    print(f"gradcheck passed: {name}")
