@@ -1,0 +1,295 @@
+# %% [markdown]
+# # Chapter 5 — Layers: LayerNorm, Linear, the feed-forward network, Modules (§3.1, §3.3)
+#
+# Every Transformer sub-layer is wrapped as $\mathrm{LayerNorm}(x + \mathrm{Sublayer}(x))$ (§3.1),
+# and one of the two sub-layers of each layer is the position-wise feed-forward network
+# $\mathrm{FFN}(x) = \max(0, xW_1 + b_1)W_2 + b_2$ (§3.3, eq. 2). This notebook
+#
+# 1. derives the layer-norm backward step by step and checks each step,
+# 2. shows the FFN as two convolutions with kernel size 1, numerically,
+# 3. looks at Xavier initialisation and the Module system,
+# 4. trains a small MLP built from these layers on 2-D spirals.
+
+# %%
+import os
+
+import numpy as np
+
+import minitransformer as mt
+import minitransformer.functional as F
+import minitransformer.nn as nn
+
+QUICK = os.environ.get("MT_QUICK") == "1"
+rng = np.random.default_rng(0)
+
+# %% [markdown]
+# ## 1. Layer normalization
+#
+# For one row $x \in \mathbb{R}^D$: $\mu = \frac1D\sum_i x_i$, $\sigma^2 = \frac1D\sum_i (x_i-\mu)^2$
+# (the biased variance), $\hat x = (x-\mu)/\sqrt{\sigma^2+\epsilon}$, and $y = \gamma\odot\hat x + \beta$.
+# Each row, each token, is normalized on its own — unlike batch norm, nothing depends on the other
+# sentences in the batch or on the padding.
+
+# %%
+x = mt.Tensor(5.0 + 3.0 * rng.standard_normal((4, 16)))
+x_hat = F.layer_norm(x, eps=0.0).numpy()
+print("row means    ", np.round(x_hat.mean(axis=1), 12))
+print("row variances", np.round(x_hat.var(axis=1), 12))
+assert np.allclose(x_hat.mean(axis=1), 0, atol=1e-12) and np.allclose(x_hat.var(axis=1), 1, rtol=1e-12)
+
+# %% [markdown]
+# ### The backward, step by step
+#
+# Let $g = g_y \odot \gamma$ be the gradient arriving at $\hat x$ and write $s = 1/\sigma$ with
+# $\sigma = \sqrt{\sigma^2 + \epsilon}$. Then $\hat x_i = (x_i - \mu)\,s$ depends on $x_k$ three ways:
+#
+# * directly: $\partial \hat x_i/\partial x_k \ni s\,\delta_{ik}$;
+# * through the mean: $\partial \mu/\partial x_k = 1/D$, giving $-s/D$;
+# * through the scale: $\partial s/\partial x_k = -s^3 (x_k-\mu)/D = -s^2 \hat x_k / D$,
+#   giving $(x_i-\mu)\cdot(-s^2\hat x_k/D) = -s\,\hat x_i \hat x_k / D$.
+#
+# (The mean's effect on $\sigma$ vanishes because $\sum_i (x_i-\mu) = 0$.) Contract with $g$:
+#
+# $$g_{x,k} = \sum_i g_i \frac{\partial \hat x_i}{\partial x_k}
+#            = s\Bigl(g_k - \frac1D\sum_i g_i - \hat x_k\,\frac1D\sum_i g_i \hat x_i\Bigr)
+#            = \frac1\sigma\bigl(g - \mathrm{mean}(g) - \hat x\odot\mathrm{mean}(g\odot\hat x)\bigr)_k .$$
+#
+# For the parameters, $g_\gamma = \sum g_y\odot\hat x$ and $g_\beta = \sum g_y$, summed over every
+# row (token). We check each of the three terms: the composed version below is built from the
+# engine's primitive ops, so autograd finds the same three paths for us.
+
+# %%
+def composed_layer_norm(x, weight, bias, eps=1e-5):
+    mean = x.mean(axis=-1, keepdims=True)
+    centered = x - mean
+    variance = (centered * centered).mean(axis=-1, keepdims=True)
+    return centered / (variance + eps).sqrt() * weight + bias
+
+
+data, w, b = rng.standard_normal((3, 8)), rng.standard_normal(8), rng.standard_normal(8)
+gy = rng.standard_normal((3, 8))
+leaves = [mt.Tensor(a.copy(), requires_grad=True) for a in (data, w, b)]
+composed_layer_norm(*leaves).backward(gy)
+
+# the three terms, by hand
+sigma = np.sqrt(data.var(axis=1, keepdims=True) + 1e-5)
+x_hat = (data - data.mean(axis=1, keepdims=True)) / sigma
+g = gy * w
+direct = g / sigma
+through_mean = -g.mean(axis=1, keepdims=True) / sigma
+through_scale = -x_hat * (g * x_hat).mean(axis=1, keepdims=True) / sigma
+np.testing.assert_allclose(direct + through_mean + through_scale, leaves[0].grad, rtol=1e-10)
+np.testing.assert_allclose((gy * x_hat).sum(axis=0), leaves[1].grad, rtol=1e-10)
+np.testing.assert_allclose(gy.sum(axis=0), leaves[2].grad, rtol=1e-10)
+
+# and the fused Function computes the same
+fused = [mt.Tensor(a.copy(), requires_grad=True) for a in (data, w, b)]
+F.layer_norm(*fused).backward(gy)
+for a, c in zip(fused, leaves):
+    np.testing.assert_allclose(a.grad, c.grad, rtol=1e-10)
+print("size of each term:", [float(np.abs(t).mean().round(3)) for t in (direct, through_mean, through_scale)])
+
+# %% [markdown]
+# ### A known variant
+#
+# A popular annotated implementation of the paper normalizes with the *unbiased* standard deviation
+# (dividing by $D-1$) and adds $\epsilon$ outside the square root: $(x-\mu)/(\mathrm{std}+\epsilon)$.
+# It is a different function. The difference is a factor $\sqrt{(D-1)/D}$, about $1/(2D)$ relative:
+# negligible at $d_{model} = 512$, visible for tiny $D$, and it matters when loading weights trained
+# with one definition into the other.
+
+# %%
+for dim in (4, 512):
+    row = rng.standard_normal((1000, dim))
+    ours = F.layer_norm(mt.Tensor(row)).numpy()
+    variant = (row - row.mean(1, keepdims=True)) / (row.std(1, ddof=1, keepdims=True) + 1e-5)
+    print(f"D={dim:4d}: mean relative difference {np.abs(ours - variant).mean() / np.abs(ours).mean():.2e}")
+
+# %% [markdown]
+# ## 2. Linear layers and Xavier initialisation
+#
+# `nn.Linear(in, out)` stores $W$ as (in, out) so that $y = xW + b$ reads like the paper. An input
+# of any leading shape — (batch, time, $d_{model}$) — is folded into one matrix of rows, so forward
+# and backward are each a single matrix product.
+#
+# Xavier/Glorot initialisation draws $W \sim U(-a, a)$ with $a = \sqrt{6/(n_{in}+n_{out})}$, so
+# $\mathrm{Var}(W) = 2/(n_{in}+n_{out})$. For a square layer that is $1/n$, and then
+# $\mathrm{Var}(xW) = n\,\mathrm{Var}(x)\mathrm{Var}(W) = \mathrm{Var}(x)$: signals keep their size
+# going forward, and gradients going backward. Too large a scale explodes, too small vanishes:
+
+# %%
+def activation_stds(init_fn, depth=10, width=256):
+    h = mt.Tensor(rng.standard_normal((64, width)).astype(np.float32))
+    stds = []
+    for _ in range(depth):
+        layer = nn.Linear(width, width)
+        init_fn(layer.weight)
+        h = layer(h)
+        stds.append(float(h.numpy().std()))
+    return stds
+
+
+for name, init_fn in [("xavier", nn.init.xavier_uniform),
+                      ("N(0, 1)", lambda p: nn.init.normal(p, std=1.0)),
+                      ("N(0, 0.01²)", lambda p: nn.init.normal(p, std=0.01))]:
+    stds = activation_stds(init_fn)
+    print(f"{name:12s} std after layers 1, 5, 10: {stds[0]:.3g}, {stds[4]:.3g}, {stds[9]:.3g}")
+xavier = activation_stds(nn.init.xavier_uniform)
+assert 0.5 < xavier[-1] < 2.0
+
+# %% [markdown]
+# ## 3. The FFN is two convolutions with kernel size 1 (§3.3)
+#
+# "Another way of describing this is as two convolutions with kernel size 1." A 1-D convolution over
+# the positions with a kernel of width $k$ mixes $k$ neighbouring positions; with $k = 1$ it mixes
+# none and applies the same matrix at every position — exactly what the FFN does. We write a plain
+# convolution and compare.
+
+# %%
+def conv1d(x, kernel, bias):
+    """x (B, T, C_in), kernel (k, C_in, C_out) -> (B, T − k + 1, C_out), 'valid' positions only."""
+    k = kernel.shape[0]
+    steps = x.shape[1] - k + 1
+    return sum(x[:, j:j + steps] @ kernel[j] for j in range(k)) + bias
+
+
+ffn = nn.FeedForward(d_model=8, d_ff=32).to(np.float64)
+x = rng.standard_normal((2, 5, 8))
+w1, b1, w2, b2 = (p.data for p in (ffn.linear1.weight, ffn.linear1.bias, ffn.linear2.weight, ffn.linear2.bias))
+as_convolutions = conv1d(np.maximum(0, conv1d(x, w1[None], b1)), w2[None], b2)
+np.testing.assert_allclose(ffn(mt.Tensor(x)).numpy(), as_convolutions, rtol=1e-12)
+
+# positions never mix: change position 3 only, and only position 3 of the output changes
+changed = x.copy()
+changed[:, 3] += 1.0
+delta = np.abs(ffn(mt.Tensor(changed)).numpy() - ffn(mt.Tensor(x)).numpy()).sum(axis=(0, 2))
+print("output change per position:", np.round(delta, 6))
+assert (delta[[0, 1, 2, 4]] == 0).all() and delta[3] > 0
+
+# %% [markdown]
+# ## 4. Modules
+#
+# A `Module` registers every `Parameter` or `Module` assigned to it, in assignment order. That single
+# rule gives us names, `parameters()` for the optimizer, `state_dict()` for checkpoints, `to()` for
+# devices and dtypes, and `train()`/`eval()` for dropout.
+
+# %%
+class MLP(nn.Module):
+    """x (N, 2) -> class scores (N, classes) through two ReLU hidden layers."""
+
+    def __init__(self, hidden=64, classes=3):
+        super().__init__()
+        self.l1 = nn.Linear(2, hidden)
+        self.l2 = nn.Linear(hidden, hidden)
+        self.out = nn.Linear(hidden, classes)
+
+    def forward(self, x):
+        return self.out(F.relu(self.l2(F.relu(self.l1(x)))))
+
+
+nn.init.set_seed(0)
+model = MLP()
+print(model)
+print([(name, p.shape) for name, p in model.named_parameters()])
+print("parameters:", model.num_parameters())
+
+# %% [markdown]
+# ## 5. Training an MLP on spirals
+#
+# Three interleaved spirals in the plane: not linearly separable, easy for a small MLP. We train
+# with a few lines of Adam written right here (the package's optimizers come in chapter 10) and
+# require the loss to fall at least tenfold.
+
+# %%
+def spirals(n_per_class, classes=3, noise=0.2, seed=0):
+    r = np.random.default_rng(seed)
+    points, labels = [], []
+    for c in range(classes):
+        t = np.linspace(0.0, 1.0, n_per_class)
+        angle = 4.0 * t + 2 * np.pi * c / classes + r.normal(0, noise, n_per_class)
+        points.append(np.stack([t * np.sin(angle), t * np.cos(angle)], axis=1))
+        labels.append(np.full(n_per_class, c))
+    return np.concatenate(points).astype(np.float32), np.concatenate(labels)
+
+
+points, labels = spirals(100)
+params = model.parameters()
+moment1 = [np.zeros_like(p.data) for p in params]
+moment2 = [np.zeros_like(p.data) for p in params]
+lr, beta1, beta2 = 0.01, 0.9, 0.999
+steps = 300 if QUICK else 1500
+inputs = mt.Tensor(points)
+losses = []
+for step in range(1, steps + 1):
+    model.zero_grad()
+    loss = F.cross_entropy(model(inputs), labels)
+    loss.backward()
+    losses.append(loss.item())
+    for p, m, v in zip(params, moment1, moment2):   # Adam, in place
+        m *= beta1
+        m += (1 - beta1) * p.grad
+        v *= beta2
+        v += (1 - beta2) * p.grad**2
+        p.data -= lr * (m / (1 - beta1**step)) / (np.sqrt(v / (1 - beta2**step)) + 1e-8)
+
+accuracy = (model(inputs).numpy().argmax(axis=1) == labels).mean()
+print(f"loss {losses[0]:.3f} -> {losses[-1]:.4f} in {steps} steps; training accuracy {accuracy:.3f}")
+assert losses[-1] < losses[0] / 10
+
+# %%
+import matplotlib.pyplot as plt
+
+grid = np.linspace(-1.1, 1.1, 200)
+gx, gy_ = np.meshgrid(grid, grid)
+with mt.no_grad():
+    regions = model(mt.Tensor(np.stack([gx.ravel(), gy_.ravel()], 1).astype(np.float32))).numpy().argmax(1)
+fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.8))
+left.contourf(gx, gy_, regions.reshape(gx.shape), alpha=0.3, levels=[-0.5, 0.5, 1.5, 2.5], cmap="brg")
+left.scatter(points[:, 0], points[:, 1], c=labels, s=8, cmap="brg")
+left.set_title("decision regions")
+right.semilogy(losses)
+right.set_xlabel("step")
+right.set_ylabel("cross-entropy")
+right.set_title("training loss")
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# ## 6. Gradient checks
+#
+# Every layer of this chapter, end to end, in float64 with a random upstream gradient.
+
+# %%
+def leaf(shape):
+    return mt.Tensor(rng.standard_normal(shape), requires_grad=True)
+
+
+def check(module, x):
+    inputs = ([x] if isinstance(x, mt.Tensor) else []) + module.parameters()
+    return mt.gradcheck(lambda *_: module(x), inputs)
+
+
+x3 = leaf((2, 3, 4))
+w, b = leaf(4), leaf(4)
+assert mt.gradcheck(lambda x, w, b: F.layer_norm(x, w, b), [x3, w, b])
+assert check(nn.Linear(4, 3).to(np.float64), leaf((2, 3, 4)))
+assert check(nn.LayerNorm(4).to(np.float64), leaf((2, 3, 4)))
+assert check(nn.FeedForward(4, 6).to(np.float64), leaf((2, 3, 4)))
+assert check(nn.Embedding(5, 3).to(np.float64), np.array([[1, 1, 4], [0, 1, 2]]))   # repeated ids
+small = MLP(hidden=5).to(np.float64)
+assert check(small, leaf((4, 2)))
+print("all gradient checks passed")
+
+# %% [markdown]
+# ## Exercises
+#
+# 1. Derive $g_\gamma$ and $g_\beta$ for layer norm and explain why they are summed over every
+#    leading axis (batch *and* time).
+# 2. Write layer norm with the unbiased standard deviation and $\epsilon$ outside the root as a
+#    composed function; gradcheck it. Where would its fused backward differ from ours?
+# 3. Replace Xavier with $N(0, 1)$ in the spiral MLP. What happens to the first losses and to the
+#    number of steps needed for a tenfold drop?
+# 4. Implement the FFN with a real kernel of width 3 (`conv1d` above). How many positions now
+#    influence each output, and how would that change the Transformer's need for attention?
+# 5. The embedding backward uses a scatter-add. Replace it with `gw[ids] += gy` and find the test
+#    in `tests/test_nn.py` that fails. Why does it fail?
