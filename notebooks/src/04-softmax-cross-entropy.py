@@ -48,7 +48,7 @@ assert np.isnan(naive).any() and np.isfinite(F.softmax(mt.Tensor(scores)).numpy(
 # distribution towards uniform; a small $T$ stretches the gaps and the largest score takes almost
 # everything. A spiked softmax is a problem for learning: its Jacobian $\mathrm{diag}(y) - yy^\top$ is
 # nearly zero when one $y_i \approx 1$, so almost no gradient flows back (§3.2.1 makes this argument
-# for unscaled dot products, footnote 4 in the published version).
+# for unscaled dot products, in a footnote).
 
 # %%
 import matplotlib.pyplot as plt
