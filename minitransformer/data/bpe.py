@@ -1,0 +1,220 @@
+"""Byte-pair encoding (Sennrich et al. 2016), the subword vocabulary of §5.1.
+
+Training starts from characters and repeatedly merges the most frequent
+adjacent pair of symbols into a new symbol, until the vocabulary is full.
+Words are whitespace-split; the last symbol of each word carries the
+end-of-word marker "</w>", so decoding puts the spaces back exactly.
+
+One tokenizer serves both languages: the paper shares the source and target
+vocabulary (§5.1, and the tied embeddings of §3.4), so train it on source and
+target texts together.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Iterable, Sequence
+
+END_OF_WORD = "</w>"
+SPECIAL_TOKENS = ("<pad>", "<s>", "</s>", "<unk>")
+FORMAT = "minitransformer-bpe"
+
+
+def _word_symbols(word: str) -> list[str]:
+    """'cat' -> ['c', 'a', 't</w>']."""
+    return list(word[:-1]) + [word[-1] + END_OF_WORD]
+
+
+class BPETokenizer:
+    """A subword tokenizer: ``encode`` text to ids, ``decode`` ids to text.
+
+    Ids 0-3 are the special tokens pad, bos, eos and unk.
+    """
+
+    pad_id, bos_id, eos_id, unk_id = 0, 1, 2, 3
+
+    def __init__(self, vocab: Sequence[str], merges: Sequence[tuple[str, str]]) -> None:
+        if tuple(vocab[:len(SPECIAL_TOKENS)]) != SPECIAL_TOKENS:
+            raise ValueError(f"the vocabulary must start with the special tokens {SPECIAL_TOKENS}")
+        self.vocab = list(vocab)
+        self.token_to_id = {token: i for i, token in enumerate(self.vocab)}
+        if len(self.token_to_id) != len(self.vocab):
+            raise ValueError("the vocabulary contains duplicate tokens")
+        self.merges = [tuple(pair) for pair in merges]
+        for a, b in self.merges:
+            if a + b not in self.token_to_id:
+                raise ValueError(f"merge ({a!r}, {b!r}) makes {a + b!r}, which is not in the vocabulary")
+        self.merge_rank = {pair: rank for rank, pair in enumerate(self.merges)}
+        self._cache: dict[str, list[int]] = {}
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.vocab)
+
+    def __len__(self) -> int:
+        return len(self.vocab)
+
+    # --- training ---------------------------------------------------------------
+    @classmethod
+    def train(cls, texts: Iterable[str], vocab_size: int, min_frequency: int = 2) -> "BPETokenizer":
+        """Learn merges from ``texts`` until ``vocab_size`` tokens (or no pair occurs min_frequency times).
+
+        The vocabulary always holds the special tokens and every character seen,
+        even if that is more than ``vocab_size``.
+        """
+        word_counts = Counter()
+        for text in texts:
+            word_counts.update(text.split())
+        words = sorted(word_counts)                       # fixed order: training is deterministic
+        frequencies = [word_counts[w] for w in words]
+        alphabet = sorted({s for w in words for s in _word_symbols(w)})
+        vocab = list(SPECIAL_TOKENS) + alphabet
+        symbol_id = {s: i for i, s in enumerate(vocab)}
+        corpus = [[symbol_id[s] for s in _word_symbols(w)] for w in words]  # each word as symbol ids
+
+        # pair -> total count over the corpus, and pair -> the words that contain it
+        pair_counts: dict[tuple[int, int], int] = defaultdict(int)
+        pair_words: dict[tuple[int, int], set[int]] = defaultdict(set)
+        for index, symbols in enumerate(corpus):
+            for pair in zip(symbols, symbols[1:]):
+                pair_counts[pair] += frequencies[index]
+                pair_words[pair].add(index)
+        # Max-heap of (-count, pair); entries go stale when counts change and are skipped.
+        heap = [(-count, pair) for pair, count in pair_counts.items()]
+        heapq.heapify(heap)
+
+        merges = []
+        while len(vocab) < vocab_size and heap:
+            negative_count, pair = heapq.heappop(heap)
+            count = pair_counts.get(pair, 0)
+            if -negative_count != count:
+                continue  # stale entry
+            if count < min_frequency:
+                break
+            new_id = len(vocab)
+            vocab.append(vocab[pair[0]] + vocab[pair[1]])
+            merges.append((vocab[pair[0]], vocab[pair[1]]))
+            changed = set()
+            for index in pair_words.pop(pair):
+                symbols, frequency = corpus[index], frequencies[index]
+                for old in zip(symbols, symbols[1:]):   # take the word's pairs out ...
+                    pair_counts[old] -= frequency
+                    changed.add(old)
+                merged = _merge_word(symbols, pair, new_id)
+                corpus[index] = merged
+                for new in zip(merged, merged[1:]):     # ... and put the merged word's pairs back
+                    pair_counts[new] += frequency
+                    pair_words[new].add(index)
+                    changed.add(new)
+            del pair_counts[pair]
+            for changed_pair in changed:
+                count = pair_counts.get(changed_pair, 0)
+                if count > 0:
+                    heapq.heappush(heap, (-count, changed_pair))
+                elif changed_pair in pair_counts:
+                    del pair_counts[changed_pair]
+        return cls(vocab, merges)
+
+    # --- encoding -------------------------------------------------------------------
+    def _encode_word(self, word: str) -> list[int]:
+        cached = self._cache.get(word)
+        if cached is not None:
+            return cached
+        symbols = _word_symbols(word)
+        while len(symbols) > 1:
+            # the adjacent pair that was merged first during training
+            ranked = [(self.merge_rank.get(pair, len(self.merge_rank)), i)
+                      for i, pair in enumerate(zip(symbols, symbols[1:]))]
+            rank, i = min(ranked)
+            if rank == len(self.merge_rank):
+                break
+            symbols = _merge_strings(symbols, (symbols[i], symbols[i + 1]))
+        ids = [self.token_to_id.get(s, self.unk_id) for s in symbols]
+        self._cache[word] = ids
+        return ids
+
+    def encode(self, text: str, add_bos: bool = False, add_eos: bool = False) -> list[int]:
+        """Text -> token ids. Characters never seen in training become ``unk_id``."""
+        ids = [self.bos_id] if add_bos else []
+        for word in text.split():
+            ids += self._encode_word(word)
+        if add_eos:
+            ids.append(self.eos_id)
+        return ids
+
+    def encode_batch(self, texts: Iterable[str], add_bos: bool = False, add_eos: bool = False) -> list[list[int]]:
+        return [self.encode(text, add_bos, add_eos) for text in texts]
+
+    def tokens(self, text: str) -> list[str]:
+        """The subword strings of ``text`` (for display)."""
+        return [self.vocab[i] for i in self.encode(text)]
+
+    # --- decoding -------------------------------------------------------------------
+    def decode(self, ids: Iterable[int]) -> str:
+        """Token ids -> text, dropping the special tokens (pad, bos, eos, unk)."""
+        pieces = []
+        for i in ids:
+            i = int(i)
+            if i < len(SPECIAL_TOKENS):
+                continue
+            if not 0 <= i < len(self.vocab):
+                raise ValueError(f"token id {i} is outside the vocabulary of size {len(self.vocab)}")
+            token = self.vocab[i]
+            pieces.append(token[:-len(END_OF_WORD)] + " " if token.endswith(END_OF_WORD) else token)
+        return "".join(pieces).strip()
+
+    def decode_batch(self, batch: Iterable[Iterable[int]]) -> list[str]:
+        return [self.decode(ids) for ids in batch]
+
+    # --- files ------------------------------------------------------------------------
+    def save(self, path: str | Path) -> None:
+        """Write the vocabulary and merges as JSON."""
+        data = {"format": FORMAT, "version": 1, "vocab": self.vocab, "merges": [list(m) for m in self.merges]}
+        Path(path).write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
+
+    @classmethod
+    def load(cls, path: str | Path) -> "BPETokenizer":
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"{path}: tokenizer file not found")
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{path}: not a JSON tokenizer file ({error})") from None
+        if not isinstance(data, dict) or data.get("format") != FORMAT:
+            raise ValueError(f"{path}: not a {FORMAT} file")
+        for key in ("vocab", "merges"):
+            if key not in data:
+                raise ValueError(f"{path}: missing key {key!r}")
+        try:
+            return cls(data["vocab"], [tuple(m) for m in data["merges"]])
+        except ValueError as error:
+            raise ValueError(f"{path}: {error}") from None
+
+
+def _merge_word(symbols: list[int], pair: tuple[int, int], new_id: int) -> list[int]:
+    """Replace every occurrence of ``pair`` in ``symbols`` (left to right) by ``new_id``."""
+    out, i, n = [], 0, len(symbols)
+    while i < n:
+        if i + 1 < n and symbols[i] == pair[0] and symbols[i + 1] == pair[1]:
+            out.append(new_id)
+            i += 2
+        else:
+            out.append(symbols[i])
+            i += 1
+    return out
+
+
+def _merge_strings(symbols: list[str], pair: tuple[str, str]) -> list[str]:
+    out, i, n = [], 0, len(symbols)
+    while i < n:
+        if i + 1 < n and symbols[i] == pair[0] and symbols[i + 1] == pair[1]:
+            out.append(pair[0] + pair[1])
+            i += 2
+        else:
+            out.append(symbols[i])
+            i += 1
+    return out

@@ -1,0 +1,160 @@
+"""BPE tokenizer: merges, exact round trip, unknown characters, files."""
+
+import gzip
+import json
+import random
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from minitransformer.data.bpe import BPETokenizer
+
+DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "small_parallel_enja"
+
+TEXTS = ["the cat ate the fish .", "the dog ate the meat .", "猫 は 魚 を 食べ ました 。",
+         "犬 は 肉 を 食べ ました 。", "the cat that ate the fish is sleeping ."] * 3
+
+
+def naive_merges(texts, vocab_size, min_frequency=2):
+    """Reference BPE: recount every pair after every merge (slow, obviously right)."""
+    counts = Counter(w for t in texts for w in t.split())
+    words = sorted(counts)
+    tokenizer = BPETokenizer.train([], vocab_size=0)  # only for the special tokens
+    alphabet = sorted({s for w in words for s in list(w[:-1]) + [w[-1] + "</w>"]})
+    vocab = list(tokenizer.vocab) + alphabet
+    ids = {s: i for i, s in enumerate(vocab)}
+    corpus = [[ids[s] for s in list(w[:-1]) + [w[-1] + "</w>"]] for w in words]
+    merges = []
+    while len(vocab) < vocab_size:
+        pairs = Counter()
+        for word, symbols in zip(words, corpus):
+            for pair in zip(symbols, symbols[1:]):
+                pairs[pair] += counts[word]
+        if not pairs:
+            break
+        best = min(pairs, key=lambda p: (-pairs[p], p))
+        if pairs[best] < min_frequency:
+            break
+        new_id = len(vocab)
+        vocab.append(vocab[best[0]] + vocab[best[1]])
+        merges.append((vocab[best[0]], vocab[best[1]]))
+        for k, symbols in enumerate(corpus):
+            out, i = [], 0
+            while i < len(symbols):
+                if i + 1 < len(symbols) and (symbols[i], symbols[i + 1]) == best:
+                    out.append(new_id)
+                    i += 2
+                else:
+                    out.append(symbols[i])
+                    i += 1
+            corpus[k] = out
+    return merges
+
+
+def test_special_tokens_come_first():
+    tok = BPETokenizer.train(TEXTS, vocab_size=60)
+    assert (tok.pad_id, tok.bos_id, tok.eos_id, tok.unk_id) == (0, 1, 2, 3)
+    assert tok.vocab[:4] == ["<pad>", "<s>", "</s>", "<unk>"]
+
+
+def test_frequent_words_become_single_tokens():
+    tok = BPETokenizer.train(TEXTS, vocab_size=200)
+    assert tok.tokens("the cat") == ["the</w>", "cat</w>"]
+    assert len(tok.encode("食べ ました")) == 2
+
+
+def test_incremental_training_matches_naive_recounting():
+    rng = random.Random(0)
+    letters = "abcdeあいう"
+    texts = [" ".join("".join(rng.choice(letters) for _ in range(rng.randint(1, 7)))
+                      for _ in range(rng.randint(1, 8))) for _ in range(300)]
+    for vocab_size in (20, 60, 150):
+        tok = BPETokenizer.train(texts, vocab_size=vocab_size)
+        assert tok.merges == naive_merges(texts, vocab_size)
+
+
+def test_vocab_size_and_min_frequency():
+    tok = BPETokenizer.train(TEXTS, vocab_size=45)
+    assert tok.vocab_size == len(tok) == 45
+    rare = BPETokenizer.train(["abcdef"], vocab_size=100, min_frequency=2)
+    assert rare.merges == []  # every pair occurs once
+    assert BPETokenizer.train(["abcdef"], vocab_size=100, min_frequency=1).tokens("abcdef") == ["abcdef</w>"]
+
+
+def test_exact_round_trip_and_bos_eos():
+    tok = BPETokenizer.train(TEXTS, vocab_size=80)
+    for text in TEXTS + ["  the   fish ate  the cat  ", "ate", "魚 猫"]:
+        assert tok.decode(tok.encode(text)) == " ".join(text.split())
+    ids = tok.encode("the cat", add_bos=True, add_eos=True)
+    assert ids[0] == tok.bos_id and ids[-1] == tok.eos_id
+    assert tok.decode(ids + [tok.pad_id, tok.pad_id]) == "the cat"
+
+
+def test_unseen_characters_become_unk():
+    tok = BPETokenizer.train(TEXTS, vocab_size=80)
+    ids = tok.encode("the zebra")
+    assert tok.unk_id in ids
+    assert ids[:1] == tok.encode("the")
+    assert tok.encode("Ω") == [tok.unk_id]
+
+
+def test_encode_batch_and_decode_batch():
+    tok = BPETokenizer.train(TEXTS, vocab_size=80)
+    batch = tok.encode_batch(TEXTS[:3], add_eos=True)
+    assert batch == [tok.encode(t, add_eos=True) for t in TEXTS[:3]]
+    assert tok.decode_batch(batch) == TEXTS[:3]
+
+
+def test_decode_rejects_ids_outside_the_vocabulary():
+    tok = BPETokenizer.train(TEXTS, vocab_size=50)
+    with pytest.raises(ValueError, match="outside the vocabulary"):
+        tok.decode([tok.vocab_size])
+
+
+def test_save_and_load_json(tmp_path):
+    tok = BPETokenizer.train(TEXTS, vocab_size=70)
+    path = tmp_path / "bpe.json"
+    tok.save(path)
+    data = json.loads(path.read_text(encoding="utf-8"))
+    assert data["vocab"] == tok.vocab
+    loaded = BPETokenizer.load(path)
+    assert loaded.vocab == tok.vocab and loaded.merges == tok.merges
+    for text in TEXTS:
+        assert loaded.encode(text) == tok.encode(text)
+
+
+def test_load_reports_bad_files(tmp_path):
+    with pytest.raises(FileNotFoundError, match="not found"):
+        BPETokenizer.load(tmp_path / "missing.json")
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json", encoding="utf-8")
+    with pytest.raises(ValueError, match="not a JSON"):
+        BPETokenizer.load(bad)
+    bad.write_text(json.dumps({"format": "minitransformer-bpe", "vocab": ["<pad>", "<s>", "</s>", "<unk>"]}))
+    with pytest.raises(ValueError, match="missing key 'merges'"):
+        BPETokenizer.load(bad)
+    bad.write_text(json.dumps({"format": "minitransformer-bpe", "vocab": ["<pad>", "<s>", "</s>", "<unk>", "a"],
+                               "merges": [["a", "b"]]}))
+    with pytest.raises(ValueError, match="not in the vocabulary"):
+        BPETokenizer.load(bad)
+
+
+def test_training_is_deterministic():
+    a = BPETokenizer.train(TEXTS, vocab_size=70)
+    b = BPETokenizer.train(list(reversed(TEXTS)), vocab_size=70)
+    assert a.vocab == b.vocab and a.merges == b.merges
+
+
+def test_real_data_round_trip():
+    if not (DATA / "train.en.gz").is_file():
+        pytest.skip(f"real data not found at {DATA}")
+    texts = []
+    for name in ("train.en.gz", "train.ja.gz"):
+        with gzip.open(DATA / name, "rt", encoding="utf-8") as f:
+            texts += [next(f).rstrip("\n") for _ in range(1000)]
+    tok = BPETokenizer.train(texts, vocab_size=2000)
+    assert tok.vocab_size == 2000
+    ids = tok.encode_batch(texts)
+    assert all(tok.decode(i) == " ".join(t.split()) for i, t in zip(ids, texts))
+    assert sum(map(len, ids)) < 0.7 * sum(len(t.replace(" ", "")) for t in texts)  # subwords, not characters
