@@ -268,3 +268,33 @@ def test_dropout_rejects_a_bad_probability():
 def test_relu_gradcheck(rng):
     x = leaf(rng.standard_normal((3, 4)) + 0.05)
     assert mt.gradcheck(F.relu, [x])
+
+
+# -- the same code on the GPU (skipped without CuPy) ----------------------------------------
+
+@pytest.mark.gpu
+def test_fused_functions_on_the_gpu_match_the_cpu(rng):
+    x = rng.standard_normal((6, 5)).astype(np.float32)
+    targets = np.array([1, 0, 4, 2, 0, 3])
+    w, b = rng.standard_normal(5).astype(np.float32), rng.standard_normal(5).astype(np.float32)
+    results = {}
+    for device in ("cpu", "cuda"):
+        xt = mt.Tensor(x).to(device)
+        xt.requires_grad = True
+        loss = (F.cross_entropy(xt, targets, 0.1, 0) + F.softmax(xt).sum() * 0.5
+                + F.log_softmax(xt, axis=0).mean()
+                + F.layer_norm(xt, mt.Tensor(w).to(device), mt.Tensor(b).to(device)).mean())
+        loss.backward()
+        results[device] = (loss.numpy(), mt.backend.asnumpy(xt.grad))
+    for cpu, gpu in zip(results["cpu"], results["cuda"]):
+        np.testing.assert_allclose(cpu, gpu, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.gpu
+def test_dropout_on_the_gpu_draws_its_mask_there():
+    x = mt.Tensor(np.ones((300, 300), dtype=np.float32)).to("cuda")
+    y = F.dropout(x, 0.25, generator=F.Generator(0))
+    assert y.device == "cuda" and y.dtype == np.float32
+    assert abs(float((y.data == 0).mean()) - 0.25) < 0.01
+    again = F.dropout(x, 0.25, generator=F.Generator(0))
+    assert bool((y.data == again.data).all())

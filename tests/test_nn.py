@@ -229,3 +229,22 @@ def test_buffers_move_with_to_and_stay_out_of_the_state_dict():
     module.register_buffer("table", np.ones(3, dtype=np.float32))
     module.to(np.float64)
     assert module.table.dtype == np.float64 and module.state_dict() == {}
+
+
+@pytest.mark.gpu
+def test_layers_on_the_gpu_match_the_cpu(rng):
+    nn.init.set_seed(3)
+    model = nn.Sequential(nn.Embedding(7, 4, padding_idx=0), nn.LayerNorm(4), nn.FeedForward(4, 8), nn.Linear(4, 2))
+    ids = np.array([[1, 2, 2, 0], [6, 0, 1, 1]])
+    cpu_out = model(ids)
+    cpu_out.sum().backward()
+    cpu_grads = [p.grad.copy() for p in model.parameters()]
+    model.zero_grad()
+    model.to("cuda")
+    assert all(p.device == "cuda" for p in model.parameters())
+    gpu_out = model(ids)
+    gpu_out.sum().backward()
+    np.testing.assert_allclose(gpu_out.numpy(), cpu_out.numpy(), rtol=1e-4, atol=1e-6)
+    for g_cpu, p in zip(cpu_grads, model.parameters()):
+        np.testing.assert_allclose(mt.backend.asnumpy(p.grad), g_cpu, rtol=1e-4, atol=1e-5)
+    assert model.state_dict()["0.weight"].__class__ is np.ndarray
