@@ -6,6 +6,8 @@ A run directory looks like this::
       config.json                 model configuration and training options (for people; copied in state.json)
       tokenizer.json              the BPE vocabulary and merges
       latest                      one line: "checkpoints/step-000600"
+      final/                      the model to use after training (e.g. the average of the last
+                                  checkpoints, §6.1): model.npz, tokenizer.json, state.json
       checkpoints/step-000600/
         model.npz                 the weights, one array per parameter name
         optimizer.npz             Adam's moments ('exp_avg.3', ...), its step and learning rate
@@ -43,7 +45,7 @@ import numpy as np
 FORMAT = "minitransformer-checkpoint"
 VERSION = 1
 STATE_FILE, MODEL_FILE, OPTIMIZER_FILE, TOKENIZER_FILE = "state.json", "model.npz", "optimizer.npz", "tokenizer.json"
-LATEST_FILE, CHECKPOINT_DIR = "latest", "checkpoints"
+LATEST_FILE, CHECKPOINT_DIR, FINAL_DIR = "latest", "checkpoints", "final"
 
 
 class CheckpointError(Exception):
@@ -182,6 +184,34 @@ def save_checkpoint(out_dir: str | Path, step: int, weights: Mapping[str, np.nda
     return final
 
 
+def save_final(out_dir: str | Path, weights: Mapping[str, np.ndarray], state: Mapping[str, Any],
+               tokenizer: Mapping[str, Any] | None = None) -> Path:
+    """Save the model to use after training as OUT/final (atomically replacing an older one)."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    final = out_dir / FINAL_DIR
+    staging = Path(tempfile.mkdtemp(prefix=f".tmp-{FINAL_DIR}-", dir=out_dir))
+    try:
+        hashes = {MODEL_FILE: _write_npz(staging / MODEL_FILE, dict(weights))}
+        if tokenizer is not None:
+            write_json_atomic(staging / TOKENIZER_FILE, tokenizer)
+        write_json_atomic(staging / STATE_FILE, {"format": FORMAT, "version": VERSION, **dict(state),
+                                                 "sha256": hashes})
+        _fsync_dir(staging)
+        if final.exists():
+            retired = out_dir / f".tmp-retired-{FINAL_DIR}-{os.getpid()}"
+            os.replace(final, retired)
+            os.replace(staging, final)
+            shutil.rmtree(retired, ignore_errors=True)
+        else:
+            os.replace(staging, final)
+        _fsync_dir(out_dir)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return final
+
+
 def prune_checkpoints(out_dir: str | Path, keep_last: int) -> None:
     """Delete all but the newest ``keep_last`` checkpoints (never the one ``latest`` names)."""
     if keep_last < 1:
@@ -212,8 +242,12 @@ def _read_latest(out_dir: Path) -> Path | None:
     return out_dir / target
 
 
-def resolve_checkpoint(path: str | Path) -> Path:
-    """The checkpoint folder meant by ``path``: a run folder (follows ``latest``), a checkpoint folder, or its model.npz."""
+def resolve_checkpoint(path: str | Path, prefer_final: bool = True) -> Path:
+    """The checkpoint folder meant by ``path``: a checkpoint folder, its model.npz, or a run folder.
+
+    In a run folder, ``final/`` is taken when it exists and ``prefer_final``
+    (translating), otherwise the checkpoint ``latest`` names (resuming training).
+    """
     path = Path(path)
     if not path.exists():
         raise CheckpointError(f"{path}: no such file or directory")
@@ -224,6 +258,8 @@ def resolve_checkpoint(path: str | Path) -> Path:
                               f"or a checkpoint folder (with {STATE_FILE} and {MODEL_FILE})")
     if (path / STATE_FILE).is_file():
         return path
+    if prefer_final and (path / FINAL_DIR / STATE_FILE).is_file():
+        return path / FINAL_DIR
     latest = _read_latest(path)
     if latest is not None:
         if not (latest / STATE_FILE).is_file():
@@ -261,9 +297,9 @@ def read_npz(path: str | Path, sha256: str | None = None) -> dict[str, np.ndarra
                               f"({type(error).__name__}: {error})") from None
 
 
-def load_checkpoint(path: str | Path, with_optimizer: bool = True) -> Checkpoint:
+def load_checkpoint(path: str | Path, with_optimizer: bool = True, prefer_final: bool = True) -> Checkpoint:
     """Load a checkpoint (run folder, checkpoint folder or its model.npz); see ``resolve_checkpoint``."""
-    folder = resolve_checkpoint(path)
+    folder = resolve_checkpoint(path, prefer_final)
     state = _read_json(folder / STATE_FILE)
     if not isinstance(state, dict) or state.get("format") != FORMAT:
         raise CheckpointError(f"{folder / STATE_FILE}: not a minitransformer checkpoint (no format tag {FORMAT!r})")

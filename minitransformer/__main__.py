@@ -1,0 +1,218 @@
+"""Command line: ``python -m minitransformer train | translate | evaluate``.
+
+    python -m minitransformer train                      # built-in corpus, en→ja, ~5 minutes on 2 cores
+    python -m minitransformer translate --checkpoint runs/enja "the cat ate the fish ."
+    python -m minitransformer evaluate --checkpoint runs/enja --split test_heldout
+
+Every refusal (a missing corpus, a corrupt or mismatched checkpoint, bad
+options) is one clear line on stderr and a non-zero exit status.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+EXIT_REFUSED = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but errors say which subcommand and exit with EXIT_REFUSED."""
+
+    def error(self, message: str):  # noqa: D401 - argparse's hook
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_REFUSED, f"{self.prog}: error: {message}\n")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {value}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {value}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from .train import DEFAULT_PRESET, PRESETS  # noqa: PLC0415 - keep `--help` of the package light
+
+    parser = _Parser(prog="python -m minitransformer",
+                     description="The Transformer of 'Attention Is All You Need', from scratch: train a "
+                                 "translator, translate, evaluate.")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    train = commands.add_parser(
+        "train", help="train a translator (default: the built-in English→Japanese corpus, ~5 min on 2 cores)",
+        description="Train a Transformer translator end to end: BPE, batches by tokens, label smoothing, Adam with "
+                    "warm-up, checkpoints, averaging of the last checkpoints, then test BLEU with beam search, "
+                    "example translations and an attention heat map (OUT/attention.png).")
+    train.add_argument("--out", default="runs/enja", help="run folder (default: runs/enja)")
+    train.add_argument("--data", help="a corpus folder ({train,dev,test}.{en,xx}[.gz] or {train,dev,test}.tsv); "
+                                      "default: the built-in corpus")
+    train.add_argument("--direction", choices=None, help="en-ja (default) or ja-en; en-xx / xx-en for --data")
+    train.add_argument("--preset", choices=sorted(PRESETS), help=f"model and schedule size (default: {DEFAULT_PRESET})")
+    train.add_argument("--minutes", type=_positive_float, help="time budget for the training steps")
+    train.add_argument("--epochs", type=_positive_int, help="stop after this many epochs")
+    train.add_argument("--steps", type=_positive_int, help="stop after this many optimizer steps in total")
+    train.add_argument("--max-tokens", type=_positive_int, help="padded tokens per batch side (§5.1)")
+    train.add_argument("--vocab-size", type=_positive_int, help="BPE vocabulary size")
+    train.add_argument("--limit", type=_positive_int, help="read at most this many pairs per split")
+    train.add_argument("--seed", type=int, help="seed of the model, the batches and dropout (default 0)")
+    train.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="cpu (default) or cuda (CuPy)")
+    train.add_argument("--resume", action="store_true", help="continue the run in --out exactly where it stopped")
+    train.add_argument("--overwrite", action="store_true", help="start a new run in a folder that holds one")
+    train.add_argument("--average", type=_positive_int, default=5,
+                       help="average the last k checkpoints at the end (§6.1; default 5, 1 = off)")
+    train.add_argument("--beam", type=_positive_int, default=4, help="beam size for the test BLEU (default 4)")
+    train.add_argument("--quick", action="store_true", help="a 20-second smoke run (preset 'quick')")
+    train.add_argument("--no-eval", action="store_true", help="skip the final test BLEU and attention picture")
+    train.add_argument("--quiet", action="store_true", help="print only errors")
+
+    translate = commands.add_parser(
+        "translate", help="translate sentences with a trained model",
+        description="Translate sentences given as arguments, else lines from stdin, else (on a terminal) "
+                    "an interactive prompt. Sentences are tokenized text as in the training corpus "
+                    "(e.g. 'the cat ate the fish .').")
+    translate.add_argument("sentences", nargs="*", help="sentences to translate")
+    translate.add_argument("--checkpoint", default="runs/enja", help="a run folder or a checkpoint folder "
+                                                                     "(default: runs/enja)")
+    translate.add_argument("--beam", type=_positive_int, default=4, help="beam size (default 4, §6.1)")
+    translate.add_argument("--greedy", action="store_true", help="greedy search (beam 1)")
+    translate.add_argument("--alpha", type=float, default=0.6, help="length penalty α (default 0.6, §6.1)")
+    translate.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+
+    evaluate = commands.add_parser(
+        "evaluate", help="BLEU of a trained model on a split",
+        description="Corpus BLEU of a trained model with beam search. The split comes from the corpus "
+                    "the model was trained on (the built-in corpus, or --data).")
+    evaluate.add_argument("--checkpoint", default="runs/enja", help="a run folder or a checkpoint folder")
+    evaluate.add_argument("--split", default="test", choices=["test", "test_heldout", "dev"])
+    evaluate.add_argument("--data", help="a corpus folder to evaluate on instead of the training corpus")
+    evaluate.add_argument("--beam", type=_positive_int, default=4)
+    evaluate.add_argument("--greedy", action="store_true", help="greedy search (beam 1)")
+    evaluate.add_argument("--alpha", type=float, default=0.6)
+    evaluate.add_argument("--limit", type=_positive_int, help="evaluate on the first N pairs only")
+    evaluate.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    return parser
+
+
+def cmd_train(args) -> int:
+    from .train import TrainOptions, train  # noqa: PLC0415
+
+    if args.quick and args.preset not in (None, "quick"):
+        raise _Refusal("--quick is the preset 'quick'; do not combine it with --preset")
+    options = TrainOptions(out=args.out, data=args.data, direction=args.direction,
+                           preset="quick" if args.quick else args.preset, seed=args.seed,
+                           max_tokens=args.max_tokens, vocab_size=args.vocab_size, minutes=args.minutes,
+                           epochs=args.epochs, steps=args.steps, device=args.device, resume=args.resume,
+                           overwrite=args.overwrite, average=args.average, beam=args.beam, limit=args.limit,
+                           evaluate=not args.no_eval, quiet=args.quiet)
+    train(options)
+    return 0
+
+
+def _load_translator(args):
+    from .translator import Translator  # noqa: PLC0415
+
+    return Translator.load(args.checkpoint, device=args.device)
+
+
+def cmd_translate(args) -> int:
+    translator = _load_translator(args)
+    beam = 1 if args.greedy else args.beam
+
+    def run(sentences: list[str]) -> None:
+        outputs = translator.translate(sentences, beam_size=beam, alpha=args.alpha)
+        for sentence, output in zip(sentences, outputs):
+            if not sentence.strip():
+                print("", flush=True)
+                print("warning: empty sentence, nothing to translate", file=sys.stderr)
+            else:
+                print(output, flush=True)
+
+    if args.sentences:
+        run(args.sentences)
+    elif not sys.stdin.isatty():
+        run([line.rstrip("\n") for line in sys.stdin])
+    else:
+        print("Type a sentence (tokenized like the corpus: 'the cat ate the fish .'); Ctrl-D to quit.",
+              file=sys.stderr)
+        while True:
+            try:
+                line = input("> ")
+            except EOFError:
+                print(file=sys.stderr)
+                break
+            if line.strip():
+                run([line])
+    return 0
+
+
+def cmd_evaluate(args) -> int:
+    from .checkpoint import load_checkpoint  # noqa: PLC0415
+    from .train import TrainOptions, load_data  # noqa: PLC0415
+
+    translator = _load_translator(args)
+    settings = load_checkpoint(args.checkpoint, with_optimizer=False).state.get("training") or {}
+    if not settings and args.data is None:
+        raise _Refusal(f"{args.checkpoint}: the checkpoint does not say which corpus it was trained on; pass --data")
+    options = TrainOptions(data=args.data or settings.get("data"), direction=settings.get("direction") or "en-ja",
+                           preset=settings.get("preset") or "small", limit=settings.get("limit"))
+    corpus = load_data(options)
+    pairs = corpus.pairs(args.split, options.direction)
+    if args.limit:
+        pairs = pairs[:args.limit]
+    if not pairs:
+        raise _Refusal(f"the split {args.split!r} of corpus {corpus.name!r} is empty")
+    beam = 1 if args.greedy else args.beam
+    started = time.monotonic()
+    score, hypotheses = translator.bleu(pairs, beam_size=beam, alpha=args.alpha)
+    exact = sum(h.split() == ref.split() for h, (_, ref) in zip(hypotheses, pairs)) / len(pairs)
+    print(f"{corpus.name} {args.split} ({options.direction}, {len(pairs)} sentences, "
+          f"{'greedy' if beam == 1 else f'beam {beam}, α {args.alpha}'}): BLEU {score.score:.2f}  "
+          f"[{'/'.join(f'{p:.1f}' for p in score.precisions)}, BP {score.bp:.3f}, ratio {score.ratio:.3f}], "
+          f"{100 * exact:.1f}% exact, {time.monotonic() - started:.1f} s")
+    return 0
+
+
+class _Refusal(Exception):
+    """A request the command refuses; printed as one line."""
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return EXIT_REFUSED
+    from .checkpoint import CheckpointError  # noqa: PLC0415
+    from .data.loaders import CorpusError  # noqa: PLC0415
+    from .train import TrainingError  # noqa: PLC0415
+
+    handlers = {"train": cmd_train, "translate": cmd_translate, "evaluate": cmd_evaluate}
+    try:
+        return handlers[args.command](args)
+    except (_Refusal, CheckpointError, CorpusError, TrainingError) as error:
+        print(f"{parser.prog} {args.command}: error: {error}", file=sys.stderr)
+        return EXIT_REFUSED
+    except KeyboardInterrupt:
+        print(f"\n{parser.prog} {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except (OSError, RuntimeError, ValueError) as error:  # e.g. a full disk, no GPU, a bad file
+        print(f"{parser.prog} {args.command}: error: {type(error).__name__}: {error}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,143 @@
+"""A trained model with its tokenizer: text in, text out (chapter 11).
+
+    translator = Translator.load("runs/enja")          # a run folder or a checkpoint folder
+    translator.translate(["the cat ate the fish ."])   # beam search, beam 4, α = 0.6 (§6.1)
+    translator.bleu(pairs)                             # corpus BLEU against references
+
+Inputs are cleaned on the way in: an empty sentence translates to an empty
+string, characters the tokenizer never saw become <unk>, and a sentence longer
+than the model's positional table is cut to fit (with a warning).
+"""
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, fields
+from typing import Callable, Sequence
+
+import numpy as np
+
+from . import backend
+from .bleu import BLEUScore, corpus_bleu_score
+from .checkpoint import Checkpoint, CheckpointError, check_weights_match, load_checkpoint
+from .data.bpe import FORMAT as BPE_FORMAT
+from .data.bpe import BPETokenizer
+from .decode import EXTRA_LENGTH, decode_sentences
+from .nn.transformer import Transformer, TransformerConfig
+from .tensor import no_grad
+
+
+def tokenizer_to_dict(tokenizer: BPETokenizer) -> dict:
+    """The tokenizer as JSON-ready data (the format of ``BPETokenizer.save``)."""
+    return {"format": BPE_FORMAT, "version": 1, "vocab": tokenizer.vocab, "merges": [list(m) for m in tokenizer.merges]}
+
+
+def tokenizer_from_dict(data: dict, where: str = "tokenizer") -> BPETokenizer:
+    if not isinstance(data, dict) or data.get("format") != BPE_FORMAT or "vocab" not in data or "merges" not in data:
+        raise CheckpointError(f"{where}: not a {BPE_FORMAT} tokenizer")
+    try:
+        return BPETokenizer(data["vocab"], [tuple(m) for m in data["merges"]])
+    except (ValueError, TypeError) as error:
+        raise CheckpointError(f"{where}: broken tokenizer ({error})") from None
+
+
+def config_from_dict(data: dict, where: str = "config") -> TransformerConfig:
+    """A TransformerConfig from a dict, refusing unknown or missing fields by name."""
+    known = {f.name for f in fields(TransformerConfig)}
+    if not isinstance(data, dict):
+        raise CheckpointError(f"{where}: the model configuration is missing")
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise CheckpointError(f"{where}: unknown model configuration field(s) {unknown}")
+    try:
+        return TransformerConfig(**data)
+    except (TypeError, ValueError) as error:
+        raise CheckpointError(f"{where}: invalid model configuration ({error})") from None
+
+
+def model_from_checkpoint(checkpoint: Checkpoint, device: str = "cpu") -> Transformer:
+    """Build the model described by the checkpoint's config and load its weights (shapes checked)."""
+    config = config_from_dict(checkpoint.state.get("config"), str(checkpoint.path))
+    model = Transformer(config)
+    check_weights_match(checkpoint.weights, model.state_dict(), where=str(checkpoint.path))
+    model.load_state_dict(checkpoint.weights)
+    if device != "cpu":
+        model.to(device)
+    model.eval()
+    return model
+
+
+@dataclass
+class Translator:
+    model: Transformer
+    tokenizer: BPETokenizer
+    warn: Callable[[str], None] = lambda message: print(f"warning: {message}", file=sys.stderr)
+
+    @classmethod
+    def load(cls, path, device: str = "cpu") -> Translator:
+        """From a run folder (its final model, else its latest checkpoint) or a checkpoint folder."""
+        checkpoint = load_checkpoint(path, with_optimizer=False)
+        if checkpoint.tokenizer is None:
+            raise CheckpointError(f"{checkpoint.path}: no tokenizer.json beside the weights")
+        tokenizer = tokenizer_from_dict(checkpoint.tokenizer, str(checkpoint.path / "tokenizer.json"))
+        model = model_from_checkpoint(checkpoint, device)
+        if tokenizer.vocab_size != model.config.src_vocab_size:
+            raise CheckpointError(f"{checkpoint.path}: tokenizer has {tokenizer.vocab_size} tokens but the model "
+                                  f"expects {model.config.src_vocab_size}")
+        return cls(model, tokenizer)
+
+    @property
+    def max_source_length(self) -> int:
+        return self.model.config.max_len
+
+    def encode_sources(self, sentences: Sequence[str]) -> list[list[int]]:
+        """Token ids of each sentence, cut to the positional table's length (with a warning)."""
+        encoded = []
+        for number, sentence in enumerate(sentences, start=1):
+            ids = self.tokenizer.encode(sentence)
+            if len(ids) > self.max_source_length:
+                self.warn(f"sentence {number} has {len(ids)} tokens; the model reads at most "
+                          f"{self.max_source_length}, so it was truncated")
+                ids = ids[:self.max_source_length]
+            encoded.append(ids)
+        return encoded
+
+    def translate(self, sentences: Sequence[str], beam_size: int = 4, alpha: float = 0.6,
+                  max_tokens: int = 4000) -> list[str]:
+        """Translate each sentence; ``beam_size=1`` is greedy search."""
+        sources = self.encode_sources(sentences)
+        tok = self.tokenizer
+        outputs = decode_sentences(self.model, sources, tok.bos_id, tok.eos_id, beam_size=beam_size, alpha=alpha,
+                                   max_tokens=max_tokens)
+        return [tok.decode(ids) for ids in outputs]
+
+    def bleu(self, pairs: Sequence[tuple[str, str]], beam_size: int = 4, alpha: float = 0.6
+             ) -> tuple[BLEUScore, list[str]]:
+        """Corpus BLEU of the translations of the sources against the references; also the translations."""
+        hypotheses = self.translate([src for src, _ in pairs], beam_size=beam_size, alpha=alpha)
+        return corpus_bleu_score(hypotheses, [ref for _, ref in pairs]), hypotheses
+
+    def cross_attention(self, source: str, output_ids: Sequence[int] | None = None, layer: int = -1):
+        """The encoder–decoder attention of one sentence, averaged over heads.
+
+        Returns (weights (T, S), source tokens, output tokens, source ids, output ids); the
+        output is ``output_ids`` or the greedy translation, followed by eos.
+        """
+        tok = self.tokenizer
+        src_ids = self.encode_sources([source])[0]
+        if not src_ids:
+            raise ValueError("cross_attention: the source sentence is empty")
+        if output_ids is None:
+            output_ids = decode_sentences(self.model, [src_ids], tok.bos_id, tok.eos_id, beam_size=1)[0]
+        output_ids = list(output_ids)[:self.model.config.max_len - 1]
+        target = output_ids + [tok.eos_id]
+        tgt_in = np.asarray([[tok.bos_id] + output_ids], dtype=np.int64)
+        with no_grad():
+            memory, src_mask = self.model.encode(np.asarray([src_ids], dtype=np.int64))
+            _, weights = self.model.decode(tgt_in, memory, src_mask, return_attention=True)
+        matrix = backend.asnumpy(weights[layer])[0].mean(axis=0)  # (T, S), averaged over the heads
+        labels = [tok.vocab[i] for i in src_ids], [tok.vocab[i] for i in target]
+        return matrix, labels[0], labels[1], src_ids, target
+
+
+__all__ = ["Translator", "tokenizer_to_dict", "tokenizer_from_dict", "config_from_dict", "model_from_checkpoint",
+           "EXTRA_LENGTH"]
