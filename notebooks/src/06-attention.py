@@ -1,0 +1,238 @@
+# %% [markdown]
+# # Chapter 6 — Scaled dot-product attention (§3.2.1, §3.2.3)
+#
+# $$\mathrm{Attention}(Q, K, V) = \mathrm{softmax}\!\left(\frac{QK^\top}{\sqrt{d_k}}\right)V \qquad \text{(eq. 1)}$$
+#
+# Every query is compared with every key (a dot product), the scores become weights that sum to 1,
+# and the output is the weighted average of the values. In this notebook we
+# 1. run our fused `F.scaled_dot_product_attention` against the equation written out,
+# 2. **measure** why the scores are divided by $\sqrt{d_k}$: the variance of $q\cdot k$ grows like
+#    $d_k$, the softmax saturates and its gradient collapses,
+# 3. draw the padding and causal masks and see what they do to the weights,
+# 4. look at the corner case of a query with nothing to attend to,
+# 5. check every gradient, and watch a broken backward fail.
+
+# %%
+import os
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+import minitransformer as mt
+import minitransformer.functional as F
+
+QUICK = os.environ.get("MT_QUICK") == "1"
+SAVE = os.environ.get("MT_SAVE_FIGURES") == "1"   # regenerates the chapter's figures; off in tests
+rng = np.random.default_rng(0)
+
+# %% [markdown]
+# ## 1. The equation, and our one fused Function
+#
+# Shapes: $Q$ is (B, h, T, $d_k$) — batch, heads, queries, features — $K$ is (B, h, S, $d_k$) and
+# $V$ is (B, h, S, $d_v$). The scores $QK^\top$ are (B, h, T, S): one row per query, one column per key.
+
+# %%
+B, H, T, S, D_K = 2, 2, 3, 4, 8
+q = mt.Tensor(rng.standard_normal((B, H, T, D_K)), requires_grad=True)
+k = mt.Tensor(rng.standard_normal((B, H, S, D_K)), requires_grad=True)
+v = mt.Tensor(rng.standard_normal((B, H, S, D_K)), requires_grad=True)
+
+out, weights = F.scaled_dot_product_attention(q, k, v, return_weights=True)
+composed = F.softmax(q @ k.swapaxes(-1, -2) / np.sqrt(D_K)) @ v       # eq. 1 from three separate ops
+print("output shape", out.shape, " weights shape", weights.shape)
+print("rows of the weights sum to", np.unique(weights.numpy().sum(-1).round(12)))
+np.testing.assert_allclose(out.numpy(), composed.numpy(), atol=1e-12)
+
+# %% [markdown]
+# The fused backward is the chain rule through the three lines $S = QK^\top/\sqrt{d_k}$,
+# $A = \mathrm{softmax}(S)$, $O = AV$, in reverse:
+# $g_V = A^\top g_O$, $g_A = g_O V^\top$, $g_S = A \odot (g_A - \sum_j g_A \odot A)$,
+# $g_Q = g_S K/\sqrt{d_k}$, $g_K = g_S^\top Q/\sqrt{d_k}$. It agrees with the composed graph:
+
+# %%
+upstream = rng.standard_normal(out.shape)
+out.backward(upstream)
+fused = [t.grad.copy() for t in (q, k, v)]
+for t in (q, k, v):
+    t.grad = None
+(F.softmax(q @ k.swapaxes(-1, -2) / np.sqrt(D_K)) @ v).backward(upstream)
+for name, a, t in zip("qkv", fused, (q, k, v)):
+    print(f"g{name}: max |fused − composed| = {np.abs(a - t.grad).max():.1e}")
+    np.testing.assert_allclose(a, t.grad, atol=1e-12)
+
+# %% [markdown]
+# ## 2. Why divide by $\sqrt{d_k}$? Measure it
+#
+# The paper's footnote (footnote 4 of §3.2.1): if the components of $q$ and $k$ are independent with
+# mean 0 and variance 1, then $q\cdot k = \sum_{i=1}^{d_k} q_i k_i$ has mean 0 and variance $d_k$.
+# Each term $q_ik_i$ has variance $E[q_i^2]E[k_i^2] = 1$, and variances of independent terms add.
+# So the scores spread out like $\sqrt{d_k}$, and the softmax — which only sees differences between
+# scores — becomes a hard maximum. The paper *suspects* this is why unscaled dot-product attention
+# did worse than additive attention for large $d_k$.
+#
+# We measure three things as $d_k$ grows, with and without the scale, for one query and 16 keys:
+# the variance of the scores, the largest softmax weight, and the median norm of the gradient that
+# the softmax passes back to the scores for a random upstream gradient.
+
+# %%
+dims = [2, 8, 32, 128, 512] if QUICK else [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]
+n_queries, n_keys = (200, 16) if QUICK else (2000, 16)
+measure = {"var": [], "max_raw": [], "max_scaled": [], "grad_raw": [], "grad_scaled": []}
+for d_k in dims:
+    qs = rng.standard_normal((n_queries, 1, d_k))
+    ks = rng.standard_normal((n_queries, n_keys, d_k))
+    dots = (qs @ ks.swapaxes(-1, -2))[:, 0]                  # (n_queries, n_keys)
+    measure["var"].append(dots.var())
+    g = rng.standard_normal(dots.shape)
+    for label, scores in (("raw", dots), ("scaled", dots / np.sqrt(d_k))):
+        s = mt.Tensor(scores, requires_grad=True)
+        p = F.softmax(s)
+        p.backward(g)
+        measure[f"max_{label}"].append(p.numpy().max(-1).mean())
+        measure[f"grad_{label}"].append(np.median(np.linalg.norm(s.grad, axis=-1)))
+
+fig, axes = plt.subplots(1, 3, figsize=(12, 3.2))
+axes[0].loglog(dims, measure["var"], "o-", label="measured var(q·k)")
+axes[0].loglog(dims, dims, "k--", lw=1, label="$d_k$ (footnote 4)")
+axes[0].set_title("variance of the scores")
+axes[1].semilogx(dims, measure["max_raw"], "o-", label="q·k")
+axes[1].semilogx(dims, measure["max_scaled"], "s-", label="q·k / √d_k")
+axes[1].set_title("largest softmax weight (16 keys)")
+axes[2].loglog(dims, measure["grad_raw"], "o-", label="q·k")
+axes[2].loglog(dims, measure["grad_scaled"], "s-", label="q·k / √d_k")
+axes[2].set_title("median gradient norm through the softmax")
+for ax in axes:
+    ax.set_xlabel("$d_k$")
+    ax.legend(fontsize=8)
+fig.tight_layout()
+if SAVE:
+    fig.savefig("../chapters/figures/06-why-sqrt-dk.png", dpi=90, bbox_inches="tight")
+plt.show()
+for d_k, var, g_raw, g_scaled in zip(dims, measure["var"], measure["grad_raw"], measure["grad_scaled"]):
+    print(f"d_k={d_k:5d}  var(q·k)={var:8.1f}  gradient norm: unscaled {g_raw:.2e}, scaled {g_scaled:.2e}")
+
+# %% [markdown]
+# Reading the plots: the variance follows the dashed line $d_k$ exactly. Without the scale the
+# largest weight climbs towards 1 (the softmax picks one key) and the typical (median) gradient norm
+# falls by orders of magnitude — a saturated softmax has a Jacobian $\mathrm{diag}(p) - pp^\top \approx 0$.
+# (The *mean* falls more slowly, like $1/\sqrt{d_k}$: it is carried by the few queries whose two best
+# keys happen to score close together.) With the
+# scale, all three stay flat whatever $d_k$ is: $d_k$ becomes a free design choice.
+
+# %%
+assert measure["grad_raw"][-1] < 0.1 * measure["grad_raw"][0]
+assert max(measure["grad_scaled"]) < 3 * min(measure["grad_scaled"])
+
+# %% [markdown]
+# ## 3. Masks as pictures
+#
+# A mask is a boolean array that broadcasts against the scores (B, h, T, S); **True means "may
+# attend"**. Masked scores become $-\infty$, so their weights are exactly 0.
+#
+# * The **padding mask** (B, 1, 1, S) hides the pad tokens that make a batch rectangular — the same
+#   for every head and every query.
+# * The **causal mask** (1, 1, T, T) hides the future in the decoder: position $i$ sees $0..i$
+#   (§3.2.3, "masking out (setting to $-\infty$) all values in the input of the softmax which
+#   correspond to illegal connections"). Together, with `&`: (B, 1, T, S).
+
+# %%
+ids = np.array([[5, 6, 7, 8, 9, 4],
+                [5, 6, 7, 0, 0, 0]])            # sentence 2 has 3 tokens and 3 pads (pad id 0)
+pad = F.padding_mask(ids, pad_id=0)              # (2, 1, 1, 6)
+causal = F.causal_mask(6)                        # (1, 1, 6, 6)
+both = pad & causal                              # (2, 1, 6, 6)
+print("padding", pad.shape, " causal", causal.shape, " combined", both.shape)
+
+fig, axes = plt.subplots(1, 4, figsize=(12, 3))
+pictures = [(np.broadcast_to(pad[1, 0], (6, 6)), "padding mask, sentence 2"),
+            (causal[0, 0], "causal mask"),
+            (both[1, 0], "both, sentence 2")]
+for ax, (picture, title) in zip(axes, pictures):
+    ax.imshow(picture, cmap="Greens", vmin=0, vmax=1)
+    ax.set_title(title, fontsize=10)
+    ax.set_xlabel("key position")
+    ax.set_ylabel("query position")
+x = mt.Tensor(rng.standard_normal((2, 1, 6, 8)))
+_, w = F.scaled_dot_product_attention(x, x, x, mask=both, return_weights=True)
+axes[3].imshow(w.numpy()[0, 0], cmap="viridis")
+axes[3].set_title("causal weights, sentence 1", fontsize=10)
+axes[3].set_xlabel("key position")
+fig.tight_layout()
+if SAVE:
+    fig.savefig("../chapters/figures/06-masks.png", dpi=90, bbox_inches="tight")
+plt.show()
+assert (w.numpy()[0, 0][~causal[0, 0]] == 0).all()
+
+# %% [markdown]
+# ## 4. A query with nothing to attend to
+#
+# In the combined mask above, sentence 2's query rows at pad positions 3–5 can still see keys 0–2, so
+# every row has something. But a mask can hide a whole row (e.g. a padding-only source, or a query
+# mask). Then softmax$(-\infty, \dots, -\infty) = 0/0$. We *define* that row's weights as all zeros:
+# the output is 0, nothing is NaN, and no gradient flows from that row into $q$, $k$ or $v$.
+
+# %%
+mask = np.ones((1, 1, 3, 4), bool)
+mask[0, 0, 1] = False                                  # query 1 may attend to nothing
+q1 = mt.Tensor(rng.standard_normal((1, 1, 3, 4)), requires_grad=True)
+k1 = mt.Tensor(rng.standard_normal((1, 1, 4, 4)), requires_grad=True)
+v1 = mt.Tensor(rng.standard_normal((1, 1, 4, 4)), requires_grad=True)
+o1, w1 = F.scaled_dot_product_attention(q1, k1, v1, mask=mask, return_weights=True)
+print("weights:\n", w1.numpy()[0, 0].round(3))
+print("output row 1:", o1.numpy()[0, 0, 1])
+only_row_1 = np.zeros(o1.shape)
+only_row_1[0, 0, 1] = 1.0
+o1.backward(only_row_1)
+print("gradients reaching q, k, v from row 1:", [float(np.abs(t.grad).sum()) for t in (q1, k1, v1)])
+
+# %% [markdown]
+# ## 5. Gradient checks
+#
+# Central differences in float64 against our backward, with a random upstream gradient, for every
+# kind of mask — and two deliberately broken backwards that the check must catch.
+
+# %%
+masks = {"none": None, "padding": F.padding_mask(np.array([[3, 4, 0, 0], [3, 4, 5, 6]]), 0),
+         "causal": F.causal_mask(4), "fully masked row": np.tile(mask, (2, 1, 1, 1))}
+for name, m in masks.items():
+    t_q = 4 if name == "causal" else 3
+    qc = mt.Tensor(rng.standard_normal((2, 2, t_q, 4)), requires_grad=True)
+    kc = mt.Tensor(rng.standard_normal((2, 2, 4, 4)), requires_grad=True)
+    vc = mt.Tensor(rng.standard_normal((2, 2, 4, 3)), requires_grad=True)
+    assert mt.gradcheck(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, mask=m), [qc, kc, vc])
+    print(f"gradcheck passed: mask = {name}")
+
+
+class ForgotTheScale(F.ScaledDotProductAttention):
+    def backward(self, g_out):
+        g_q, g_k, g_v = super().backward(g_out)
+        return g_q / self.scale, g_k, g_v          # gQ = gS·K, without 1/√d_k
+
+
+class ZeroKeyGradient(F.ScaledDotProductAttention):
+    def backward(self, g_out):
+        g_q, g_k, g_v = super().backward(g_out)
+        return g_q, 0 * g_k, g_v
+
+
+for broken in (ForgotTheScale, ZeroKeyGradient):
+    try:
+        mt.gradcheck(lambda q, k, v: broken()(q, k, v), [qc, kc, vc])
+        raise AssertionError(f"{broken.__name__} passed the gradient check")
+    except mt.GradcheckError as error:
+        print(f"{broken.__name__}: caught — {str(error)[:90]}...")
+
+# %% [markdown]
+# ## Exercises
+#
+# 1. Additive attention (Bahdanau et al.) scores a query and a key with a one-hidden-layer network,
+#    $w^\top\tanh(W_q q + W_k k)$. Implement it with engine ops for one head and compare its cost
+#    with dot-product attention as $T$ and $S$ grow. Which is faster, and why (§3.2.1)?
+# 2. Repeat the measurement of section 2 with $q$ and $k$ whose components have variance $\sigma^2$.
+#    What scale keeps the softmax out of saturation now?
+# 3. Replace $-\infty$ by $-10^9$ in a float16 copy of the forward. What goes wrong, and why does
+#    our implementation use a dtype-independent $-\infty$ with an explicit fix for empty rows?
+# 4. Derive $g_S = A\odot(g_A - \sum_j g_A\odot A)$ from the softmax Jacobian and show that it is
+#    zero wherever $A$ is zero. What does that say about gradients into masked keys?
+# 5. Write a third broken backward (e.g. using $A$ instead of $A^\top$ in $g_V$ with $S \ne T$) and
+#    confirm that `mt.gradcheck` rejects it. Why does the check use a *random* upstream gradient?
