@@ -1,0 +1,167 @@
+"""What the side-by-side benchmarks share: configurations, batches, the worker protocol, memory.
+
+Every benchmark runs each library in its own process: the script re-invokes itself
+as a worker (``--worker minitransformer`` / ``--worker torch``), and the driver
+talks to the workers over stdin/stdout, one JSON line per command. The workers
+take turns, so only one of them computes at a time; in a single process the idle
+BLAS/OpenMP threads of one library would steal the cores of the other.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PAD, BOS, EOS = 0, 1, 2
+FIRST_WORD = 4  # ids below are special tokens
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    """One model + batch shape: S = T = ``length`` tokens per sentence (before padding)."""
+
+    name: str
+    d_model: int
+    n_heads: int
+    d_ff: int
+    n_layers: int
+    vocab: int
+    batch: int
+    length: int
+    block: int  # training steps per timed block (a block takes a few seconds)
+
+    def with_batch(self, batch: int) -> BenchConfig:
+        return BenchConfig(**{**asdict(self), "batch": batch})
+
+
+CONFIGS = {
+    "tiny": BenchConfig("tiny", 64, 4, 256, 2, 1000, 64, 16, block=12),
+    "small": BenchConfig("small", 128, 4, 512, 3, 4000, 64, 24, block=4),
+    "base": BenchConfig("base", 256, 8, 1024, 3, 8000, 32, 32, block=3),
+}
+
+
+def random_batch(config: BenchConfig, seed: int):
+    """Random (src (B, L), tgt_in (B, L), tgt_out (B, L)) int64 NumPy arrays with some padding.
+
+    Sentence lengths are uniform in [L/2, L]; ids ≥ FIRST_WORD; the target is bos + sentence,
+    shifted by one for the output, as in training.
+    """
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    batch, length = config.batch, config.length
+
+    def sentences(width: int):
+        ids = rng.integers(FIRST_WORD, config.vocab, size=(batch, width))
+        lengths = rng.integers(max(1, width // 2), width + 1, size=batch)
+        ids[np.arange(width)[None, :] >= lengths[:, None]] = PAD
+        return ids
+
+    src = sentences(length)
+    tgt = np.concatenate([np.full((batch, 1), BOS), sentences(length)], axis=1)   # (B, L + 1)
+    return src.astype(np.int64), tgt[:, :-1].astype(np.int64), tgt[:, 1:].astype(np.int64)
+
+
+# -- environment ---------------------------------------------------------------------------------
+MALLOC_KEEP_FREED = {"MALLOC_MMAP_THRESHOLD_": "1073741824", "MALLOC_TRIM_THRESHOLD_": "1073741824"}
+
+
+def worker_env(threads: int, malloc: str) -> dict[str, str]:
+    """The same environment for every library: thread counts, and glibc malloc's settings.
+
+    malloc='default' leaves glibc alone; 'keep' raises the mmap and trim thresholds so
+    freed blocks stay in the heap (no fresh pages, hence no page faults, next step).
+    """
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
+    n = str(threads)
+    env.update(OMP_NUM_THREADS=n, OPENBLAS_NUM_THREADS=n, MKL_NUM_THREADS=n, PYTHONPATH=str(ROOT))
+    env["MINITRANSFORMER_MALLOC"] = "0"  # the package must not re-tune malloc behind the benchmark's back
+    if malloc == "keep":
+        env.update(MALLOC_KEEP_FREED)
+    elif malloc != "default":
+        raise ValueError(f"malloc must be 'default' or 'keep', got {malloc!r}")
+    return env
+
+
+def memory_mib() -> dict[str, float]:
+    """Resident set size now and its peak (VmRSS, VmHWM) of this process, in MiB."""
+    figures = {}
+    with open("/proc/self/status") as status:
+        for line in status:
+            key, _, value = line.partition(":")
+            if key in ("VmRSS", "VmHWM"):
+                figures[key] = int(value.split()[0]) / 1024
+    if not figures:  # not Linux: getrusage's peak only (KiB on Linux, bytes on macOS)
+        import resource
+
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        figures["VmHWM"] = peak / (1024 * 1024 if sys.platform == "darwin" else 1024)
+    return figures
+
+
+def setup_worker_threads(library: str) -> None:
+    if library == "torch":
+        import torch
+
+        torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", os.cpu_count() or 1)))
+
+
+# -- the worker protocol ----------------------------------------------------------------------------
+class Worker:
+    """A library's worker process: ``call(command, **args)`` sends one JSON line, returns the reply."""
+
+    def __init__(self, script: str, library: str, args: list[str], env: dict[str, str]) -> None:
+        self.library = library
+        self.process = subprocess.Popen([sys.executable, script, "--worker", library, *args], env=env,
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
+        self.ready = self._read()
+
+    def _read(self) -> dict:
+        line = self.process.stdout.readline()
+        if not line:
+            code = self.process.wait()
+            raise RuntimeError(f"the {self.library} worker exited (code {code}) without answering; "
+                               "see its error output above")
+        return json.loads(line)
+
+    def call(self, command: str, **args) -> dict:
+        self.process.stdin.write(json.dumps({"command": command, **args}) + "\n")
+        return self._read()
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            self.process.stdin.write(json.dumps({"command": "quit"}) + "\n")
+            self.process.stdin.close()
+            self.process.wait(timeout=60)
+
+
+def serve(handlers: dict, ready: dict) -> None:
+    """The worker's loop: answer each JSON command line from stdin with ``handlers[command](**args)``."""
+    out = sys.stdout
+    sys.stdout = sys.stderr  # anything a library prints must not corrupt the protocol
+    out.write(json.dumps(ready) + "\n")
+    out.flush()
+    for line in sys.stdin:
+        message = json.loads(line)
+        command = message.pop("command")
+        if command == "quit":
+            break
+        out.write(json.dumps(handlers[command](**message)) + "\n")
+        out.flush()
+
+
+def pause() -> None:
+    """Let the last worker's spinning BLAS/OpenMP threads go to sleep before the next one starts."""
+    time.sleep(0.2)
+
+
+def median(values) -> float:
+    import statistics
+
+    return statistics.median(values)

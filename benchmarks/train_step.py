@@ -1,0 +1,413 @@
+"""Time per training step, minitransformer against PyTorch on the same model, weights and batches.
+
+A step is: forward (encoder + decoder + tied output projection), the label-smoothed
+loss (ε = 0.1, padding ignored), backward, and an Adam update (β 0.9/0.98, ε 1e-9).
+The PyTorch model is benchmarks/torch_reference.py: the same architecture, written
+from nn.Linear / nn.LayerNorm / nn.Embedding, loaded with our weights.
+
+1. Proof of equality (before any timing): float64, dropout 0, a tiny model; the loss
+   and every parameter gradient of the two libraries must agree to a relative
+   difference below 1e-8 (max |ours − torch| / max |torch| per tensor), and so must
+   the parameters after one Adam update. The script stops if they do not.
+2. Timing: each library in its own worker process (this script re-invoked with
+   ``--worker``), same threads, same dropout (0.1), same random batches. The
+   driver asks the workers in turn to run a block of steps, for ``--rounds`` rounds
+   (the order alternates each round); reported: median ms/step, tokens/s (non-pad
+   source + target tokens), the per-round ratio ours/PyTorch and its range, the
+   peak RSS of each worker (VmHWM), and the GEMM floor: the sum over the step's
+   matrix products (forward and both backward products of every Linear and of
+   attention, counted for our model) of the time np.matmul takes at that shape.
+3. glibc malloc: ``--malloc default`` runs both libraries with glibc's defaults,
+   ``--malloc keep`` with MALLOC_MMAP_THRESHOLD_ / MALLOC_TRIM_THRESHOLD_ raised so
+   freed blocks are reused instead of returned to the OS (``both`` runs the two).
+
+    python benchmarks/train_step.py                               # tiny, small, base; 5 rounds; both malloc settings
+    python benchmarks/train_step.py --configs small --rounds 9 --malloc keep
+    python benchmarks/train_step.py --device cuda --batch 256     # on a GPU: our engine on CuPy vs PyTorch CUDA
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import (CONFIGS, PAD, BenchConfig, Worker, median, memory_mib, pause, random_batch,  # noqa: E402
+                    serve, setup_worker_threads, worker_env)
+
+LABEL_SMOOTHING = 0.1
+LEARNING_RATE = 1e-4
+N_BATCHES = 4            # distinct random batches, cycled
+PROOF_TOLERANCE = 1e-8   # max relative difference, float64
+PROOF_CONFIG = BenchConfig("proof", 32, 4, 64, 2, 60, 6, 9, block=1)
+
+
+# -- our engine ---------------------------------------------------------------------------------
+def build_ours(config: BenchConfig, dropout: float, dtype: str = "float32", device: str = "cpu"):
+    import minitransformer as mt
+    import minitransformer.functional as F
+    from minitransformer.nn.transformer import Transformer, TransformerConfig
+
+    if device != "cpu":
+        mt.set_default_device(device)
+    model = Transformer(TransformerConfig(
+        src_vocab_size=config.vocab, tgt_vocab_size=config.vocab, d_model=config.d_model, n_heads=config.n_heads,
+        d_ff=config.d_ff, n_layers=config.n_layers, dropout=dropout, pad_id=PAD))
+    if dtype != "float32":
+        model.to(dtype)
+    optimizer = mt.optim.Adam(model.parameters(), lr=LEARNING_RATE, betas=(0.9, 0.98), eps=1e-9)
+
+    def loss_of(src, tgt_in, tgt_out):
+        logits = model(src, tgt_in)                                         # (B, T, V)
+        return F.cross_entropy(logits.reshape(-1, config.vocab), tgt_out.reshape(-1),
+                               label_smoothing=LABEL_SMOOTHING, ignore_index=PAD)
+
+    def step(src, tgt_in, tgt_out) -> float:
+        loss = loss_of(src, tgt_in, tgt_out)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        return loss
+
+    return model, optimizer, loss_of, step
+
+
+def synchronizer(library: str, device: str):
+    """A function that waits for the device to finish (a no-op on the CPU)."""
+    if device == "cpu":
+        return lambda: None
+    if library == "torch":
+        import torch
+
+        return torch.cuda.synchronize
+    import cupy
+
+    return cupy.cuda.Device().synchronize
+
+
+# -- PyTorch ---------------------------------------------------------------------------------------
+def build_torch(config: BenchConfig, dropout: float, state, dtype: str = "float32", device: str = "cpu",
+                explicit_attention: bool = False):
+    import torch
+
+    from torch_reference import TorchTransformer, load_minitransformer_state, smoothed_cross_entropy
+
+    model = TorchTransformer(config.vocab, config.d_model, config.n_heads, config.d_ff, config.n_layers,
+                             dropout=dropout, pad_id=PAD, explicit_attention=explicit_attention)
+    model.to(dtype=getattr(torch, dtype))
+    if state is not None:
+        load_minitransformer_state(model, state)
+    model.to(device)
+    model.train()
+    optimizer = torch.optim.Adam(model.parameters(), lr=LEARNING_RATE, betas=(0.9, 0.98), eps=1e-9)
+
+    def loss_of(src, tgt_in, tgt_out):
+        return smoothed_cross_entropy(model(src, tgt_in), tgt_out, LABEL_SMOOTHING, PAD)
+
+    def step(src, tgt_in, tgt_out):
+        loss = loss_of(src, tgt_in, tgt_out)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        return loss
+
+    return model, optimizer, loss_of, step
+
+
+def our_initial_state(config: BenchConfig) -> dict:
+    """The initial weights of our model for ``config`` (what the torch worker loads)."""
+    model, *_ = build_ours(config, dropout=0.0)
+    return model.state_dict()
+
+
+# -- 1. proof that both compute the same thing ---------------------------------------------------------
+def relative_difference(ours, reference, floor: float = 0.0) -> float:
+    """max |ours − reference| / max |reference|, the denominator at least ``floor``."""
+    import numpy as np
+
+    scale = max(float(np.abs(reference).max()), floor) or 1.0
+    return float(np.abs(np.asarray(ours) - reference).max()) / scale
+
+
+def prove_same_step() -> dict:
+    """float64, dropout 0: loss, every gradient, and the weights after one Adam step, both libraries."""
+    import numpy as np
+    import torch
+
+    from torch_reference import gradients_in_minitransformer_layout
+
+    config = PROOF_CONFIG
+    src, tgt_in, tgt_out = random_batch(config, seed=123)
+    ours, our_optimizer, our_loss_of, _ = build_ours(config, dropout=0.0, dtype="float64")
+    theirs, their_optimizer, their_loss_of, _ = build_torch(config, 0.0, ours.state_dict(), dtype="float64")
+
+    our_loss = our_loss_of(src, tgt_in, tgt_out)
+    our_loss.backward()
+    their_loss = their_loss_of(*(torch.from_numpy(a) for a in (src, tgt_in, tgt_out)))
+    their_loss.backward()
+
+    worst = {"loss": relative_difference(our_loss.item(), np.asarray(their_loss.item()))}
+    their_grads = gradients_in_minitransformer_layout(theirs)
+    # The key projections' bias gets a zero gradient in exact arithmetic (adding q·b_k to every score
+    # of a row leaves its softmax unchanged), so both libraries return rounding noise there: measure
+    # each tensor against at least 1e-6 of the largest gradient entry of the model.
+    floor = 1e-6 * max(float(np.abs(g).max()) for g in their_grads.values())
+    grad_errors = {name: relative_difference(p.grad, their_grads[name], floor)
+                   for name, p in ours.named_parameters()}
+    worst_grad = max(grad_errors, key=grad_errors.get)
+    worst["gradients"] = grad_errors[worst_grad]
+
+    our_optimizer.step()
+    their_optimizer.step()
+    after = {name: value for name, value in ours.state_dict().items()}
+    their_after = {n: (p.detach().numpy().T if p.ndim == 2 and n != "embedding.weight" else p.detach().numpy())
+                   for n, p in theirs.named_parameters()}
+    # Adam divides by √v: on those zero-in-exact-arithmetic key biases it turns the noise into ±lr
+    # steps, so they are left out of this comparison (their gradients were compared above).
+    worst["after Adam"] = max(relative_difference(after[n], their_after[n]) for n in after
+                              if not n.endswith("attn.w_k.bias"))
+    return {"worst": worst, "worst_gradient": worst_grad, "n_parameters": len(grad_errors),
+            "loss": our_loss.item(), "torch_loss": their_loss.item()}
+
+
+# -- 2. GEMM floor ---------------------------------------------------------------------------------------
+def step_matmuls(config: BenchConfig) -> list[tuple[tuple[int, ...], int, int, int, int, str]]:
+    """Every matrix product of one training step of our model: (batch dims, m, k, n, count, what).
+
+    A Linear on N rows, y = x W: forward (N, in)(in, out), backward gX = gY Wᵀ (N, out)(out, in)
+    and gW = Xᵀ gY (in, N)(N, out). Attention per (sentence, head), T queries, S keys:
+    scores Q Kᵀ, output A V; backward gV = Aᵀ gO, gA = gO Vᵀ, gQ = gS K, gK = gSᵀ Q.
+    """
+    b, length, d, ff, layers = config.batch, config.length, config.d_model, config.d_ff, config.n_layers
+    rows, bh, dk = b * length, b * config.n_heads, config.d_model // config.n_heads
+    products = []
+
+    def linear(n: int, fan_in: int, fan_out: int, count: int, what: str) -> None:
+        products.append(((), n, fan_in, fan_out, count, f"{what} forward"))
+        products.append(((), n, fan_out, fan_in, count, f"{what} gX"))
+        products.append(((), fan_in, n, fan_out, count, f"{what} gW"))
+
+    def attention(queries: int, keys: int, count: int, what: str) -> None:
+        for m, k, n, part in ((queries, dk, keys, "QKᵀ"), (queries, keys, dk, "AV"), (keys, queries, dk, "gV"),
+                              (queries, dk, keys, "gA"), (queries, keys, dk, "gQ"), (keys, queries, dk, "gK")):
+            products.append(((bh,), m, k, n, count, f"{what} {part}"))
+
+    n_attention_blocks = 3 * layers                       # encoder self, decoder self, decoder cross
+    linear(rows, d, d, 4 * n_attention_blocks, "attention projections")
+    linear(rows, d, ff, 2 * layers, "FFN W1")
+    linear(rows, ff, d, 2 * layers, "FFN W2")
+    attention(length, length, n_attention_blocks, "attention")
+    linear(rows, d, config.vocab, 1, "output h Eᵀ")
+    return products
+
+
+def gemm_floor(config: BenchConfig, min_time: float = 0.02) -> dict:
+    """Time np.matmul (float32) at each of the step's product shapes; the sum is the floor."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    total, flops, rows = 0.0, 0.0, []
+    for batch, m, k, n, count, what in step_matmuls(config):
+        a = rng.standard_normal((*batch, m, k), dtype=np.float32)
+        b = rng.standard_normal((*batch, k, n), dtype=np.float32)
+        out = np.empty((*batch, m, n), dtype=np.float32)
+        np.matmul(a, b, out=out)
+        samples, spent = [], 0.0
+        while len(samples) < 5 or spent < min_time:
+            start = time.perf_counter()
+            np.matmul(a, b, out=out)
+            samples.append(time.perf_counter() - start)
+            spent += samples[-1]
+        seconds = median(samples)
+        product_flops = 2.0 * m * k * n * (batch[0] if batch else 1)
+        total += count * seconds
+        flops += count * product_flops
+        rows.append({"what": what, "shape": f"{batch or ''}({m}×{k})·({k}×{n})", "count": count,
+                     "ms": seconds * 1e3, "gflops": product_flops / seconds / 1e9})
+    return {"floor_ms": total * 1e3, "gflop": flops / 1e9, "products": rows}
+
+
+# -- the workers -----------------------------------------------------------------------------------------
+def worker(library: str, args) -> None:
+    setup_worker_threads(library)
+    if library == "proof":
+        result = prove_same_step()
+        serve({}, result)
+        return
+    config = CONFIGS[args.config].with_batch(args.batch) if args.batch else CONFIGS[args.config]
+    if library == "gemm":
+        serve({}, gemm_floor(config))
+        return
+    import numpy as np
+
+    if library == "minitransformer":
+        from minitransformer import backend
+
+        memory_at_import = memory_mib()["VmRSS"]
+        model, _, _, step = build_ours(config, args.dropout, device=args.device)
+        batches = [tuple(backend.to_device(a, args.device) for a in random_batch(config, seed))
+                   for seed in range(N_BATCHES)]
+    else:
+        import torch
+
+        memory_at_import = memory_mib()["VmRSS"]
+        with np.load(args.state) as saved:
+            state = dict(saved)
+        model, _, _, step = build_torch(config, args.dropout, state, device=args.device,
+                                        explicit_attention=args.explicit_attention)
+        del state
+        batches = [random_batch(config, seed) for seed in range(N_BATCHES)]
+        batches = [tuple(torch.from_numpy(a).to(args.device) for a in batch) for batch in batches]
+    synchronize = synchronizer(library, args.device)
+    counter = {"step": 0}
+
+    def steps(n: int) -> dict:
+        times = []
+        for _ in range(n):
+            batch = batches[counter["step"] % N_BATCHES]
+            counter["step"] += 1
+            start = time.perf_counter()
+            step(*batch)
+            synchronize()
+            times.append(time.perf_counter() - start)
+        return {"times": times}
+
+    steps(2)  # warm-up: first-touch of weights, optimiser state, allocator caches
+    serve({"steps": steps, "memory": lambda: {**memory_mib(), "at_import": memory_at_import}},
+          {"ready": True})
+
+
+# -- the driver ----------------------------------------------------------------------------------------------
+def tokens_per_step(config: BenchConfig) -> int:
+    src, tgt_in, _ = random_batch(config, 0)
+    return int((src != PAD).sum() + (tgt_in != PAD).sum())
+
+
+def measure(config: BenchConfig, args, malloc: str) -> dict:
+    import numpy as np
+
+    env = worker_env(args.threads, malloc)
+    script = str(Path(__file__).resolve())
+    common_args = ["--config", config.name, "--dropout", str(args.dropout), "--device", args.device]
+    if args.batch:
+        common_args += ["--batch", str(args.batch)]
+    if args.explicit_attention:
+        common_args.append("--explicit-attention")
+    libraries = ("minitransformer", "torch")
+    with tempfile.TemporaryDirectory() as folder:   # our initial weights, for the torch worker to load
+        state_path = str(Path(folder) / "state.npz")
+        np.savez(state_path, **our_initial_state(config))
+        workers = {lib: Worker(script, lib, common_args + (["--state", state_path] if lib == "torch" else []), env)
+                   for lib in libraries}
+    block_medians = {lib: [] for lib in libraries}
+    try:
+        for round_index in range(args.rounds):
+            order = libraries if round_index % 2 == 0 else libraries[::-1]
+            for lib in order:
+                pause()
+                block_medians[lib].append(median(workers[lib].call("steps", n=config.block)["times"]))
+        memory = {lib: workers[lib].call("memory") for lib in libraries}
+    finally:
+        for w in workers.values():
+            w.close()
+    ratios = [o / t for o, t in zip(block_medians["minitransformer"], block_medians["torch"])]
+    return {"ms": {lib: median(v) * 1e3 for lib, v in block_medians.items()}, "ratios": ratios,
+            "memory": memory}
+
+
+def floor_of(config: BenchConfig, args) -> dict:
+    worker_args = ["--config", config.name] + (["--batch", str(args.batch)] if args.batch else [])
+    gemm = Worker(str(Path(__file__).resolve()), "gemm", worker_args, worker_env(args.threads, "default"))
+    gemm.close()
+    return gemm.ready
+
+
+def print_proof(args) -> bool:
+    proof = Worker(str(Path(__file__).resolve()), "proof", [], worker_env(args.threads, "default"))
+    proof.close()
+    result = proof.ready
+    worst = result["worst"]
+    ok = all(v < PROOF_TOLERANCE for v in worst.values())
+    print(f"Proof (float64, dropout 0, config {PROOF_CONFIG.name}: d_model {PROOF_CONFIG.d_model}, "
+          f"{PROOF_CONFIG.n_layers}+{PROOF_CONFIG.n_layers} layers, vocab {PROOF_CONFIG.vocab}): loss ours "
+          f"{result['loss']:.12f}, torch {result['torch_loss']:.12f}")
+    print(f"  max relative difference: loss {worst['loss']:.1e}, gradients {worst['gradients']:.1e} "
+          f"(worst: {result['worst_gradient']}, over {result['n_parameters']} tensors), "
+          f"weights after one Adam step {worst['after Adam']:.1e}  -> "
+          f"{'SAME (< %.0e)' % PROOF_TOLERANCE if ok else 'DIFFERENT'}")
+    return ok
+
+
+def print_results(results: dict, floors: dict, args) -> None:
+    for malloc, per_config in results.items():
+        print(f"\nglibc malloc: {malloc}" + ("  (MALLOC_MMAP_THRESHOLD_ and MALLOC_TRIM_THRESHOLD_ = 1 GiB)"
+                                           if malloc == "keep" else "  (glibc defaults)"))
+        header = (f"{'config':<7}{'ours ms':>9}{'torch ms':>10}{'ours/torch':>11}{'  (range)':<15}"
+                  f"{'ours tok/s':>11}{'torch tok/s':>12}{'floor ms':>9}{'ours/floor':>11}"
+                  f"{'ours RSS':>10}{'torch RSS':>10}")
+        print(header)
+        print("-" * len(header))
+        for name, r in per_config.items():
+            config = CONFIGS[name].with_batch(args.batch) if args.batch else CONFIGS[name]
+            ours, theirs = r["ms"]["minitransformer"], r["ms"]["torch"]
+            tokens = tokens_per_step(config)
+            ratio = median(r["ratios"])
+            floor = floors.get(name, {}).get("floor_ms")
+            floor_cells = f"{floor:>9.1f}{ours / floor:>11.2f}" if floor else f"{'—':>9}{'—':>11}"
+            mem = r["memory"]
+            spread = "  (%.2f–%.2f)" % (min(r["ratios"]), max(r["ratios"]))
+            print(f"{name:<7}{ours:>9.1f}{theirs:>10.1f}{ratio:>11.2f}{spread:<15}"
+                  f"{tokens / ours * 1e3:>11,.0f}{tokens / theirs * 1e3:>12,.0f}{floor_cells}"
+                  f"{mem['minitransformer']['VmHWM']:>8.0f}Mi{mem['torch']['VmHWM']:>8.0f}Mi")
+        print("RSS = peak resident memory of the worker (VmHWM); after imports alone: ours "
+              + ", ".join(f"{per_config[n]['memory']['minitransformer']['at_import']:.0f}" for n in per_config)
+              + " MiB, torch " + ", ".join(f"{per_config[n]['memory']['torch']['at_import']:.0f}"
+                                          for n in per_config) + " MiB")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--configs", default="tiny,small,base", help="comma-separated: " + ", ".join(CONFIGS))
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=2, help="BLAS/OpenMP threads per library")
+    parser.add_argument("--malloc", choices=("default", "keep", "both"), default="both")
+    parser.add_argument("--dropout", type=float, default=0.1)
+    parser.add_argument("--device", default="cpu", help="cpu, or cuda (our engine on CuPy vs PyTorch CUDA)")
+    parser.add_argument("--batch", type=int, default=None, help="override every config's batch size")
+    parser.add_argument("--explicit-attention", action="store_true",
+                        help="torch attention as matmul + softmax + matmul instead of F.scaled_dot_product_attention")
+    parser.add_argument("--skip-proof", action="store_true")
+    parser.add_argument("--no-floor", action="store_true", help="skip the GEMM floor")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    parser.add_argument("--config", help=argparse.SUPPRESS)
+    parser.add_argument("--state", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        worker(args.worker, args)
+        return 0
+
+    names = [n.strip() for n in args.configs.split(",") if n.strip()]
+    unknown = [n for n in names if n not in CONFIGS]
+    if unknown:
+        parser.error(f"unknown config(s) {unknown}; choose from {list(CONFIGS)}")
+    if not args.skip_proof and not print_proof(args):
+        print("minitransformer and PyTorch disagree: not timing two different computations.")
+        return 1
+    import os
+
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(f"\n{args.threads} threads, dropout {args.dropout}, device {args.device}, {args.rounds} rounds, "
+          f"load average at start {load:.2f}; torch attention: "
+          f"{'explicit' if args.explicit_attention else 'F.scaled_dot_product_attention'}")
+    floors = {} if args.no_floor or args.device != "cpu" else {n: floor_of(CONFIGS[n], args) for n in names}
+    settings = ("default", "keep") if args.malloc == "both" else (args.malloc,)
+    results = {malloc: {name: measure(CONFIGS[name], args, malloc) for name in names} for malloc in settings}
+    print_results(results, floors, args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
