@@ -91,7 +91,7 @@ class MultiHeadAttention(Module):
                     v = concatenate([cache.values, v], axis=2)           # (B, h, t, d_v)
                 cache.keys, cache.values = k, v
         attended = scaled_dot_product_attention(q, k, v, mask=mask, return_weights=return_weights,
-                                                dropout_p=self.dropout, training=self.training)
+                                                dropout_p=self.dropout, training=self.training)  # (B, h, T, d_v)
         if return_weights:
             attended, weights = attended
         out = self.w_o(merge_heads(attended))                            # (B, T, d_model)

@@ -124,7 +124,7 @@ class Transformer(Module):
     # -- the pieces --------------------------------------------------------------------------
     @property
     def device(self) -> str:
-        return self.encoder.layers[0].self_attn.w_q.weight.device if len(self.encoder.layers) else "cpu"
+        return self._source_table().weight.device
 
     def _source_table(self) -> Embedding:
         return self.embedding if self.config.tie_embeddings else self.src_embedding
