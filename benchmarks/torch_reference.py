@@ -228,3 +228,47 @@ def gradients_in_minitransformer_layout(model: TorchTransformer) -> dict[str, np
             grad = grad.T
         grads[name] = grad
     return grads
+
+
+# -- searches (fixed length: the benchmark decodes exactly ``steps`` tokens, no eos) ----------------
+@torch.no_grad()
+def greedy(model: TorchTransformer, src, bos: int, steps: int, use_cache: bool = True):
+    """The argmax token at every step; src (B, S) -> (B, steps). Without the cache the whole prefix
+    goes through the decoder again at every step."""
+    memory, src_mask = model.encode(src)
+    prefix = torch.full((src.shape[0], 1), bos, dtype=torch.long, device=src.device)
+    cache = model.init_cache() if use_cache else None
+    for _ in range(steps):
+        if cache is not None:
+            logits = model.decode_step(prefix[:, -1], memory, src_mask, cache)     # (B, V)
+        else:
+            logits = model.decode(prefix, memory, src_mask)[:, -1]                 # (B, V)
+        prefix = torch.cat([prefix, logits.argmax(dim=-1, keepdim=True)], dim=1)
+    return prefix[:, 1:]
+
+
+@torch.no_grad()
+def beam(model: TorchTransformer, src, bos: int, steps: int, beam_size: int = 4, use_cache: bool = True):
+    """Beam search without eos (every hypothesis has the same length, so no length penalty);
+    src (B, S) -> the best (B, steps)."""
+    batch, k = src.shape[0], beam_size
+    memory, src_mask = model.encode(src)
+    rows = torch.arange(batch, device=src.device).repeat_interleave(k)             # k rows per sentence
+    memory, src_mask = memory[rows], src_mask[rows]
+    scores = torch.full((batch, k), float("-inf"), device=src.device)
+    scores[:, 0] = 0.0                                                              # one live beam at first
+    prefix = torch.full((batch * k, 1), bos, dtype=torch.long, device=src.device)
+    cache = model.init_cache() if use_cache else None
+    for _ in range(steps):
+        if cache is not None:
+            logits = model.decode_step(prefix[:, -1], memory, src_mask, cache)     # (B·k, V)
+        else:
+            logits = model.decode(prefix, memory, src_mask)[:, -1]
+        vocab = logits.shape[-1]
+        totals = scores[:, :, None] + torch.log_softmax(logits.float(), dim=-1).view(batch, k, vocab)
+        scores, flat = totals.view(batch, k * vocab).topk(k, dim=1)                 # (B, k)
+        parents = (torch.arange(batch, device=src.device)[:, None] * k + flat // vocab).view(-1)
+        prefix = torch.cat([prefix[parents], (flat % vocab).view(-1, 1)], dim=1)
+        if cache is not None:
+            model.reorder_cache(cache, parents)
+    return prefix[:, 1:].view(batch, k, steps)[:, 0]

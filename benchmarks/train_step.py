@@ -46,7 +46,8 @@ PROOF_CONFIG = BenchConfig("proof", 32, 4, 64, 2, 60, 6, 9, block=1)
 
 
 # -- our engine ---------------------------------------------------------------------------------
-def build_ours(config: BenchConfig, dropout: float, dtype: str = "float32", device: str = "cpu"):
+def build_ours(config: BenchConfig, dropout: float, dtype: str = "float32", device: str = "cpu",
+               max_len: int = 512):
     import minitransformer as mt
     import minitransformer.functional as F
     from minitransformer.nn.transformer import Transformer, TransformerConfig
@@ -55,7 +56,7 @@ def build_ours(config: BenchConfig, dropout: float, dtype: str = "float32", devi
         mt.set_default_device(device)
     model = Transformer(TransformerConfig(
         src_vocab_size=config.vocab, tgt_vocab_size=config.vocab, d_model=config.d_model, n_heads=config.n_heads,
-        d_ff=config.d_ff, n_layers=config.n_layers, dropout=dropout, pad_id=PAD))
+        d_ff=config.d_ff, n_layers=config.n_layers, dropout=dropout, pad_id=PAD, max_len=max_len))
     if dtype != "float32":
         model.to(dtype)
     optimizer = mt.optim.Adam(model.parameters(), lr=LEARNING_RATE, betas=(0.9, 0.98), eps=1e-9)
@@ -90,13 +91,13 @@ def synchronizer(library: str, device: str):
 
 # -- PyTorch ---------------------------------------------------------------------------------------
 def build_torch(config: BenchConfig, dropout: float, state, dtype: str = "float32", device: str = "cpu",
-                explicit_attention: bool = False):
+                explicit_attention: bool = False, max_len: int = 512):
     import torch
 
     from torch_reference import TorchTransformer, load_minitransformer_state, smoothed_cross_entropy
 
     model = TorchTransformer(config.vocab, config.d_model, config.n_heads, config.d_ff, config.n_layers,
-                             dropout=dropout, pad_id=PAD, explicit_attention=explicit_attention)
+                             dropout=dropout, pad_id=PAD, max_len=max_len, explicit_attention=explicit_attention)
     model.to(dtype=getattr(torch, dtype))
     if state is not None:
         load_minitransformer_state(model, state)
@@ -117,9 +118,9 @@ def build_torch(config: BenchConfig, dropout: float, state, dtype: str = "float3
     return model, optimizer, loss_of, step
 
 
-def our_initial_state(config: BenchConfig) -> dict:
+def our_initial_state(config: BenchConfig, max_len: int = 512) -> dict:
     """The initial weights of our model for ``config`` (what the torch worker loads)."""
-    model, *_ = build_ours(config, dropout=0.0)
+    model, *_ = build_ours(config, dropout=0.0, max_len=max_len)
     return model.state_dict()
 
 
