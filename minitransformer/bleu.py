@@ -38,8 +38,11 @@ def clipped_ngram_matches(hypothesis: Sequence[str], reference: Sequence[str],
     """
     hyp_counts = ngram_counts(hypothesis, n)
     ref_counts = ngram_counts(reference, n)
+    # Exercise 11.2 — BLEU's clipped n-gram precision (chapters/11-translator.md; graded by pytest -m ex_11_2)
+    ### BEGIN SOLUTION
     matches = sum(min(count, ref_counts[gram]) for gram, count in hyp_counts.items())
     total = max(len(hypothesis) - n + 1, 0)
+    ### END SOLUTION
     return matches, total
 
 

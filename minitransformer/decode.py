@@ -201,9 +201,12 @@ def beam_search(model, src_ids, bos_id: int, eos_id: int, beam_size: int = 4, al
             log_probs = state.log_probs()                                        # (B'·k, V)
             vocab = log_probs.shape[-1]
             xp = xp_of(log_probs)
+            # Exercise 11.1 — one beam-search step (chapters/11-translator.md; graded by pytest -m ex_11_1)
+            ### BEGIN SOLUTION
             totals = log_probs.reshape(len(active), k, vocab) + \
                 xp.asarray(alive_log_prob[:, :, None], dtype=log_probs.dtype)   # (B', k, V)
             flat_index, flat_value = _top_candidates(totals.reshape(len(active), k * vocab), 2 * k)  # (B', 2k)
+            ### END SOLUTION
             step += 1
 
             keep_rows, keep_tokens, next_log_prob, next_tokens, still_active = [], [], [], [], []

@@ -36,12 +36,15 @@ def numerical_gradient(fn: Callable[..., Tensor], inputs: Sequence[Tensor], whic
     with no_grad():
         for i in range(flat_x.size):
             original = flat_x[i].item()
+            # Exercise 1.1 — the numerical gradient (chapters/01-autograd.md; graded by pytest -m ex_1_1)
+            ### BEGIN SOLUTION
             flat_x[i] = original + eps
             plus = float((fn(*inputs).data * upstream).sum())
             flat_x[i] = original - eps
             minus = float((fn(*inputs).data * upstream).sum())
             flat_x[i] = original
             flat_grad[i] = (plus - minus) / (2 * eps)
+            ### END SOLUTION
     return grad
 
 

@@ -181,7 +181,10 @@ class NoamSchedule:
     def rate(self, step: int | None = None) -> float:
         """The learning rate at ``step`` (default: the current step; step 0 counts as step 1)."""
         step = max(self.step_num if step is None else int(step), 1)
+        # Exercise 10.1 — the warm-up schedule, eq. 3 (chapters/10-training.md; graded by pytest -m ex_10_1)
+        ### BEGIN SOLUTION
         return self.factor * self.d_model ** -0.5 * min(step ** -0.5, step * self.warmup ** -1.5)
+        ### END SOLUTION
 
     def step(self) -> float:
         self.step_num += 1

@@ -60,7 +60,10 @@ class ScaledDotProductAttention(Function):
         scores = q @ k.swapaxes(-1, -2)                         # (B, h, T, S)
         scores *= self.scale
         if self.mask is not None:
+            # Exercise 6.1 — masking the attention scores (chapters/06-attention.md; graded by pytest -m ex_6_1)
+            ### BEGIN SOLUTION
             xp.copyto(scores, -xp.inf, where=~self.mask)        # masked: weight exactly 0 after exp
+            ### END SOLUTION
         # softmax over the keys, in place (chapter 4: subtract the row maximum first)
         row_max = scores.max(axis=-1, keepdims=True)            # (B, h, T, 1)
         if self.mask is not None:
@@ -88,6 +91,8 @@ class ScaledDotProductAttention(Function):
         g_v = unbroadcast(dropped.swapaxes(-1, -2) @ g_out, v.shape) if need_v else None   # gV = Aᵀ gO
         if not (need_q or need_k):
             return None, None, g_v
+        # Exercise 6.2 — attention backward to the queries and keys (chapters/06-attention.md; graded by pytest -m ex_6_2)
+        ### BEGIN SOLUTION
         g_scores = g_out @ v.swapaxes(-1, -2)                   # gA = gO Vᵀ   (B, h, T, S)
         if self.keep is not None:
             g_scores *= self.keep                               # through the dropout
@@ -97,6 +102,7 @@ class ScaledDotProductAttention(Function):
         g_scores *= self.scale                                  # the 1/√d_k of S = Q Kᵀ/√d_k
         g_q = unbroadcast(g_scores @ k, q.shape) if need_q else None                    # gQ = gS K / √d_k
         g_k = unbroadcast(g_scores.swapaxes(-1, -2) @ q, k.shape) if need_k else None   # gK = gSᵀ Q / √d_k
+        ### END SOLUTION
         return g_q, g_k, g_v
 
 

@@ -74,6 +74,8 @@ class CrossEntropy(Function):
         n_rows, num_classes = self.log_probs.shape
         grad = xp.exp(self.log_probs)                                   # softmax(x), (N, V)
         rows = xp.arange(n_rows)
+        # Exercise 4.3 — label-smoothed cross-entropy backward (chapters/04-softmax-cross-entropy.md; graded by pytest -m ex_4_3)
+        ### BEGIN SOLUTION
         grad[rows, self.safe_targets] -= 1 - self.epsilon               # − (1−ε) onehot
         if self.epsilon > 0:
             spread = self._smoothing_classes(num_classes)
@@ -82,6 +84,7 @@ class CrossEntropy(Function):
                 grad[:, self.ignore_index] += self.epsilon / spread     # ... except on the pad class
         scale = (gy / self.n_valid).astype(grad.dtype)
         grad *= xp.where(self.valid, scale, 0).astype(grad.dtype)[:, None]   # ignored rows get 0
+        ### END SOLUTION
         return grad
 
 

@@ -42,7 +42,10 @@ def causal_mask(size: int, device: str | None = None):
     if int(size) != size or size < 0:
         raise ValueError(f"causal_mask needs a non-negative integer size, got {size!r}")
     xp = backend.xp_for(device or backend.default_device())
+    # Exercise 6.3 — the causal mask (chapters/06-attention.md; graded by pytest -m ex_6_3)
+    ### BEGIN SOLUTION
     return xp.tril(xp.ones((int(size), int(size)), dtype=bool))[None, None]  # (1, 1, T, T)
+    ### END SOLUTION
 
 
 def causal_mask_like(array, size: int):

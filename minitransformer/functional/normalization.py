@@ -44,6 +44,8 @@ class LayerNormFunction(Function):
         x_hat, inv_std, weight = self.x_hat, self.inv_std, self.weight
         dim = weight.shape[0]
         gy = gy.reshape(-1, dim)                                     # (N, D)
+        # Exercise 5.1 — layer-norm backward (chapters/05-layers.md; graded by pytest -m ex_5_1)
+        ### BEGIN SOLUTION
         gy_x_hat = gy * x_hat
         g_weight = gy_x_hat.sum(axis=0)                              # gγ = Σ gy ⊙ x̂      (D,)
         g_bias = gy.sum(axis=0)                                      # gβ = Σ gy          (D,)
@@ -54,6 +56,7 @@ class LayerNormFunction(Function):
         gx -= mean_g
         gx -= x_hat * mean_g_x_hat
         gx *= inv_std                                                # (1/σ)(g − mean(g) − x̂ ⊙ mean(g ⊙ x̂))
+        ### END SOLUTION
         return gx.reshape(self.x_shape), g_weight, g_bias
 
 

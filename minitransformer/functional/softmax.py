@@ -37,8 +37,11 @@ class Softmax(Function):
 
     def backward(self, gy):
         y = self.y
+        # Exercise 4.1 — softmax backward (chapters/04-softmax-cross-entropy.md; graded by pytest -m ex_4_1)
+        ### BEGIN SOLUTION
         gx = gy * y
         gx -= y * gx.sum(axis=self.axis, keepdims=True)   # y ⊙ (gy − Σ gy⊙y), expanded
+        ### END SOLUTION
         return gx
 
 
@@ -57,9 +60,12 @@ class LogSoftmax(Function):
 
     def backward(self, gy):
         xp = xp_of(gy)
+        # Exercise 4.2 — log-softmax backward (chapters/04-softmax-cross-entropy.md; graded by pytest -m ex_4_2)
+        ### BEGIN SOLUTION
         gx = xp.exp(self.z)                                # softmax, recovered from the output
         gx *= -gy.sum(axis=self.axis, keepdims=True)
         gx += gy                                           # gy − softmax · Σ gy
+        ### END SOLUTION
         return gx
 
 

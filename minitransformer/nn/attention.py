@@ -31,15 +31,21 @@ from .module import Module
 def split_heads(x: Tensor, n_heads: int) -> Tensor:
     """(B, T, h·d_k) -> (B, h, T, d_k): cut the feature axis into h heads, heads before time."""
     batch, length, width = x.shape
+    # Exercise 7.1 — splitting and merging heads (chapters/07-multi-head.md; graded by pytest -m ex_7_1)
+    ### BEGIN SOLUTION
     x = x.reshape(batch, length, n_heads, width // n_heads)      # (B, T, h, d_k)
     return x.transpose(0, 2, 1, 3)                               # (B, h, T, d_k)
+    ### END SOLUTION
 
 
 def merge_heads(x: Tensor) -> Tensor:
     """(B, h, T, d_k) -> (B, T, h·d_k): the Concat(head_1, ..., head_h) of §3.2.2."""
     batch, n_heads, length, d_k = x.shape
+    # Exercise 7.1 — splitting and merging heads (chapters/07-multi-head.md; graded by pytest -m ex_7_1)
+    ### BEGIN SOLUTION
     x = x.transpose(0, 2, 1, 3)                                  # (B, T, h, d_k)
     return x.reshape(batch, length, n_heads * d_k)               # (B, T, h·d_k)
+    ### END SOLUTION
 
 
 class MultiHeadAttention(Module):

@@ -38,12 +38,15 @@ from .module import Module, Parameter
 def sinusoidal_table(length: int, d_model: int):
     """The (length, d_model) table PE of §3.5 as a float64 NumPy array."""
     positions = numpy.arange(length, dtype=numpy.float64)[:, None]           # (L, 1)
+    table = numpy.empty((length, d_model))
+    # Exercise 8.1 — the sinusoidal encoding (chapters/08-positional-encoding.md; graded by pytest -m ex_8_1)
+    ### BEGIN SOLUTION
     pair = numpy.arange(d_model) // 2 * 2                                    # 2i for columns 2i and 2i+1
     frequencies = numpy.exp(-math.log(10000.0) * pair / d_model)[None, :]    # (1, d) ω_i = 10000^(−2i/d)
     angles = positions * frequencies                                         # (L, d)
-    table = numpy.empty((length, d_model))
     table[:, 0::2] = numpy.sin(angles[:, 0::2])                              # even columns: sin
     table[:, 1::2] = numpy.cos(angles[:, 1::2])                              # odd columns: cos
+    ### END SOLUTION
     return table
 
 

@@ -64,8 +64,11 @@ class Div(Function):
 
     def backward(self, gy):
         a, b = self.a, self.b
+        # Exercise 1.2 — Div backward (chapters/01-autograd.md; graded by pytest -m ex_1_2)
+        ### BEGIN SOLUTION
         ga = unbroadcast(gy / b, a.shape) if self.inputs[0].requires_grad else None  # d(a/b)/da = 1/b
         gb = unbroadcast(-gy * a / (b * b), b.shape) if self.inputs[1].requires_grad else None  # = -a/b²
+        ### END SOLUTION
         return ga, gb
 
 

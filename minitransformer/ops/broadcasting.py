@@ -12,12 +12,15 @@ def unbroadcast(grad, shape: tuple[int, ...]):
     """Sum ``grad`` over the axes that broadcasting added or stretched, giving ``shape``."""
     if grad.shape == shape:
         return grad
+    # Exercise 2.1 — unbroadcast (chapters/02-tensors-broadcasting.md; graded by pytest -m ex_2_1)
+    ### BEGIN SOLUTION
     leading = grad.ndim - len(shape)
     if leading > 0:  # axes broadcasting put in front
         grad = grad.sum(axis=tuple(range(leading)))
     stretched = tuple(i for i, n in enumerate(shape) if n == 1 and grad.shape[i] != 1)
     if stretched:  # size-1 axes broadcasting stretched
         grad = grad.sum(axis=stretched, keepdims=True)
+    ### END SOLUTION
     return grad
 
 

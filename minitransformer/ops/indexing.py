@@ -40,10 +40,13 @@ class GetItem(Function):
 
     def backward(self, gy):
         gx = xp_of(gy).zeros(self.shape, dtype=gy.dtype)
+        # Exercise 2.4 — getitem backward (scatter-add) (chapters/02-tensors-broadcasting.md; graded by pytest -m ex_2_4)
+        ### BEGIN SOLUTION
         if _is_basic(self.index):
             gx[self.index] = gy              # each position read at most once
         else:
             scatter_add(gx, self.index, gy)  # repeated positions accumulate
+        ### END SOLUTION
         return gx
 
 

@@ -35,6 +35,8 @@ class MatMul(Function):
         if b.ndim == 1:
             gy = gy[..., None]                                  # (…, n, m)
         ga = gb = None
+        # Exercise 2.2 — MatMul backward (chapters/02-tensors-broadcasting.md; graded by pytest -m ex_2_2)
+        ### BEGIN SOLUTION
         if self.inputs[0].requires_grad:
             ga = unbroadcast(gy @ b2.swapaxes(-1, -2), a2.shape).reshape(a.shape)   # dL/dA = G Bᵀ
         if self.inputs[1].requires_grad:
@@ -45,6 +47,7 @@ class MatMul(Function):
             else:
                 gb = unbroadcast(a2.swapaxes(-1, -2) @ gy, b2.shape)
             gb = gb.reshape(b.shape)
+        ### END SOLUTION
         return ga, gb
 
 
