@@ -1,19 +1,36 @@
-"""Shared test settings: the gpu marker skips cleanly where CuPy sees no device."""
+"""Shared test settings: the gpu marker skips cleanly where CuPy sees no device; the classroom markers.
+
+Classroom (see TEACHING.md): every exercise has a marker, ``pytest -m ex_5_1``,
+put on the tests listed for it in tests/exercise_map.json; a test that fails
+only because an exercise is not solved yet says which one, not a traceback.
+"""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
 import minitransformer as mt
+from minitransformer.exercises import pytest_support as classroom
+
+
+def pytest_configure(config):
+    classroom.register_markers(config)
 
 
 def pytest_collection_modifyitems(config, items):
+    classroom.apply_exercise_map(config, items)
     if mt.cuda_available():
         return
     skip = pytest.mark.skip(reason="needs CuPy and a CUDA GPU (pip install cupy-cuda12x or cupy-cuda13x)")
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    classroom.explain_unsolved(item, call, outcome.get_result())
 
 
 @pytest.fixture

@@ -1,0 +1,90 @@
+"""python -m minitransformer.exercises {list, student, check}: the classroom from the command line."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from .edition import write_edition
+from .pytest_support import load_map
+from .registry import ExerciseError, load_exercises, repository_root
+
+
+def _root(given: str | None) -> Path:
+    root = Path(given).resolve() if given else repository_root()
+    if not (root / "minitransformer").is_dir():
+        raise SystemExit(f"{root} does not hold the minitransformer package; pass --root")
+    return root
+
+
+def command_list(args) -> int:
+    root = _root(args.root)
+    exercises = load_exercises(root)
+    exercise_map = load_map(root)
+    rows = [("id", "title", "chapter", "marker", "tests", "file")]
+    for e in exercises:
+        count = len(exercise_map.get(e.id, []))
+        state = "" if e.has_solution else "  (unsolved here)"
+        rows.append((e.id, e.title, e.chapter, f"-m {e.marker}", str(count) if count else "?", e.file + state))
+    widths = [max(len(row[i]) for row in rows) for i in range(5)]
+    for row in rows:
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[5])
+    chapters = len({e.chapter for e in exercises})
+    print(f"\n{len(exercises)} exercises in {chapters} chapters. Grade one with "
+          "`python -m minitransformer.exercises check ID` or `pytest -m ex_5_1`.")
+    return 0
+
+
+def command_student(args) -> int:
+    root = _root(args.root)
+    remove = None
+    if args.only:
+        known = {e.id for e in load_exercises(root)}
+        remove = {part.strip().removeprefix("ex_").replace("_", ".") for part in args.only.split(",") if part.strip()}
+        unknown = remove - known
+        if unknown:
+            raise SystemExit(f"unknown exercises {sorted(unknown)}; the exercises are {sorted(known)}")
+    edition = write_edition(root, args.out_dir, remove)
+    ids = sorted({i for i, _, _ in edition.replaced if i}, key=lambda i: tuple(map(int, i.split("."))))
+    print(f"wrote the student edition to {edition.root}: {edition.files} files, "
+          f"{len(edition.replaced)} solution blocks taken out ({len(ids)} exercises: {', '.join(ids)})")
+    print(f"students run: cd {edition.root} && python -m minitransformer.exercises check {ids[0] if ids else 'ID'}")
+    return 0
+
+
+def command_check(args) -> int:
+    from .grading import check
+
+    root = _root(args.root)
+    if not (root / "tests").is_dir():
+        raise SystemExit(f"{root} has no tests/ folder: check runs the repository's tests")
+    try:
+        verdict, text = check(args.exercise, root, workers=args.workers)
+    except KeyError as error:
+        raise SystemExit(str(error.args[0])) from None
+    print(text)
+    return 0 if verdict.solved else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m minitransformer.exercises",
+                                     description="Classroom exercises: list them, write the student edition, grade.")
+    parser.add_argument("--root", help="the repository (default: the one holding this package)")
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("list", help="the exercises with their chapters, markers and number of tests")
+    student = commands.add_parser("student", help="write the student edition (solutions replaced by raises)")
+    student.add_argument("out_dir", help="a new or empty folder")
+    student.add_argument("--only", help="comma-separated exercise ids to take out (default: all)")
+    checker = commands.add_parser("check", help="run one exercise's tests (pytest -m ex_X) and explain the result")
+    checker.add_argument("exercise", help="an exercise id such as 5.1")
+    checker.add_argument("--workers", type=int, default=2, help="pytest-xdist workers for large test sets")
+    args = parser.parse_args(argv)
+    try:
+        return {"list": command_list, "student": command_student, "check": command_check}[args.command](args)
+    except (ExerciseError, FileExistsError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

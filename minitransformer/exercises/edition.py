@@ -1,0 +1,188 @@
+"""Write the student edition of the repository: every solution block replaced by a raise.
+
+In the package (and any other Python file) a block under an exercise header
+
+        # Exercise 5.1 — layer-norm backward (chapters/05-layers.md; graded by pytest -m ex_5_1)
+        ### BEGIN SOLUTION
+        ...
+        ### END SOLUTION
+
+becomes, at the same indentation,
+
+        # Exercise 5.1 — layer-norm backward (chapters/05-layers.md; graded by pytest -m ex_5_1)
+        raise NotImplementedError("Exercise 5.1: layer-norm backward — see chapters/05-layers.md")
+
+In notebooks (and their percent-format sources) the convention is nbgrader's:
+a solution region in a code cell becomes ``# YOUR CODE HERE`` and
+``raise NotImplementedError()``, one in a Markdown cell ``YOUR ANSWER HERE``.
+Every other file is copied byte for byte.
+
+``remove`` selects which exercises lose their solution (default: all). An
+edition with one exercise removed is how ``tools/exercise_map.py`` finds the
+tests that depend on it.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .registry import BEGIN, HEADER, find_blocks, parse_file
+
+# walked past when the repository is not a git checkout
+SKIPPED_DIRS = {".git", ".venv", "venv", "__pycache__", ".pytest_cache", ".hypothesis", ".ipynb_checkpoints",
+                "build", "dist", "runs", ".mypy_cache", ".ruff_cache"}
+NBGRADER_CODE = ("# YOUR CODE HERE", "raise NotImplementedError()")
+NBGRADER_MARKDOWN = "YOUR ANSWER HERE"
+
+
+@dataclass
+class Edition:
+    """What ``write_edition`` did: how many files it wrote and which blocks it replaced."""
+
+    root: Path
+    files: int = 0
+    replaced: list[tuple[str, str, int]] = field(default_factory=list)   # (exercise id or "", path, line)
+
+
+def repository_files(root: Path) -> list[str]:
+    """Relative paths (forward slashes) of the files that make up the repository.
+
+    In a git checkout: the tracked files plus untracked ones that are not
+    ignored (so a file not yet committed travels too). Elsewhere: a walk of the
+    tree that skips virtual environments, caches and build output.
+    """
+    root = Path(root)
+    if (root / ".git").exists() and shutil.which("git"):
+        result = subprocess.run(["git", "-C", str(root), "ls-files", "-z", "--cached", "--others",
+                                 "--exclude-standard"], capture_output=True, check=False)
+        if result.returncode == 0:
+            names = sorted({name for name in result.stdout.decode("utf-8").split("\0") if name})
+            return [name for name in names if (root / name).is_file() or (root / name).is_symlink()]
+    found = []
+    for directory, subdirs, files in os.walk(root):
+        subdirs[:] = sorted(d for d in subdirs if d not in SKIPPED_DIRS and not d.endswith(".egg-info"))
+        for name in sorted(files):
+            if name.endswith((".pyc", ".pyo")):
+                continue
+            found.append((Path(directory) / name).relative_to(root).as_posix())
+    return found
+
+
+def _wanted(exercise_id: str | None, remove: set[str] | None) -> bool:
+    """Does this block lose its solution? Blocks without an id go only when everything goes."""
+    if remove is None:
+        return True
+    return exercise_id is not None and exercise_id in remove
+
+
+def strip_python(text: str, path: str, remove: set[str] | None = None, report: Edition | None = None) -> str:
+    """The student version of one Python file (package code or a notebook's percent source)."""
+    if BEGIN not in text:
+        return text
+    lines = text.splitlines(keepends=True)
+    newline = "\r\n" if lines and lines[0].endswith("\r\n") else "\n"
+    in_package = path.startswith("minitransformer/")
+    if in_package:
+        headed = {block.begin: (info["id"], info["title"], info["chapter"])
+                  for info, block in parse_file(text, path) if block.begin is not None}
+    else:
+        headed = {}
+        for begin, _, _ in find_blocks(text, path):
+            match = HEADER.match(lines[begin - 2]) if begin >= 2 else None
+            if match:
+                headed[begin] = (match["id"], match["title"], match["chapter"])
+    out, cursor = [], 0
+    for begin, end, indent in find_blocks(text, path):
+        exercise_id, title, chapter = headed.get(begin, (None, None, None))
+        if not _wanted(exercise_id, remove):
+            continue
+        out.extend(lines[cursor:begin - 1])
+        if in_package:
+            message = f"Exercise {exercise_id}: {title} — see {chapter}"
+            out.append(f"{indent}raise NotImplementedError({json.dumps(message, ensure_ascii=False)})"
+                       + newline)
+        else:  # a notebook source: nbgrader's convention, so that it builds to the stripped notebook
+            out.extend(indent + line + newline for line in NBGRADER_CODE)
+        cursor = end
+        if report is not None:
+            report.replaced.append((exercise_id or "", path, begin))
+    out.extend(lines[cursor:])
+    return "".join(out)
+
+
+def _strip_cell(source: str, cell_type: str, path: str) -> tuple[str, int]:
+    """nbgrader's release step for one cell: (new source, number of regions replaced)."""
+    lines = source.splitlines(keepends=True)
+    blocks = find_blocks(source, path)
+    out, cursor = [], 0
+    for begin, end, indent in blocks:
+        out.extend(lines[cursor:begin - 1])
+        tail = "\n" if lines[end - 1].endswith("\n") else ""
+        if cell_type == "code":
+            out.append("\n".join(indent + line for line in NBGRADER_CODE) + tail)
+        else:
+            out.append(indent + NBGRADER_MARKDOWN + tail)
+        cursor = end
+    out.extend(lines[cursor:])
+    return "".join(out), len(blocks)
+
+
+def strip_notebook(text: str, path: str, remove: set[str] | None = None, report: Edition | None = None) -> str:
+    """The student version of one .ipynb: solution regions of code and Markdown cells replaced.
+
+    Notebook regions carry no exercise id, so they are replaced only when every exercise is removed.
+    """
+    if BEGIN not in text or remove is not None:
+        return text
+    notebook = json.loads(text)
+    changed = False
+    for number, cell in enumerate(notebook.get("cells", [])):
+        source = cell.get("source", "")
+        joined = "".join(source) if isinstance(source, list) else source
+        if BEGIN not in joined:
+            continue
+        new, count = _strip_cell(joined, cell.get("cell_type", "code"), f"{path} (cell {number})")
+        if count:
+            changed = True
+            cell["source"] = new.splitlines(keepends=True) if isinstance(source, list) else new
+            if report is not None:
+                report.replaced.extend(("", f"{path} (cell {number})", 0) for _ in range(count))
+    if not changed:
+        return text
+    indent = 1 if text.startswith("{\n \"") else None
+    return json.dumps(notebook, indent=indent, ensure_ascii=False) + ("\n" if text.endswith("\n") else "")
+
+
+def write_edition(root: str | Path, out_dir: str | Path, remove: set[str] | None = None) -> Edition:
+    """Copy the repository at ``root`` to ``out_dir`` with the solutions of ``remove`` (default all) taken out.
+
+    ``out_dir`` must not exist or be empty. Files under ``out_dir`` are never
+    copied into themselves when it lies inside ``root``.
+    """
+    root, out_dir = Path(root).resolve(), Path(out_dir).resolve()
+    if out_dir == root:
+        raise ValueError("the student edition needs its own folder, not the repository itself")
+    if out_dir.exists() and any(out_dir.iterdir()):
+        raise FileExistsError(f"{out_dir} is not empty; give a new or empty folder for the edition")
+    report = Edition(out_dir)
+    skip_prefix = out_dir.relative_to(root).as_posix() + "/" if out_dir.is_relative_to(root) else None
+    for name in repository_files(root):
+        if skip_prefix and name.startswith(skip_prefix):
+            continue
+        source, target = root / name, out_dir / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if name.endswith((".py", ".ipynb")) and not source.is_symlink():
+            text = source.read_bytes().decode("utf-8")
+            new = (strip_python if name.endswith(".py") else strip_notebook)(text, name, remove, report)
+            if new != text:
+                target.write_bytes(new.encode("utf-8"))
+                shutil.copymode(source, target)
+                report.files += 1
+                continue
+        shutil.copy2(source, target, follow_symlinks=False)
+        report.files += 1
+    return report

@@ -1,0 +1,114 @@
+"""What tests/conftest.py needs for the classroom: markers, the exercise map, readable failures.
+
+* ``register_markers``: one marker per exercise, ``ex_5_1`` for Exercise 5.1.
+* ``apply_exercise_map``: puts ``ex_X`` on every test listed for X in
+  tests/exercise_map.json (the tests that fail when only X is unsolved; see
+  tools/exercise_map.py). The grading tests in tests/test_exercises.py carry
+  their marker explicitly as well.
+* ``explain_unsolved``: a test that fails because some exercise still raises
+  NotImplementedError("Exercise 5.1: ...") gets a short report naming the
+  exercise, instead of a traceback through code the student has not read yet.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from .registry import RAISED, Exercise, load_exercises
+
+MAP_FILE = Path("tests") / "exercise_map.json"
+
+_exercises: dict[str, Exercise] = {}
+
+
+def register_markers(config) -> None:
+    root = Path(config.rootpath)
+    try:
+        exercises = load_exercises(root) if (root / "minitransformer").is_dir() else load_exercises()
+    except Exception as error:  # a broken header must not hide the whole test run
+        config.issue_config_time_warning(UserWarning(f"exercise markers not registered: {error}"), stacklevel=2)
+        exercises = []
+    _exercises.clear()
+    for exercise in exercises:
+        _exercises[exercise.id] = exercise
+        config.addinivalue_line("markers", f"{exercise.marker}: grades Exercise {exercise.id}, {exercise.title} "
+                                           f"({exercise.chapter})")
+
+
+def load_map(root: Path) -> dict[str, list[str]]:
+    """Exercise id -> test ids, from tests/exercise_map.json (empty when there is none)."""
+    path = Path(root) / MAP_FILE
+    if not path.exists():
+        return {}
+    return json.loads(path.read_text(encoding="utf-8"))["exercises"]
+
+
+def apply_exercise_map(config, items) -> None:
+    import pytest
+
+    exercise_map = load_map(Path(config.rootpath))
+    by_test: dict[str, list[str]] = {}
+    for exercise_id, tests in exercise_map.items():
+        for test in tests:
+            by_test.setdefault(test, []).append(exercise_id)
+    for item in items:
+        for exercise_id in by_test.get(item.nodeid, ()):
+            item.add_marker(getattr(pytest.mark, "ex_" + exercise_id.replace(".", "_")))
+
+
+def _unsolved_in(error: BaseException, seen: set[int] | None = None):
+    """The NotImplementedError("Exercise ...") inside ``error``'s chain or group, or None."""
+    seen = seen if seen is not None else set()
+    if error is None or id(error) in seen:
+        return None
+    seen.add(id(error))
+    if isinstance(error, NotImplementedError) and str(error).startswith("Exercise "):
+        return error
+    for inner in (error.__cause__, error.__context__, *getattr(error, "exceptions", ())):
+        found = _unsolved_in(inner, seen)
+        if found is not None:
+            return found
+    return None
+
+
+def _where_raised(error: BaseException) -> str:
+    traceback = error.__traceback__
+    while traceback is not None and traceback.tb_next is not None:
+        traceback = traceback.tb_next
+    if traceback is None:
+        return ""
+    filename = Path(traceback.tb_frame.f_code.co_filename)
+    parts = filename.parts
+    shown = "/".join(parts[parts.index("minitransformer"):]) if "minitransformer" in parts else str(filename)
+    return f"{shown}:{traceback.tb_lineno}"
+
+
+def unsolved_message(exercise_id: str, where: str = "", own: bool = False) -> str:
+    """The report of a test that cannot pass before Exercise ``exercise_id`` is solved."""
+    exercise = _exercises.get(exercise_id)
+    title = f" ({exercise.title})" if exercise else ""
+    first = (f"Exercise {exercise_id}{title} is not solved yet: this test grades it." if own else
+             f"needs Exercise {exercise_id}{title}, which is not solved yet.")
+    lines = [first, f"  (NotImplementedError: Exercise {exercise_id}" + (f", raised at {where})" if where else ")")]
+    if exercise:
+        lines.append(f"  Solve it in {exercise.file}; {exercise.chapter} explains it.")
+    lines.append(f"  Then check it with: python -m minitransformer.exercises check {exercise_id}")
+    return "\n".join(lines)
+
+
+def explain_unsolved(item, call, report) -> None:
+    """Replace the traceback of a failure caused by an unsolved exercise with a short explanation."""
+    if not report.failed or call.excinfo is None:
+        return
+    error = _unsolved_in(call.excinfo.value)
+    if error is not None:
+        exercise_id = str(error).split()[1].rstrip(":")
+        where = _where_raised(error)
+    else:  # the exception travelled as text (a notebook cell's error): find it in the message
+        match = RAISED.search(str(call.excinfo.value))
+        if match is None:
+            return
+        exercise_id, where = match.group(1), ""
+    own = item.get_closest_marker("ex_" + exercise_id.replace(".", "_")) is not None and \
+        item.nodeid.startswith("tests/test_exercises.py")
+    report.longrepr = unsolved_message(exercise_id, where, own) + "\n"

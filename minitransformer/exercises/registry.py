@@ -1,0 +1,231 @@
+"""The exercises, read from the source itself: the markers are the one source of truth.
+
+A solution in the package looks like this (inside a function body, never at
+module level, so that the student edition still imports):
+
+    def backward(self, gy):
+        x_hat, inv_std, weight = self.x_hat, self.inv_std, self.weight
+        # Exercise 5.1 — layer-norm backward (chapters/05-layers.md; graded by pytest -m ex_5_1)
+        ### BEGIN SOLUTION
+        ...the lines the student writes...
+        ### END SOLUTION
+        return gx, g_weight, g_bias
+
+The header comment names the exercise: its id, title, chapter and pytest
+marker. It stays in the student edition, where the block between the two
+marker lines becomes ``raise NotImplementedError("Exercise 5.1: ...")``; so
+the registry can be read from either edition. An exercise may have several
+blocks (split and merge of heads), each under its own identical header.
+"""
+from __future__ import annotations
+
+import ast
+import io
+import re
+import tokenize
+from dataclasses import dataclass, field
+from pathlib import Path
+
+BEGIN = "### BEGIN " + "SOLUTION"   # spelled in two parts so that this file holds no marker line
+END = "### END " + "SOLUTION"
+
+HEADER = re.compile(
+    r"^(?P<indent>\s*)# Exercise (?P<id>\d+\.\d+) [—–-]+ (?P<title>.+?) "
+    r"\((?P<chapter>chapters/[\w.-]+\.md); graded by pytest -m (?P<marker>ex_\d+_\d+)\)\s*$")
+# how an unsolved exercise shows up in a traceback or a gradcheck message
+RAISED = re.compile(r"NotImplementedError: Exercise (\d+\.\d+)")
+PACKAGE = "minitransformer"
+
+
+class ExerciseError(ValueError):
+    """A malformed solution block or header; the message names the file and line."""
+
+
+@dataclass
+class Block:
+    """One solution block: lines ``begin``..``end`` (1-based, the marker lines included)."""
+
+    path: str              # relative to the repository root, with forward slashes
+    header_line: int       # the header comment, directly above ``begin``
+    begin: int | None      # None in a student edition, where the block is gone
+    end: int | None
+    indent: str
+
+
+@dataclass
+class Exercise:
+    id: str                # "5.1"
+    title: str             # "layer-norm backward"
+    chapter: str           # "chapters/05-layers.md"
+    marker: str            # "ex_5_1"
+    blocks: list[Block] = field(default_factory=list)
+
+    @property
+    def files(self) -> list[str]:
+        return sorted({b.path for b in self.blocks})
+
+    @property
+    def file(self) -> str:
+        return ", ".join(self.files)
+
+    @property
+    def has_solution(self) -> bool:
+        """True when every block still holds its solution (the teacher's edition)."""
+        return all(b.begin is not None for b in self.blocks)
+
+    def message(self) -> str:
+        """The text of the NotImplementedError that replaces the solution in the student edition."""
+        return f"Exercise {self.id}: {self.title} — see {self.chapter}"
+
+    def sort_key(self) -> tuple[int, int]:
+        major, minor = self.id.split(".")
+        return int(major), int(minor)
+
+
+def marker_for(exercise_id: str) -> str:
+    """"5.1" -> "ex_5_1"."""
+    return "ex_" + exercise_id.replace(".", "_")
+
+
+def comment_lines(text: str) -> dict[int, str] | None:
+    """Line number -> text of the lines of Python source that hold nothing but a comment.
+
+    Markers and headers count only as real comments, so a docstring that shows
+    an example block (like this module's) is not mistaken for one. None when the
+    text does not tokenize (then every line is a candidate).
+    """
+    found = {}
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(text).readline):
+            if token.type == tokenize.COMMENT and not token.line[:token.start[1]].strip():
+                found[token.start[0]] = token.string
+    except (tokenize.TokenError, SyntaxError, IndentationError):
+        return None
+    return found
+
+
+def find_blocks(text: str, path: str = "<text>", python: bool = True) -> list[tuple[int, int, str]]:
+    """(begin, end, indent) of every solution block in ``text`` (1-based lines, marker lines included).
+
+    ``python``: only comment lines count (not lines inside strings). Raises
+    ExerciseError for an unclosed, nested or stray marker, or mismatched indentation.
+    """
+    comments = comment_lines(text) if python and BEGIN in text else None
+    blocks, open_at, open_indent = [], None, ""
+    for number, line in enumerate(text.splitlines(), start=1):
+        if comments is not None and number not in comments:
+            continue
+        stripped = line.strip()
+        if stripped == BEGIN:
+            if open_at is not None:
+                raise ExerciseError(f"{path}:{number}: a second {BEGIN!r} before the {END!r} of the block "
+                                    f"opened at line {open_at}")
+            open_at, open_indent = number, line[:len(line) - len(line.lstrip())]
+        elif stripped == END:
+            if open_at is None:
+                raise ExerciseError(f"{path}:{number}: {END!r} without a {BEGIN!r} above it")
+            indent = line[:len(line) - len(line.lstrip())]
+            if indent != open_indent:
+                raise ExerciseError(f"{path}:{number}: {END!r} is indented differently from its {BEGIN!r} "
+                                    f"at line {open_at}")
+            blocks.append((open_at, number, open_indent))
+            open_at = None
+    if open_at is not None:
+        raise ExerciseError(f"{path}:{open_at}: {BEGIN!r} is never closed by {END!r}")
+    return blocks
+
+
+def _check_inside_function(source: str, path: str, begin: int, end: int, indent: str) -> None:
+    """A block at module or class level would raise on import in the student edition: refuse it."""
+    lines = source.splitlines()
+    code = [n for n in range(begin + 1, end) if lines[n - 1].strip() and not lines[n - 1].lstrip().startswith("#")]
+    if not code:
+        raise ExerciseError(f"{path}:{begin}: this solution block is empty")
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as error:
+        raise ExerciseError(f"{path}:{error.lineno}: cannot parse: {error.msg}") from None
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            if node.body[0].lineno <= code[0] and code[-1] <= node.end_lineno and len(indent) > node.col_offset:
+                return
+    raise ExerciseError(f"{path}:{begin}: this solution block is not inside a function body; the student "
+                        "edition would raise NotImplementedError on import. Move it into a function.")
+
+
+def parse_file(text: str, path: str) -> list[tuple[dict, Block]]:
+    """Every exercise header in one Python file, with its block (if the solution is still there)."""
+    lines = text.splitlines()
+    blocks = {begin: (end, indent) for begin, end, indent in find_blocks(text, path)}
+    comments = comment_lines(text)
+    found = []
+    for index, line in enumerate(lines):
+        if comments is not None and index + 1 not in comments:
+            continue
+        match = HEADER.match(line)
+        if not match:
+            if line.lstrip().startswith("# Exercise ") and "graded by pytest -m" in line:
+                raise ExerciseError(f"{path}:{index + 1}: exercise header not understood; write it as "
+                                    "'# Exercise 5.1 — title (chapters/05-layers.md; graded by pytest -m ex_5_1)'")
+            continue
+        info = match.groupdict()
+        if info["marker"] != marker_for(info["id"]):
+            raise ExerciseError(f"{path}:{index + 1}: Exercise {info['id']} must be graded by marker "
+                                f"{marker_for(info['id'])}, not {info['marker']}")
+        below = index + 2  # 1-based number of the line under the header
+        if below in blocks:
+            end, indent = blocks.pop(below)
+            if indent != info["indent"]:
+                raise ExerciseError(f"{path}:{below}: the solution block is indented differently from its header")
+            _check_inside_function(text, path, below, end, indent)
+            block = Block(path, index + 1, below, end, indent)
+        else:
+            block = Block(path, index + 1, None, None, info["indent"])
+        found.append((info, block))
+    if blocks:
+        begin = min(blocks)
+        raise ExerciseError(f"{path}:{begin}: solution block without an exercise header directly above it")
+    return found
+
+
+def package_sources(root: Path) -> list[Path]:
+    """The Python files of the package under ``root``, in a stable order."""
+    return sorted(p for p in (root / PACKAGE).rglob("*.py") if "__pycache__" not in p.parts)
+
+
+def load_exercises(root: str | Path | None = None) -> list[Exercise]:
+    """All exercises of the package under ``root`` (default: the repository holding this package), by id."""
+    root = Path(root) if root is not None else repository_root()
+    exercises: dict[str, Exercise] = {}
+    for source in package_sources(root):
+        text = source.read_text(encoding="utf-8")
+        if "# Exercise " not in text:
+            continue
+        relative = source.relative_to(root).as_posix()
+        for info, block in parse_file(text, relative):
+            exercise = exercises.get(info["id"])
+            if exercise is None:
+                exercise = exercises[info["id"]] = Exercise(info["id"], info["title"], info["chapter"],
+                                                            info["marker"])
+            elif (exercise.title, exercise.chapter) != (info["title"], info["chapter"]):
+                raise ExerciseError(f"{relative}:{block.header_line}: Exercise {info['id']} is titled "
+                                    f"{info['title']!r} ({info['chapter']}) here but {exercise.title!r} "
+                                    f"({exercise.chapter}) in {exercise.blocks[0].path}")
+            exercise.blocks.append(block)
+    return sorted(exercises.values(), key=Exercise.sort_key)
+
+
+def get_exercise(exercise_id: str, root: str | Path | None = None) -> Exercise:
+    """One exercise by id ("5.1"; "ex_5_1" and "5_1" are accepted too)."""
+    wanted = exercise_id.removeprefix("ex_").replace("_", ".")
+    exercises = load_exercises(root)
+    for exercise in exercises:
+        if exercise.id == wanted:
+            return exercise
+    known = ", ".join(e.id for e in exercises)
+    raise KeyError(f"no Exercise {exercise_id!r}; the exercises are {known}")
+
+
+def repository_root() -> Path:
+    """The folder that holds the package (and, in a checkout, tests/ and chapters/)."""
+    return Path(__file__).resolve().parents[2]

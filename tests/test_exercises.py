@@ -1,0 +1,482 @@
+"""The grading tests of the classroom exercises, one group per exercise (see TEACHING.md).
+
+Each test carries its exercise's marker, so ``pytest -m ex_5_1`` grades
+Exercise 5.1; tests/exercise_map.json adds to each marker the other tests of
+the suite that depend on the exercise. A grading test uses as few other
+exercises as it can: the backward exercises need the numerical gradient
+(Exercise 1.1) and nothing else, the forward exercises need nothing.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+import minitransformer as mt
+import minitransformer.functional as F
+from minitransformer.bleu import clipped_ngram_matches
+from minitransformer.decode import beam_search, greedy_decode, length_penalty
+from minitransformer.nn.attention import merge_heads, split_heads
+from minitransformer.nn.positional import sinusoidal_table
+from minitransformer.ops.broadcasting import unbroadcast
+
+
+def tensor(rng, *shape, low=None):
+    """A float64 Tensor that requires a gradient; entries in [low, low + 1) when ``low`` is given."""
+    data = rng.standard_normal(shape) if low is None else low + rng.random(shape)
+    return mt.Tensor(data, requires_grad=True)
+
+
+# -- Exercise 1.1: the numerical gradient ------------------------------------------------------------------
+@pytest.mark.ex_1_1
+def test_numerical_gradient_of_a_cube_is_three_x_squared(rng):
+    x = tensor(rng, 3, 4)
+    upstream = rng.standard_normal((3, 4))
+    numeric = mt.numerical_gradient(lambda t: t * t * t, [x], 0, upstream, 1e-6)
+    np.testing.assert_allclose(numeric, 3 * x.data ** 2 * upstream, rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.ex_1_1
+def test_numerical_gradient_of_each_input_of_a_product(rng):
+    a, b = tensor(rng, 2, 3), tensor(rng, 2, 3)
+    upstream = rng.standard_normal((2, 3))
+    np.testing.assert_allclose(mt.numerical_gradient(lambda p, q: p * q, [a, b], 0, upstream, 1e-6),
+                               b.data * upstream, rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(mt.numerical_gradient(lambda p, q: p * q, [a, b], 1, upstream, 1e-6),
+                               a.data * upstream, rtol=1e-6, atol=1e-8)
+    assert np.array_equal(a.data, a.data.copy())  # the inputs are left as they were
+
+
+class _Square(mt.Function):
+    """x² with a backward that is right (factor 2) or wrong (factor 3)."""
+
+    def __init__(self, factor: float) -> None:
+        self.factor = factor
+
+    def forward(self, x):
+        self.x = x
+        return x * x
+
+    def backward(self, gy):
+        return gy * self.factor * self.x
+
+
+@pytest.mark.ex_1_1
+def test_gradcheck_passes_a_right_backward_and_catches_a_wrong_one(rng):
+    x = tensor(rng, 5)
+    before = x.data.copy()
+    assert mt.gradcheck(lambda t: _Square(2.0)(t), [x])
+    np.testing.assert_array_equal(x.data, before)   # every perturbation was undone
+    with pytest.raises(mt.GradcheckError, match="input 0"):
+        mt.gradcheck(lambda t: _Square(3.0)(t), [x])
+
+
+# -- Exercise 1.2: Div backward ---------------------------------------------------------------------------------
+@pytest.mark.ex_1_2
+@pytest.mark.parametrize("needs", ["both", "numerator", "denominator"])
+def test_div_backward_gradcheck(rng, needs):
+    a = tensor(rng, 3, 4)
+    b = tensor(rng, 3, 4, low=0.5)       # away from zero
+    a.requires_grad = needs in ("both", "numerator")
+    b.requires_grad = needs in ("both", "denominator")
+    assert mt.gradcheck(lambda p, q: p / q, [a, b])
+
+
+@pytest.mark.ex_1_2
+def test_div_by_a_number_and_of_a_number(rng):
+    x = tensor(rng, 2, 3, low=0.5)
+    assert mt.gradcheck(lambda t: t / 4.0, [x])
+    assert mt.gradcheck(lambda t: 1.0 / t, [x])
+
+
+# -- Exercise 2.1: unbroadcast --------------------------------------------------------------------------------
+SHAPES = [((3, 1), (2, 3, 4)), ((4,), (3, 4)), ((), (2, 3)), ((1, 1), (2, 3)), ((2, 1, 4), (2, 3, 4)),
+          ((1, 3, 1), (5, 2, 3, 4))]
+
+
+@pytest.mark.ex_2_1
+@pytest.mark.parametrize("shape, target", SHAPES, ids=[f"{s}->{t}" for s, t in SHAPES])
+def test_unbroadcast_is_the_adjoint_of_broadcasting(rng, shape, target):
+    # <broadcast(x), g> = <x, unbroadcast(g)> for every x and g: unbroadcast is broadcasting's transpose
+    x, g = rng.standard_normal(shape), rng.standard_normal(target)
+    reduced = unbroadcast(g, shape)
+    assert reduced.shape == shape
+    np.testing.assert_allclose(np.sum(np.broadcast_to(x, target) * g), np.sum(x * reduced), rtol=1e-10)
+
+
+@pytest.mark.ex_2_1
+def test_broadcast_add_and_mul_gradchecks(rng):
+    a, b = tensor(rng, 2, 1, 3), tensor(rng, 4, 1)
+    assert mt.gradcheck(lambda p, q: p + q, [a, b])
+    assert mt.gradcheck(lambda p, q: p * q, [a, b])
+
+
+# -- Exercise 2.2: MatMul backward ----------------------------------------------------------------------------
+MATMUL = [((2, 3), (3, 4)), ((2, 2, 3), (2, 3, 4)), ((2, 2, 3), (3, 4)), ((3,), (3, 4)), ((2, 3), (3,)),
+          ((3,), (3,))]
+
+
+@pytest.mark.ex_2_2
+@pytest.mark.parametrize("a_shape, b_shape", MATMUL, ids=[f"{a}@{b}" for a, b in MATMUL])
+def test_matmul_backward_gradcheck(rng, a_shape, b_shape):
+    a, b = tensor(rng, *a_shape), tensor(rng, *b_shape)
+    assert mt.gradcheck(lambda p, q: p @ q, [a, b])
+
+
+@pytest.mark.ex_2_2
+def test_matmul_backward_when_only_one_side_needs_it(rng):
+    a, b = tensor(rng, 2, 3), mt.Tensor(rng.standard_normal((3, 2)))
+    assert mt.gradcheck(lambda p, q: p @ q, [a, b])
+    assert mt.gradcheck(lambda p, q: q @ p, [a, b])
+
+
+# -- Exercise 2.3: sum and max backward -------------------------------------------------------------------
+@pytest.mark.ex_2_3
+@pytest.mark.parametrize("axis, keepdims", [(None, False), (1, False), ((0, 2), True), (-1, True)])
+def test_sum_backward_gradcheck(rng, axis, keepdims):
+    x = tensor(rng, 2, 3, 4)
+    assert mt.gradcheck(lambda t: t.sum(axis=axis, keepdims=keepdims), [x])
+
+
+@pytest.mark.ex_2_3
+@pytest.mark.parametrize("axis, keepdims", [(None, False), (1, False), (-1, True)])
+def test_max_backward_gradcheck(rng, axis, keepdims):
+    x = tensor(rng, 2, 3, 4)   # distinct values: max is differentiable there
+    assert mt.gradcheck(lambda t: t.max(axis=axis, keepdims=keepdims), [x])
+
+
+@pytest.mark.ex_2_3
+def test_tied_maxima_share_the_gradient_equally():
+    x = mt.Tensor(np.array([[1.0, 3.0, 3.0], [2.0, 0.0, -1.0], [5.0, 5.0, 5.0]]), requires_grad=True)
+    upstream = np.array([6.0, 1.0, 3.0])
+    x.max(axis=1).backward(upstream)
+    winners = x.data == x.data.max(axis=1, keepdims=True)
+    expected = winners * (upstream / winners.sum(axis=1))[:, None]
+    np.testing.assert_allclose(x.grad, expected)
+
+
+# -- Exercise 2.4: getitem backward (scatter-add) ------------------------------------------------------------------
+INDICES = {"slice": (slice(1, 3),), "int-and-slice": (1, slice(None, None, 2)),
+           "repeated-rows": (np.array([0, 2, 0, 0]),), "repeated-pairs": (np.array([1, 1]), np.array([2, 2])),
+           "columns": (slice(None), np.array([3, 0, 3]))}
+
+
+@pytest.mark.ex_2_4
+@pytest.mark.parametrize("name", list(INDICES))
+def test_getitem_backward_gradcheck(rng, name):
+    x = tensor(rng, 3, 4)
+    index = INDICES[name]
+    assert mt.gradcheck(lambda t: t[index if len(index) > 1 else index[0]], [x])
+
+
+@pytest.mark.ex_2_4
+def test_a_row_read_three_times_gets_three_gradients(rng):
+    x = tensor(rng, 3, 2)
+    x[np.array([0, 0, 2, 0])].backward(np.ones((4, 2)))
+    reads = np.bincount([0, 0, 2, 0], minlength=3)[:, None] * np.ones((1, 2))
+    np.testing.assert_array_equal(x.grad, reads)
+
+
+# -- Exercise 4.1: softmax backward ------------------------------------------------------------------------------
+@pytest.mark.ex_4_1
+@pytest.mark.parametrize("axis", [-1, 0, 1])
+def test_softmax_backward_gradcheck(rng, axis):
+    x = tensor(rng, 2, 3, 4)
+    assert mt.gradcheck(lambda t: F.softmax(t, axis=axis), [x])
+
+
+@pytest.mark.ex_4_1
+def test_softmax_gradient_sums_to_zero_along_the_axis(rng):
+    x = tensor(rng, 3, 5)
+    F.softmax(x, axis=-1).backward(rng.standard_normal((3, 5)))
+    np.testing.assert_allclose(x.grad.sum(axis=-1), 0.0, atol=1e-12)
+
+
+# -- Exercise 4.2: log-softmax backward ------------------------------------------------------------------------
+@pytest.mark.ex_4_2
+@pytest.mark.parametrize("axis", [-1, 1])
+def test_log_softmax_backward_gradcheck(rng, axis):
+    x = tensor(rng, 2, 3, 4)
+    assert mt.gradcheck(lambda t: F.log_softmax(t, axis=axis), [x])
+
+
+# -- Exercise 4.3: label-smoothed cross-entropy backward -------------------------------------------------------
+@pytest.mark.ex_4_3
+@pytest.mark.parametrize("smoothing", [0.0, 0.1, 0.4])
+@pytest.mark.parametrize("ignore_index", [None, 0])
+def test_cross_entropy_backward_gradcheck(rng, smoothing, ignore_index):
+    logits = tensor(rng, 6, 5)
+    targets = np.array([1, 0, 4, 2, 0, 3])          # with ignore_index=0, two rows are padding
+    assert mt.gradcheck(lambda t: F.cross_entropy(t, targets, label_smoothing=smoothing,
+                                                  ignore_index=ignore_index), [logits])
+
+
+@pytest.mark.ex_4_3
+def test_cross_entropy_backward_over_a_batch_of_sequences(rng):
+    logits = tensor(rng, 2, 3, 4)                   # (B, T, V)
+    targets = np.array([[1, 2, 0], [3, 0, 0]])
+    assert mt.gradcheck(lambda t: F.cross_entropy(t, targets, label_smoothing=0.1, ignore_index=0), [logits])
+
+
+# -- Exercise 5.1: layer-norm backward --------------------------------------------------------------------------
+@pytest.mark.ex_5_1
+def test_layer_norm_backward_gradcheck(rng):
+    x, weight, bias = tensor(rng, 2, 3, 5), tensor(rng, 5), tensor(rng, 5)
+    assert mt.gradcheck(lambda a, w, b: F.layer_norm(a, w, b), [x, weight, bias])
+
+
+@pytest.mark.ex_5_1
+def test_layer_norm_backward_without_affine_and_with_one_row(rng):
+    assert mt.gradcheck(lambda a: F.layer_norm(a), [tensor(rng, 4, 6)])
+    assert mt.gradcheck(lambda a: F.layer_norm(a), [tensor(rng, 1, 3)])
+
+
+# -- Exercise 6.1: masking the attention scores ------------------------------------------------------------------
+def _qkv(rng, batch=2, heads=2, queries=4, keys=5, d_k=3):
+    return (mt.Tensor(rng.standard_normal((batch, heads, queries, d_k))),
+            mt.Tensor(rng.standard_normal((batch, heads, keys, d_k))),
+            mt.Tensor(rng.standard_normal((batch, heads, keys, d_k))))
+
+
+@pytest.mark.ex_6_1
+def test_a_padding_mask_equals_attending_to_the_real_keys_only(rng):
+    q, k, v = _qkv(rng)
+    lengths = [5, 3]
+    mask = (np.arange(5)[None, :] < np.array(lengths)[:, None])[:, None, None, :]   # (B, 1, 1, S)
+    out, weights = F.scaled_dot_product_attention(q, k, v, mask=mask, return_weights=True)
+    for b, n in enumerate(lengths):
+        alone = F.scaled_dot_product_attention(q[b:b + 1], k[b:b + 1, :, :n], v[b:b + 1, :, :n])
+        np.testing.assert_allclose(out.data[b:b + 1], alone.data, rtol=1e-12, atol=1e-12)
+        assert np.all(weights.data[b, :, :, n:] == 0)   # exactly zero, not merely small
+
+
+@pytest.mark.ex_6_1
+def test_a_lower_triangular_mask_hides_the_future(rng):
+    q, k, v = _qkv(rng, queries=4, keys=4)
+    lower = np.tril(np.ones((4, 4), dtype=bool))[None, None]
+    out = F.scaled_dot_product_attention(q, k, v, mask=lower)
+    for t in range(4):
+        prefix = F.scaled_dot_product_attention(q[:, :, t:t + 1], k[:, :, :t + 1], v[:, :, :t + 1])
+        np.testing.assert_allclose(out.data[:, :, t:t + 1], prefix.data, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.ex_6_1
+def test_a_query_with_every_key_masked_gets_zeros(rng):
+    q, k, v = _qkv(rng, batch=1, heads=1, queries=2, keys=3)
+    mask = np.array([[True, False, True], [False, False, False]])[None, None]
+    out, weights = F.scaled_dot_product_attention(q, k, v, mask=mask, return_weights=True)
+    assert np.all(np.isfinite(out.data))
+    np.testing.assert_array_equal(out.data[0, 0, 1], 0.0)
+    np.testing.assert_array_equal(weights.data[0, 0, 0, 1], 0.0)
+
+
+# -- Exercise 6.2: attention backward to the queries and keys ---------------------------------------------------
+@pytest.mark.ex_6_2
+def test_attention_backward_gradcheck(rng):
+    q, k, v = (tensor(rng, 2, 2, 3, 4), tensor(rng, 2, 2, 5, 4), tensor(rng, 2, 2, 5, 3))
+    assert mt.gradcheck(lambda a, b, c: F.scaled_dot_product_attention(a, b, c), [q, k, v])
+
+
+@pytest.mark.ex_6_2
+def test_attention_backward_gradcheck_with_a_mask_and_broadcast_keys(rng):
+    q, k, v = tensor(rng, 2, 2, 3, 4), tensor(rng, 1, 1, 4, 4), tensor(rng, 1, 1, 4, 2)
+    mask = np.array([[True, True, False, False], [True, True, True, True]])[:, None, None, :]
+    assert mt.gradcheck(lambda a, b, c: F.scaled_dot_product_attention(a, b, c, mask=mask), [q, k, v])
+
+
+# -- Exercise 6.3: the causal mask --------------------------------------------------------------------------------
+@pytest.mark.ex_6_3
+@pytest.mark.parametrize("size", [1, 2, 5])
+def test_causal_mask_lets_position_i_see_positions_up_to_i(size):
+    mask = np.asarray(F.causal_mask(size, device="cpu"))
+    assert mask.shape == (1, 1, size, size) and mask.dtype == bool
+    for i, j in itertools.product(range(size), repeat=2):
+        assert mask[0, 0, i, j] == (j <= i), f"query {i}, key {j}"
+
+
+@pytest.mark.ex_6_3
+def test_with_the_causal_mask_the_past_does_not_see_the_future(rng):
+    q, k, v = _qkv(rng, queries=5, keys=5)
+    out = F.scaled_dot_product_attention(q, k, v, mask=F.causal_mask(5, device="cpu"))
+    k.data[:, :, 3:], v.data[:, :, 3:] = 100.0, -100.0   # change the future of position 2
+    changed = F.scaled_dot_product_attention(q, k, v, mask=F.causal_mask(5, device="cpu"))
+    np.testing.assert_array_equal(out.data[:, :, :3], changed.data[:, :, :3])
+
+
+# -- Exercise 7.1: splitting and merging heads --------------------------------------------------------------------
+@pytest.mark.ex_7_1
+def test_head_i_holds_features_i_dk_to_i_plus_1_dk(rng):
+    batch, length, heads, d_k = 2, 3, 4, 2
+    x = rng.standard_normal((batch, length, heads * d_k))
+    split = split_heads(mt.Tensor(x), heads)
+    assert split.shape == (batch, heads, length, d_k)
+    for i in range(heads):
+        np.testing.assert_array_equal(split.data[:, i], x[:, :, i * d_k:(i + 1) * d_k])
+
+
+@pytest.mark.ex_7_1
+def test_merge_undoes_split(rng):
+    x = rng.standard_normal((2, 3, 8))
+    np.testing.assert_array_equal(merge_heads(split_heads(mt.Tensor(x), 4)).data, x)
+    heads = rng.standard_normal((2, 4, 3, 2))
+    np.testing.assert_array_equal(split_heads(merge_heads(mt.Tensor(heads)), 4).data, heads)
+
+
+@pytest.mark.ex_7_1
+def test_split_and_merge_gradcheck(rng):
+    x, scale = tensor(rng, 2, 3, 6), mt.Tensor(rng.standard_normal((1, 3, 1, 2)))
+    assert mt.gradcheck(lambda t: merge_heads(split_heads(t, 3) * scale), [x])
+
+
+# -- Exercise 8.1: the sinusoidal encoding ----------------------------------------------------------------------
+@pytest.mark.ex_8_1
+@pytest.mark.parametrize("length, d_model", [(6, 8), (3, 5)])
+def test_sinusoidal_table_follows_section_3_5(length, d_model):
+    table = sinusoidal_table(length, d_model)
+    assert table.shape == (length, d_model)
+    for pos in range(length):
+        for column in range(d_model):
+            angle = pos / 10000 ** ((column - column % 2) / d_model)
+            expected = math.sin(angle) if column % 2 == 0 else math.cos(angle)
+            assert table[pos, column] == pytest.approx(expected, abs=1e-12), (pos, column)
+
+
+@pytest.mark.ex_8_1
+def test_a_shift_by_k_positions_is_one_fixed_rotation(rng):
+    d_model, k = 6, 3
+    table = sinusoidal_table(20, d_model)
+    # fit R on some positions, then predict the others: PE(pos + k) = PE(pos) R for every pos
+    rotation, *_ = np.linalg.lstsq(table[:8], table[k:8 + k], rcond=None)
+    np.testing.assert_allclose(table[8:20 - k] @ rotation, table[8 + k:], atol=1e-8)
+
+
+# -- Exercise 10.1: the warm-up schedule ----------------------------------------------------------------------------
+class _Holder:
+    lr = 0.0
+
+
+@pytest.mark.ex_10_1
+@pytest.mark.parametrize("d_model, warmup, factor", [(512, 4000, 1.0), (64, 10, 2.0)])
+def test_noam_rate_rises_linearly_then_decays_as_inverse_square_root(d_model, warmup, factor):
+    schedule = mt.optim.NoamSchedule(_Holder(), d_model, warmup=warmup, factor=factor)
+    peak = factor * (d_model * warmup) ** -0.5
+    assert schedule.rate(warmup) == pytest.approx(peak, rel=1e-12)
+    for step in (1, warmup // 2, warmup):          # rate ∝ step during warm-up
+        assert schedule.rate(step) == pytest.approx(peak * step / warmup, rel=1e-12)
+    for step in (warmup, 2 * warmup, 9 * warmup):  # rate ∝ step^-0.5 after it
+        assert schedule.rate(step) == pytest.approx(peak * math.sqrt(warmup / step), rel=1e-12)
+
+
+@pytest.mark.ex_10_1
+def test_noam_step_sets_the_optimizers_rate():
+    holder = _Holder()
+    schedule = mt.optim.NoamSchedule(holder, 16, warmup=3)
+    rates = [schedule.step() for _ in range(6)]
+    assert holder.lr == rates[-1]
+    assert rates.index(max(rates)) == 2            # the peak is at step = warmup
+
+
+# -- Exercise 11.1: one beam-search step ---------------------------------------------------------------------------
+PAD, BOS, EOS = 0, 1, 2
+
+
+class _Markov:
+    """A "model" whose next-token distribution depends on the last token only: log_table[last]."""
+
+    def __init__(self, log_table: np.ndarray, max_len: int = 8) -> None:
+        self.log_table = log_table
+        self.config = SimpleNamespace(pad_id=PAD, max_len=max_len)
+
+    def parameters(self):
+        return []
+
+    def encode(self, src):
+        return mt.Tensor(np.zeros((src.shape[0], src.shape[1], 1))), (src != PAD)[:, None, None, :]
+
+    def init_cache(self):
+        return SimpleNamespace(reorder=lambda rows: None)
+
+    def decode_step(self, last_ids, memory, src_mask, cache):
+        return mt.Tensor(self.log_table[np.asarray(last_ids)])
+
+
+def _table(rows: dict[int, dict[int, float]], vocab: int = 6) -> np.ndarray:
+    table = np.full((vocab, vocab), -1e9)
+    for last, row in rows.items():
+        for token, p in row.items():
+            table[last, token] = math.log(p)
+    return table
+
+
+def _best_by_enumeration(table: np.ndarray, alpha: float, longest: int) -> list[int]:
+    """The eos-terminated output with the best length-penalised score, by trying every one."""
+    words = [t for t in range(table.shape[0]) if t not in (PAD, BOS, EOS)]
+    best, best_score = None, -math.inf
+    for length in range(longest + 1):
+        for tokens in itertools.product(words, repeat=length):
+            path = [BOS, *tokens, EOS]
+            log_p = sum(table[a, b] for a, b in zip(path, path[1:]))
+            score = log_p / length_penalty(length + 1, alpha)
+            if score > best_score:
+                best, best_score = list(tokens), score
+    return best
+
+
+@pytest.mark.ex_11_1
+@pytest.mark.parametrize("alpha", [0.0, 0.6])
+def test_beam_search_escapes_the_greedy_trap(alpha):
+    # after bos "3" is likelier than "4", but "3" leads nowhere certain while "4" ends at once
+    table = _table({BOS: {3: 0.6, 4: 0.4}, 3: {5: 0.4, 3: 0.3, 4: 0.3}, 4: {EOS: 0.9, 5: 0.1},
+                    5: {EOS: 0.9, 5: 0.1}})
+    model, src = _Markov(table), np.array([[7, 7]])
+    best = _best_by_enumeration(table, alpha, longest=4)
+    assert greedy_decode(model, src, BOS, EOS)[0] != best          # the trap is real
+    assert beam_search(model, src, BOS, EOS, beam_size=2, alpha=alpha)[0][0].tokens == best
+
+
+@pytest.mark.ex_11_1
+def test_beam_of_one_is_greedy(rng):
+    probabilities = rng.dirichlet(np.ones(4), size=6) * 0.999      # tokens 2..5, rows for every last token
+    table = np.full((6, 6), -1e9)
+    table[:, 2:] = np.log(probabilities)
+    model, src = _Markov(table, max_len=6), np.array([[7, 7, 7], [7, 0, 0]])
+    beams = beam_search(model, src, BOS, EOS, beam_size=1, alpha=0.0)
+    assert [b[0].tokens for b in beams] == greedy_decode(model, src, BOS, EOS)
+
+
+@pytest.mark.ex_11_1
+def test_n_best_hypotheses_come_sorted_with_their_log_probabilities():
+    table = _table({BOS: {3: 0.5, 4: 0.3, EOS: 0.2}, 3: {EOS: 1.0}, 4: {EOS: 1.0}})
+    results = beam_search(_Markov(table), np.array([[7]]), BOS, EOS, beam_size=3, alpha=0.0, n_best=3)[0]
+    assert [h.tokens for h in results] == [[3], [4], []]
+    np.testing.assert_allclose([h.log_prob for h in results], np.log([0.5, 0.3, 0.2]), rtol=1e-9)
+
+
+# -- Exercise 11.2: BLEU's clipped n-gram precision ------------------------------------------------------------
+def _clipped_by_definition(hypothesis: list[str], reference: list[str], n: int) -> tuple[int, int]:
+    grams = [tuple(hypothesis[i:i + n]) for i in range(len(hypothesis) - n + 1)]
+    ref_grams = [tuple(reference[i:i + n]) for i in range(len(reference) - n + 1)]
+    return sum(min(grams.count(g), ref_grams.count(g)) for g in set(grams)), len(grams)
+
+
+@pytest.mark.ex_11_2
+@pytest.mark.parametrize("seed", range(3))
+def test_clipped_matches_follow_the_definition(seed):
+    rng = np.random.default_rng(seed)
+    words = ["the", "cat", "sat", "on", "mat", "a"]
+    for _ in range(20):
+        hypothesis = list(rng.choice(words, size=rng.integers(0, 9)))
+        reference = list(rng.choice(words, size=rng.integers(1, 9)))
+        for n in range(1, 5):
+            assert clipped_ngram_matches(hypothesis, reference, n) == \
+                _clipped_by_definition(hypothesis, reference, n), (hypothesis, reference, n)
+
+
+@pytest.mark.ex_11_2
+def test_a_repeated_word_counts_at_most_as_often_as_in_the_reference():
+    hypothesis, reference = ["the"] * 7, "the cat is on the mat".split()
+    matches, total = clipped_ngram_matches(hypothesis, reference, 1)
+    assert (matches, total) == (reference.count("the"), len(hypothesis))
