@@ -1,0 +1,55 @@
+"""Draw the figures of chapters 10 and 11.
+
+    python chapters/figures/make_10_11.py [RUN_DIR]
+
+10-noam-schedule.png: eq. 3 for several d_model and warm-ups (needs nothing).
+11-attention.png, 11-dev-curve.png: from a finished run of `python -m minitransformer train`
+(default RUN_DIR: runs/enja).
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parents[1]))
+
+from minitransformer.optim import SGD, NoamSchedule  # noqa: E402
+from minitransformer.plot import attention_heatmap, learning_rate_curves, loss_curves  # noqa: E402
+from minitransformer.tensor import Tensor  # noqa: E402
+
+
+def noam_figure() -> None:
+    curves = []
+    for d_model, warmup in [(512, 4000), (512, 8000), (256, 4000), (1024, 4000)]:
+        schedule = NoamSchedule(SGD([Tensor([0.0], requires_grad=True)]), d_model, warmup)
+        curves.append((f"d_model={d_model}, warmup={warmup}", [schedule.step() for _ in range(20000)]))
+    fig = learning_rate_curves(curves, title="eq. (3): linear warm-up, then 1/sqrt(step)")
+    fig.savefig(HERE / "10-noam-schedule.png", dpi=80)
+
+
+def run_figures(run_dir: Path) -> None:
+    from minitransformer.translator import Translator  # noqa: PLC0415
+
+    results = json.loads((run_dir / "results.json").read_text(encoding="utf-8"))
+    history = results["history"]
+    if history:
+        steps = [h["step"] for h in history]
+        fig = loss_curves([("dev BLEU (greedy, 200 sentences)", steps, [h["dev_bleu_greedy"] for h in history])],
+                          title="the default run: dev BLEU after each epoch", ylabel="BLEU")
+        fig.savefig(HERE / "11-dev-curve.png", dpi=80)
+    translator = Translator.load(run_dir)
+    source = "the teacher that was reading the dictionary did not see the small cat ."
+    weights, src, tgt, src_ids, tgt_ids = translator.cross_attention(source)
+    fig = attention_heatmap(weights, src, tgt, title=source, src_ids=src_ids, tgt_ids=tgt_ids)
+    fig.savefig(HERE / "11-attention.png", dpi=80)
+
+
+if __name__ == "__main__":
+    noam_figure()
+    run = Path(sys.argv[1]) if len(sys.argv) > 1 else HERE.parents[1] / "runs" / "enja"
+    if (run / "results.json").is_file():
+        run_figures(run)
+    else:
+        print(f"{run}: no finished run, skipped the chapter 11 figures")
