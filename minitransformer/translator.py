@@ -20,7 +20,7 @@ from . import backend
 from .bleu import BLEUScore, corpus_bleu_score
 from .checkpoint import Checkpoint, CheckpointError, check_weights_match, load_checkpoint
 from .data.bpe import FORMAT as BPE_FORMAT
-from .data.bpe import BPETokenizer
+from .data.bpe import END_OF_WORD, SPECIAL_TOKENS, BPETokenizer
 from .decode import EXTRA_LENGTH, decode_sentences
 from .nn.transformer import Transformer, TransformerConfig
 from .tensor import no_grad
@@ -135,8 +135,16 @@ class Translator:
             memory, src_mask = self.model.encode(np.asarray([src_ids], dtype=np.int64))
             _, weights = self.model.decode(tgt_in, memory, src_mask, return_attention=True)
         matrix = backend.asnumpy(weights[layer])[0].mean(axis=0)  # (T, S), averaged over the heads
-        labels = [tok.vocab[i] for i in src_ids], [tok.vocab[i] for i in target]
-        return matrix, labels[0], labels[1], src_ids, target
+        return matrix, self.display_tokens(src_ids), self.display_tokens(target), src_ids, target
+
+    def display_tokens(self, ids: Sequence[int]) -> list[str]:
+        """Subwords for pictures: a word's last piece as is, earlier pieces with a trailing '-'."""
+        labels = []
+        for i in ids:
+            token = self.tokenizer.vocab[i]
+            labels.append(token[:-len(END_OF_WORD)] if token.endswith(END_OF_WORD) else
+                          token if i < len(SPECIAL_TOKENS) else token + "-")
+        return labels
 
 
 __all__ = ["Translator", "tokenizer_to_dict", "tokenizer_from_dict", "config_from_dict", "model_from_checkpoint",
