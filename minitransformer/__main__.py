@@ -14,6 +14,8 @@ import os
 import sys
 import time
 
+from ._malloc import keep_freed_memory
+
 EXIT_REFUSED = 2
 THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 _REEXEC_MARK = "MINITRANSFORMER_CLI_ENV"
@@ -218,6 +220,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_REFUSED
     if argv is None:
         _restart_with_one_blas_thread(sys.argv[1:])
+    keep_freed_memory()  # freed pages stay for the next step (_malloc.py; MINITRANSFORMER_MALLOC=0 opts out)
     from .checkpoint import CheckpointError  # noqa: PLC0415
     from .data.loaders import CorpusError  # noqa: PLC0415
     from .train import TrainingError  # noqa: PLC0415
