@@ -208,8 +208,10 @@ class Tensor:
                 raise ValueError(f"backward(): grad has shape {grad.shape} but the tensor has shape {self.shape}")
 
         grads: dict[int, Any] = {id(self): grad}
+        summed: set[int] = set()           # tensors whose entry in grads is a sum this loop allocated
         given_to_leaves: set[int] = set()  # arrays already stored as some leaf's .grad
         for tensor in _topological_order(self):
+            summed.discard(id(tensor))
             gy = grads.pop(id(tensor), None)
             if gy is None:  # every path to it returned None
                 continue
@@ -229,7 +231,13 @@ class Tensor:
                                      f"{gx.shape} for an input of shape {x.shape} "
                                      "(a broadcast that was not summed back?)")
                 key = id(x)
-                grads[key] = grads[key] + gx if key in grads else gx  # a tensor used twice: gradients add
+                if key not in grads:
+                    grads[key] = gx
+                elif key in summed and grads[key].dtype == gx.dtype:
+                    grads[key] += gx          # our own buffer: add in place, no new array
+                else:                         # a tensor used twice: gradients add; gx may be
+                    grads[key] = grads[key] + gx   # another input's gradient too, so not in place
+                    summed.add(key)
             if not retain_graph:
                 function.__dict__.clear()  # free the saved arrays; inputs falls back to None
 

@@ -66,9 +66,14 @@ class Dropout(Function):
         self.generator = generator
 
     def forward(self, x):
-        keep = self.generator.uniform(x.shape, like=x) >= self.p               # (…) bool, True w.p. 1 − p
-        self.mask = keep.astype(x.dtype) * x.dtype.type(1 / (1 - self.p))     # 0 or 1/(1−p), x's dtype
-        return x * self.mask
+        xp = xp_of(x)
+        mask = self.generator.uniform(x.shape, like=x)     # (…) float32 u ~ U[0, 1)
+        xp.greater_equal(mask, self.p, out=mask)           # in place: 1.0 (kept, w.p. 1 − p) or 0.0
+        if mask.dtype != x.dtype:
+            mask = mask.astype(x.dtype)
+        mask *= x.dtype.type(1 / (1 - self.p))             # 0 or 1/(1−p), x's dtype
+        self.mask = mask
+        return x * mask
 
     def backward(self, gy):
         return gy * self.mask   # the same entries are dropped and scaled on the way back
