@@ -150,17 +150,23 @@ class Adam(Optimizer):
             self.exp_avg[i] = xp.zeros_like(p.data)
             self.exp_avg_sq[i] = xp.zeros_like(p.data)
         m, v = self.exp_avg[i], self.exp_avg_sq[i]
-        m *= beta1
-        m += (1.0 - beta1) * g
-        v *= beta2
-        v += (1.0 - beta2) * (g * g)
         t = self.step_count
         # fold both bias corrections into the step size and ε (same result, one pass fewer)
         step_size = self.lr * math.sqrt(1.0 - beta2 ** t) / (1.0 - beta1 ** t)
         eps_hat = self.eps * math.sqrt(1.0 - beta2 ** t)
-        denominator = xp.sqrt(v)
-        denominator += eps_hat
-        p.data -= p.data.dtype.type(step_size) * (m / denominator)
+        # every line updates an array in place (out=): one temporary per parameter, not six
+        scratch = xp.multiply(g, g)                          # g²
+        scratch *= 1.0 - beta2
+        v *= beta2
+        v += scratch                                         # v ← β2·v + (1−β2)·g²
+        xp.multiply(g, 1.0 - beta1, out=scratch)
+        m *= beta1
+        m += scratch                                         # m ← β1·m + (1−β1)·g
+        xp.sqrt(v, out=scratch)
+        scratch += eps_hat                                   # √v̂ + ε, up to the folded factor
+        xp.divide(m, scratch, out=scratch)
+        scratch *= step_size
+        p.data -= scratch                                    # p ← p − lr · m̂ / (√v̂ + ε)
 
 
 class NoamSchedule:
