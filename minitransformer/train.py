@@ -207,7 +207,8 @@ def batch_loss(model: Transformer, batch, label_smoothing: float = LABEL_SMOOTHI
     """Mean label-smoothed cross-entropy over the batch's target tokens (§5.4)."""
     logits = model(batch.src, batch.tgt_in)                                     # (B, T, V)
     vocab = logits.shape[-1]
-    return F.cross_entropy(logits.reshape(-1, vocab), batch.tgt_out.reshape(-1),
+    targets = backend.to_device(batch.tgt_out.reshape(-1), logits.device)       # (B·T,) on the logits' device
+    return F.cross_entropy(logits.reshape(-1, vocab), targets,
                            label_smoothing=label_smoothing, ignore_index=model.config.pad_id)
 
 
