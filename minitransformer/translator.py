@@ -21,7 +21,7 @@ from .bleu import BLEUScore, corpus_bleu_score
 from .checkpoint import Checkpoint, CheckpointError, check_weights_match, load_checkpoint
 from .data.bpe import FORMAT as BPE_FORMAT
 from .data.bpe import END_OF_WORD, SPECIAL_TOKENS, BPETokenizer
-from .decode import EXTRA_LENGTH, decode_sentences
+from .decode import decode_sentences
 from .nn.transformer import Transformer, TransformerConfig
 from .tensor import no_grad
 
@@ -147,5 +147,4 @@ class Translator:
         return labels
 
 
-__all__ = ["Translator", "tokenizer_to_dict", "tokenizer_from_dict", "config_from_dict", "model_from_checkpoint",
-           "EXTRA_LENGTH"]
+__all__ = ["Translator", "tokenizer_to_dict", "tokenizer_from_dict", "config_from_dict", "model_from_checkpoint"]
