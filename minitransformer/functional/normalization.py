@@ -30,9 +30,12 @@ class LayerNormFunction(Function):
     def forward(self, x, weight, bias):
         xp = xp_of(x)
         self.x_shape = x.shape
-        x = x.reshape(-1, x.shape[-1])                               # (N, D): every leading axis is a row
-        centered = x - x.mean(axis=1, keepdims=True)
-        variance = (centered * centered).mean(axis=1, keepdims=True)  # (N, 1) biased, as in the definition
+        dim = x.shape[-1]
+        x = x.reshape(-1, dim)                                       # (N, D): every leading axis is a row
+        # row means as a matrix-vector product and row sums of squares as row-wise dot products:
+        # several times faster than .mean(axis=1) over rows of a few hundred entries
+        centered = x - (x @ xp.ones(dim, dtype=x.dtype))[:, None] / dim            # x − μ
+        variance = xp.einsum("nd,nd->n", centered, centered)[:, None] / dim        # (N, 1) biased, as defined
         self.inv_std = 1 / xp.sqrt(variance + self.eps)             # (N, 1) 1/σ, eps inside the root
         centered *= self.inv_std
         self.x_hat, self.weight = centered, weight                   # (N, D) x̂, reusing the array
