@@ -1,0 +1,252 @@
+"""CI's proof of the classroom edition (TEACHING.md).
+
+(a) The teacher's edition passes everything: that is the rest of this suite.
+(b) The student edition, written to a temporary folder, imports cleanly, and
+    its test suite fails exactly the tests that tests/exercise_map.json assigns
+    to the exercises: no more, no fewer, each saying which exercise it needs.
+(c) Every exercise can be graded: with only its solution taken out, its
+    grading tests (``pytest -m ex_X tests/test_exercises.py``) fail; in the
+    student edition with its solution and those of its prerequisites put back,
+    they pass.
+Plus the small things: malformed markers are refused, notebooks get nbgrader's
+convention, the chapters list their graded exercises.
+
+These tests skip themselves in a student edition (no solutions to check).
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from minitransformer.exercises.edition import repository_files, strip_notebook, strip_python, write_edition
+from minitransformer.exercises.grading import GRADING_FILE, SUITE_ARGS, explain_failure, run_pytest
+from minitransformer.exercises.pytest_support import load_map
+from minitransformer.exercises.registry import (BEGIN, END, RAISED, ExerciseError, find_blocks, load_exercises,
+                                                parse_file)
+
+ROOT = Path(__file__).resolve().parents[1]
+EXERCISES = load_exercises(ROOT)
+EXERCISE_MAP = load_map(ROOT)
+
+pytestmark = pytest.mark.skipif(not any(e.has_solution for e in EXERCISES),
+                                reason="a student edition: there are no solutions to check")
+
+
+@pytest.fixture(scope="module")
+def student_edition(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("student") / "edition"
+    write_edition(ROOT, folder)
+    return folder
+
+
+def _environment(edition: Path) -> dict:
+    environment = dict(os.environ)
+    environment["PYTHONPATH"] = str(edition)
+    return environment
+
+
+# -- the exercises themselves -----------------------------------------------------------------------------------
+def test_there_are_at_least_15_exercises_in_at_least_8_chapters():
+    assert len(EXERCISES) >= 15
+    assert len({e.chapter for e in EXERCISES}) >= 8
+    assert all(e.has_solution for e in EXERCISES)
+
+
+def test_solution_blocks_stay_small():
+    for exercise in EXERCISES:
+        for block in exercise.blocks:
+            assert block.end - block.begin - 1 <= 12, f"{block.path}:{block.begin}: Exercise {exercise.id}'s block " \
+                                                      "is too long for a student to write in one sitting"
+
+
+def test_every_exercise_has_grading_tests_and_a_map_entry():
+    grading = (ROOT / GRADING_FILE).read_text(encoding="utf-8")
+    assert set(EXERCISE_MAP) == {e.id for e in EXERCISES}, "run python tools/exercise_map.py"
+    for exercise in EXERCISES:
+        assert f"@pytest.mark.{exercise.marker}\n" in grading, f"Exercise {exercise.id} has no grading test"
+        assert any(t.startswith(GRADING_FILE) for t in EXERCISE_MAP[exercise.id]), \
+            f"Exercise {exercise.id}: none of its grading tests fails without it (see tools/exercise_map.py)"
+
+
+def test_the_chapters_list_their_graded_exercises():
+    for exercise in EXERCISES:
+        chapter = ROOT / exercise.chapter
+        if not chapter.exists():
+            pytest.fail(f"Exercise {exercise.id} points at {exercise.chapter}, which does not exist")
+        text = chapter.read_text(encoding="utf-8")
+        assert "### Graded exercises" in text, f"{exercise.chapter} has no 'Graded exercises' section"
+        assert f"-m {exercise.marker}" in text, f"{exercise.chapter} does not list Exercise {exercise.id}"
+
+
+# -- the markers: what is accepted and what is refused -----------------------------------------------------
+def _function(*body: str, header: str = "    # Exercise 3.1 — a title (chapters/03-cpu-gpu.md; graded by "
+                                           "pytest -m ex_3_1)") -> str:
+    return "\n".join(["def f(x):", "    y = x", header, "    " + BEGIN, *body, "    " + END, "    return y", ""])
+
+
+def test_a_well_formed_block_is_found_and_stripped_with_its_indentation():
+    text = _function("    y = 2 * x")
+    [(info, block)] = parse_file(text, "minitransformer/fake.py")
+    assert (info["id"], info["title"], info["marker"], block.begin, block.end) == ("3.1", "a title", "ex_3_1", 4, 6)
+    student = strip_python(text, "minitransformer/fake.py")
+    assert '    raise NotImplementedError("Exercise 3.1: a title — see chapters/03-cpu-gpu.md")\n' in student
+    assert BEGIN not in student and "y = 2 * x" not in student and "    return y" in student
+    compile(student, "student.py", "exec")
+
+
+@pytest.mark.parametrize("text, complaint", [
+    (_function("    y = 1").replace("    " + END + "\n", ""), "never closed"),
+    (_function("    y = 1", header="    # just a comment"), "without an exercise header"),
+    (_function("    y = 1", header="    # Exercise 3.1 — a title (chapters/03-cpu-gpu.md; graded by pytest -m ex_3_2)"),
+     "must be graded by marker ex_3_1"),
+    ("# Exercise 3.1 — t (chapters/03-cpu-gpu.md; graded by pytest -m ex_3_1)\n" + BEGIN + "\nX = 1\n" + END + "\n",
+     "not inside a function body"),
+    (_function("    " + BEGIN, "    y = 1"), "a second"),
+])
+def test_malformed_blocks_are_refused_with_file_and_line(text, complaint):
+    with pytest.raises(ExerciseError, match=complaint) as error:
+        parse_file(text, "minitransformer/fake.py")
+    assert "minitransformer/fake.py:" in str(error.value)
+
+
+def test_marker_lines_inside_strings_are_not_blocks():
+    text = f'def f():\n    """Example:\n\n    {BEGIN}\n    {END}\n    """\n    return 1\n'
+    assert find_blocks(text) == []
+
+
+def test_notebooks_get_nbgraders_convention():
+    notebook = {"cells": [
+        {"cell_type": "markdown", "metadata": {}, "source": ["Why?\n", BEGIN + "\n", "Because.\n", END + "\n"]},
+        {"cell_type": "code", "metadata": {}, "execution_count": None, "outputs": [],
+         "source": ["def f(x):\n", "    " + BEGIN + "\n", "    return 2 * x\n", "    " + END + "\n", "f(1)"]},
+        {"cell_type": "code", "metadata": {}, "execution_count": None, "outputs": [], "source": ["print(1)"]}],
+        "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    text = json.dumps(notebook, indent=1) + "\n"
+    stripped = json.loads(strip_notebook(text, "notebooks/x.ipynb"))
+    cells = ["".join(cell["source"]) for cell in stripped["cells"]]
+    assert cells[0] == "Why?\nYOUR ANSWER HERE\n"
+    assert cells[1] == "def f(x):\n    # YOUR CODE HERE\n    raise NotImplementedError()\nf(1)"
+    assert cells[2] == "print(1)"
+    assert strip_notebook(text, "notebooks/x.ipynb", remove={"5.1"}) == text   # partial editions keep notebooks
+    source = "# %%\ndef f(x):\n    " + BEGIN + "\n    return 2 * x\n    " + END + "\n"
+    assert strip_python(source, "notebooks/src/x.py") == \
+        "# %%\ndef f(x):\n    # YOUR CODE HERE\n    raise NotImplementedError()\n"
+
+
+def test_a_gradcheck_failure_is_explained_in_words():
+    message = ("GradcheckError: gradient of input 0 (x) with shape (2, 3) is wrong at 6 of 6 positions; worst at "
+               "index (1, 2): analytic 0.5, numeric 0.25 (|difference| 0.25 > atol 1e-05 + rtol 0.001 × |numeric|)")
+    explained = explain_failure(message)
+    assert "input 0 (x)" in explained and "your backward gives 0.5" in explained and "off by 0.25" in explained
+
+
+def test_list_command_names_every_exercise_and_marker():
+    result = subprocess.run([sys.executable, "-m", "minitransformer.exercises", "list"], cwd=ROOT,
+                            capture_output=True, text=True, env=_environment(ROOT))
+    assert result.returncode == 0, result.stderr
+    for exercise in EXERCISES:
+        assert f"-m {exercise.marker}" in result.stdout and exercise.title in result.stdout
+
+
+# -- (b) the student edition ----------------------------------------------------------------------------------
+def test_the_student_edition_has_every_solution_replaced_and_everything_else_identical(student_edition):
+    files = repository_files(ROOT)
+    assert sorted(repository_files(student_edition)) == sorted(files)
+    changed = set()
+    for name in files:
+        original, copy = (ROOT / name).read_bytes(), (student_edition / name).read_bytes()
+        if original != copy:
+            changed.add(name)
+            assert BEGIN.encode() not in copy and END.encode() not in copy, name
+    assert changed == {block.path for e in EXERCISES for block in e.blocks}
+    for exercise in EXERCISES:
+        for path in exercise.files:
+            text = (student_edition / path).read_text(encoding="utf-8")
+            assert f'raise NotImplementedError("{exercise.message()}")' in text
+    student_exercises = load_exercises(student_edition)
+    assert [(e.id, e.title, e.chapter) for e in student_exercises] == [(e.id, e.title, e.chapter) for e in EXERCISES]
+    assert not any(e.has_solution for e in student_exercises)
+
+
+@pytest.mark.slow
+def test_the_student_edition_imports_cleanly(student_edition):
+    script = ("import importlib, pkgutil, minitransformer\n"
+              "names = [m.name for m in pkgutil.walk_packages(minitransformer.__path__, 'minitransformer.')\n"
+              "         if not m.name.endswith('__main__')]\n"
+              "for name in names:\n"
+              "    importlib.import_module(name)\n"
+              "print(minitransformer.__file__, len(names))\n")
+    result = subprocess.run([sys.executable, "-c", script], cwd=student_edition, capture_output=True, text=True,
+                            env=_environment(student_edition))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith(str(student_edition)), "the edition's own package must be the one imported"
+
+
+@pytest.mark.slow
+def test_the_student_edition_fails_exactly_the_tests_of_the_exercises(student_edition):
+    results, process = run_pytest(student_edition, ["-q", *SUITE_ARGS], workers=2, timeout=600)
+    assert not results["collection_errors"], results["collection_errors"]
+    tests = results["tests"]
+    failed = {t for t, entry in tests.items() if entry["outcome"] == "failed"}
+    ran = {t for t, entry in tests.items() if entry["outcome"] != "skipped"}
+    mapped = set().union(*EXERCISE_MAP.values())
+    skipped_modules = tuple(module + "::" for module in results["skipped_modules"])
+    vanished = sorted(t for t in mapped if t not in tests and not t.startswith(skipped_modules))
+    assert not vanished, f"tests/exercise_map.json names tests that no longer exist: {vanished[:10]}; " \
+                         "run python tools/exercise_map.py"
+    expected = mapped & ran
+    extra = sorted(failed - expected)
+    assert not extra, "these tests fail in the student edition but the map gives them to no exercise (run " \
+                      "python tools/exercise_map.py, or make them independent of the exercises):\n" + \
+                      "\n".join(f"{t}\n    {explain_failure(tests[t]['message'])}" for t in extra[:10])
+    missing = sorted(expected - failed)
+    assert not missing, f"these tests should fail in the student edition but pass: {missing[:10]}; " \
+                        "run python tools/exercise_map.py"
+    silent = sorted(t for t in failed if not RAISED.search(tests[t]["message"]))
+    assert not silent, "these tests fail without naming the exercise they need:\n" + \
+                       "\n".join(f"{t}\n    {explain_failure(tests[t]['message'])}" for t in silent[:10])
+
+
+# -- (c) every exercise can be graded ------------------------------------------------------------------------------
+def _grading_outcomes(remove: set[str], marker: str) -> dict:
+    with tempfile.TemporaryDirectory(prefix="mt-grading-") as scratch:
+        edition = Path(scratch) / "edition"
+        write_edition(ROOT, edition, remove)
+        results, _ = run_pytest(edition, ["-q", "-m", marker, GRADING_FILE], timeout=300)
+    assert not results["collection_errors"], results["collection_errors"]
+    return results["tests"]
+
+
+def _grade_one(exercise) -> list[str]:
+    """Problems with grading ``exercise``: its tests must fail without it and pass with it (and prerequisites)."""
+    problems = []
+    without = _grading_outcomes({exercise.id}, exercise.marker)
+    if not without:
+        return [f"Exercise {exercise.id}: -m {exercise.marker} selects no test in {GRADING_FILE}"]
+    for test, entry in without.items():
+        if entry["outcome"] != "failed" or f"Exercise {exercise.id}" not in entry["message"]:
+            problems.append(f"Exercise {exercise.id}: {test} does not fail for want of it "
+                            f"({entry['outcome']}: {explain_failure(entry['message'])})")
+    prerequisites = {other for other, tests in EXERCISE_MAP.items()
+                     if other != exercise.id and set(tests) & set(without)}
+    restored = prerequisites | {exercise.id}
+    with_it = _grading_outcomes({e.id for e in EXERCISES} - restored, exercise.marker)
+    for test, entry in with_it.items():
+        if entry["outcome"] != "passed":
+            problems.append(f"Exercise {exercise.id} (with {sorted(prerequisites)} solved): {test} "
+                            f"{entry['outcome']}: {explain_failure(entry['message'])}")
+    return problems
+
+
+@pytest.mark.slow
+def test_each_exercise_fails_without_its_solution_and_passes_with_it():
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        problems = [p for found in pool.map(_grade_one, EXERCISES) for p in found]
+    assert not problems, "\n".join(problems)
