@@ -17,7 +17,7 @@ own worker process, the two take turns, ``--rounds`` rounds, medians reported. T
 greedy outputs of the two libraries are compared as a sanity check (same weights, so
 the same tokens up to float32 near-ties).
 
-    python benchmarks/decode.py                  # small model, 3 rounds, both malloc settings
+    python benchmarks/decode.py                  # small model, 3 rounds, glibc's default malloc
     python benchmarks/decode.py --rounds 5 --malloc keep --config tiny
 """
 from __future__ import annotations
@@ -98,7 +98,7 @@ def main() -> int:
     parser.add_argument("--config", default="small", choices=list(CONFIGS))
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--malloc", choices=("default", "keep", "both"), default="both")
+    parser.add_argument("--malloc", choices=("default", "keep", "both"), default="default")
     parser.add_argument("--modes", default=",".join(m.replace(", ", "+") for m in MODES),
                         help="which of: " + ", ".join(m.replace(", ", "+") for m in MODES))
     parser.add_argument("--worker", help=argparse.SUPPRESS)

@@ -276,9 +276,19 @@ def worker(library: str, args) -> None:
             times.append(time.perf_counter() - start)
         return {"times": times}
 
+    def memory() -> dict:
+        figures = {**memory_mib(), "at_import": memory_at_import}
+        if args.device != "cpu":   # what the device's memory pool handed out at most / holds now
+            if library == "torch":
+                figures["device_peak"] = torch.cuda.max_memory_reserved() / 2**20
+            else:
+                import cupy
+
+                figures["device_peak"] = cupy.get_default_memory_pool().total_bytes() / 2**20
+        return figures
+
     steps(2)  # warm-up: first-touch of weights, optimiser state, allocator caches
-    serve({"steps": steps, "memory": lambda: {**memory_mib(), "at_import": memory_at_import}},
-          {"ready": True})
+    serve({"steps": steps, "memory": memory}, {"ready": True})
 
 
 # -- the driver ----------------------------------------------------------------------------------------------
@@ -363,6 +373,11 @@ def print_results(results: dict, floors: dict, args) -> None:
             print(f"{name:<7}{ours:>9.1f}{theirs:>10.1f}{ratio:>11.2f}{spread:<15}"
                   f"{tokens / ours * 1e3:>11,.0f}{tokens / theirs * 1e3:>12,.0f}{floor_cells}"
                   f"{mem['minitransformer']['VmHWM']:>8.0f}Mi{mem['torch']['VmHWM']:>8.0f}Mi")
+        if args.device != "cpu":
+            print("device memory: ours (CuPy pool, held at the end) " + ", ".join(
+                f"{n} {r['memory']['minitransformer'].get('device_peak', float('nan')):.0f} MiB"
+                for n, r in per_config.items()) + "; torch (peak reserved) " + ", ".join(
+                f"{n} {r['memory']['torch'].get('device_peak', float('nan')):.0f} MiB" for n, r in per_config.items()))
         print("RSS = peak resident memory of the worker (VmHWM); after imports alone: ours "
               + ", ".join(f"{per_config[n]['memory']['minitransformer']['at_import']:.0f}" for n in per_config)
               + " MiB, torch " + ", ".join(f"{per_config[n]['memory']['torch']['at_import']:.0f}"
