@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from minitransformer.exercises.edition import repository_files, strip_notebook, strip_python, write_edition
-from minitransformer.exercises.grading import GRADING_FILE, SUITE_ARGS, explain_failure, run_pytest
+from minitransformer.exercises.grading import GRADING_FILE, SUITE_ARGS, explain_failure, grading_tests, run_pytest
 from minitransformer.exercises.pytest_support import load_map
 from minitransformer.exercises.registry import (BEGIN, END, RAISED, ExerciseError, find_blocks, load_exercises,
                                                 parse_file)
@@ -34,6 +34,7 @@ from minitransformer.exercises.registry import (BEGIN, END, RAISED, ExerciseErro
 ROOT = Path(__file__).resolve().parents[1]
 EXERCISES = load_exercises(ROOT)
 EXERCISE_MAP = load_map(ROOT)
+GRADING = grading_tests(ROOT)
 
 pytestmark = pytest.mark.skipif(not any(e.has_solution for e in EXERCISES),
                                 reason="a student edition: there are no solutions to check")
@@ -67,12 +68,13 @@ def test_solution_blocks_stay_small():
 
 
 def test_every_exercise_has_grading_tests_and_a_map_entry():
-    grading = (ROOT / GRADING_FILE).read_text(encoding="utf-8")
     assert set(EXERCISE_MAP) == {e.id for e in EXERCISES}, "run python tools/exercise_map.py"
+    assert set(GRADING) == {e.id for e in EXERCISES}, f"exercises without a grading test in {GRADING_FILE}"
     for exercise in EXERCISES:
-        assert f"@pytest.mark.{exercise.marker}\n" in grading, f"Exercise {exercise.id} has no grading test"
-        assert any(t.startswith(GRADING_FILE) for t in EXERCISE_MAP[exercise.id]), \
-            f"Exercise {exercise.id}: none of its grading tests fails without it (see tools/exercise_map.py)"
+        mapped = {t.split("[")[0] for t in EXERCISE_MAP[exercise.id]}
+        assert set(GRADING[exercise.id]) <= mapped, \
+            f"Exercise {exercise.id}: some grading tests do not fail without it: " \
+            f"{sorted(set(GRADING[exercise.id]) - mapped)} (or run python tools/exercise_map.py)"
 
 
 def test_the_chapters_list_their_graded_exercises():
@@ -156,7 +158,9 @@ def test_list_command_names_every_exercise_and_marker():
 
 
 # -- (b) the student edition ----------------------------------------------------------------------------------
-def test_the_student_edition_has_every_solution_replaced_and_everything_else_identical(student_edition):
+def test_the_student_edition_has_every_solution_replaced_and_everything_else_identical(tmp_path):
+    student_edition = tmp_path / "edition"
+    write_edition(ROOT, student_edition)
     files = repository_files(ROOT)
     assert sorted(repository_files(student_edition)) == sorted(files)
     changed = set()
@@ -215,11 +219,12 @@ def test_the_student_edition_fails_exactly_the_tests_of_the_exercises(student_ed
 
 
 # -- (c) every exercise can be graded ------------------------------------------------------------------------------
-def _grading_outcomes(remove: set[str], marker: str) -> dict:
+def _grading_outcomes(remove: set[str], exercise) -> dict:
+    """Outcomes of the exercise's grading tests (pytest -m ex_X on them) in an edition without ``remove``."""
     with tempfile.TemporaryDirectory(prefix="mt-grading-") as scratch:
         edition = Path(scratch) / "edition"
         write_edition(ROOT, edition, remove)
-        results, _ = run_pytest(edition, ["-q", "-m", marker, GRADING_FILE], timeout=300)
+        results, _ = run_pytest(edition, ["-q", "-m", exercise.marker, *GRADING[exercise.id]], timeout=300)
     assert not results["collection_errors"], results["collection_errors"]
     return results["tests"]
 
@@ -227,9 +232,11 @@ def _grading_outcomes(remove: set[str], marker: str) -> dict:
 def _grade_one(exercise) -> list[str]:
     """Problems with grading ``exercise``: its tests must fail without it and pass with it (and prerequisites)."""
     problems = []
-    without = _grading_outcomes({exercise.id}, exercise.marker)
+    if exercise.id not in GRADING:
+        return [f"Exercise {exercise.id} has no grading test in {GRADING_FILE}"]
+    without = _grading_outcomes({exercise.id}, exercise)
     if not without:
-        return [f"Exercise {exercise.id}: -m {exercise.marker} selects no test in {GRADING_FILE}"]
+        return [f"Exercise {exercise.id}: -m {exercise.marker} selects none of its grading tests"]
     for test, entry in without.items():
         if entry["outcome"] != "failed" or f"Exercise {exercise.id}" not in entry["message"]:
             problems.append(f"Exercise {exercise.id}: {test} does not fail for want of it "
@@ -237,7 +244,7 @@ def _grade_one(exercise) -> list[str]:
     prerequisites = {other for other, tests in EXERCISE_MAP.items()
                      if other != exercise.id and set(tests) & set(without)}
     restored = prerequisites | {exercise.id}
-    with_it = _grading_outcomes({e.id for e in EXERCISES} - restored, exercise.marker)
+    with_it = _grading_outcomes({e.id for e in EXERCISES} - restored, exercise)
     for test, entry in with_it.items():
         if entry["outcome"] != "passed":
             problems.append(f"Exercise {exercise.id} (with {sorted(prerequisites)} solved): {test} "

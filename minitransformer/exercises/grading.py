@@ -1,6 +1,7 @@
 """Run the tests of an exercise and turn pytest's results into a verdict a student can act on."""
 from __future__ import annotations
 
+import ast
 import importlib.util
 import json
 import os
@@ -24,6 +25,31 @@ GRADCHECK = re.compile(
     r"(?P<bad>\d+) of (?P<size>\d+) positions; worst at index (?P<index>\([^)]*\)): analytic (?P<analytic>\S+), "
     r"numeric (?P<numeric>\S+) \(\|difference\| (?P<difference>[^ ]+)")
 BACKWARD_FAILED = re.compile(r"backward\(\) failed: (?P<error>[^\n]+)")
+
+
+def grading_tests(root: Path) -> dict[str, list[str]]:
+    """Exercise id -> ids of the test functions in tests/test_exercises.py that carry its marker explicitly.
+
+    (The marker also reaches other tests, through the exercise map; these are the ones written to grade it.)
+    """
+    path = Path(root) / GRADING_FILE
+    if not path.exists():
+        return {}
+    found: dict[str, list[str]] = {}
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if not isinstance(node, ast.FunctionDef):
+            continue
+        for decorator in node.decorator_list:
+            text = ast.unparse(decorator)
+            match = re.fullmatch(r"pytest\.mark\.ex_(\d+)_(\d+)", text)
+            if match:
+                found.setdefault(f"{match[1]}.{match[2]}", []).append(f"{GRADING_FILE}::{node.name}")
+    return found
+
+
+def is_grading_test(test: str, functions: list[str]) -> bool:
+    """Is ``test`` (maybe parametrized: name[...]) one of ``functions``?"""
+    return test.split("[")[0] in functions
 
 
 def xdist_available() -> bool:
@@ -75,6 +101,9 @@ def explain_failure(message: str) -> str:
     if match:
         return f"your backward raised {match['error']}"
     lines = [line.strip() for line in message.splitlines() if line.strip()]
+    for line in lines:   # the report of tests/conftest.py for a test that waits for an unsolved exercise
+        if line.startswith("needs Exercise") or line.endswith("this test grades it."):
+            return line
     errors = [line[1:].strip() for line in lines if line.startswith("E ")]
     if errors:
         return errors[0] if len(errors) == 1 else f"{errors[0]} ... {errors[-1]}"
@@ -91,6 +120,7 @@ class Verdict:
     waiting: dict[str, list[str]] = field(default_factory=dict)     # other exercise id -> tests waiting for it
     unsolved: list[str] = field(default_factory=list)               # tests that still hit this exercise's raise
     skipped: int = 0
+    grading: set[str] = field(default_factory=set)                  # the exercise's own grading tests
 
     @property
     def solved(self) -> bool:
@@ -98,14 +128,17 @@ class Verdict:
 
     @property
     def waiting_grading(self) -> list[str]:
-        return [t for tests in self.waiting.values() for t in tests if t.startswith(GRADING_FILE)]
+        return [t for tests in self.waiting.values() for t in tests if t in self.grading]
 
 
-def grade(exercise: Exercise, results: dict) -> Verdict:
+def grade(exercise: Exercise, results: dict, functions: list[str]) -> Verdict:
+    """Sort the results of ``pytest -m ex_X``; ``functions`` are the exercise's own grading tests."""
     verdict = Verdict(exercise)
     for test, entry in sorted(results["tests"].items()):
         outcome, message = entry["outcome"], entry["message"]
-        grading = test.startswith(GRADING_FILE)
+        grading = is_grading_test(test, functions)
+        if grading:
+            verdict.grading.add(test)
         if outcome == "skipped":
             verdict.skipped += 1
         elif outcome == "passed":
@@ -125,11 +158,11 @@ def format_verdict(verdict: Verdict, titles: dict[str, str]) -> str:
     e = verdict.exercise
     out = [f"Exercise {e.id} — {e.title}", f"  chapter: {e.chapter}    code: {e.file}    marker: -m {e.marker}", ""]
     n_grading = len(verdict.grading_passed) + len(verdict.grading_failed) + \
-        sum(t.startswith(GRADING_FILE) for t in verdict.unsolved) + len(verdict.waiting_grading)
-    out.append(f"  grading tests ({GRADING_FILE}): {len(verdict.grading_passed)} of {n_grading} passed")
+        sum(t in verdict.grading for t in verdict.unsolved) + len(verdict.waiting_grading)
+    out.append(f"  its grading tests ({GRADING_FILE}): {len(verdict.grading_passed)} of {n_grading} passed")
     n_dependent = len(verdict.dependent_passed) + len(verdict.dependent_failed) + \
-        sum(not t.startswith(GRADING_FILE) for t in verdict.unsolved) + \
-        sum(not t.startswith(GRADING_FILE) for tests in verdict.waiting.values() for t in tests)
+        sum(t not in verdict.grading for t in verdict.unsolved) + \
+        sum(t not in verdict.grading for tests in verdict.waiting.values() for t in tests)
     if n_dependent:
         out.append(f"  other tests that use it: {len(verdict.dependent_passed)} of {n_dependent} passed")
     if verdict.skipped:
@@ -152,7 +185,7 @@ def format_verdict(verdict: Verdict, titles: dict[str, str]) -> str:
         out.append(f"Verdict: Exercise {e.id} is solved ✓" +
                    (" (some tests that also use it wait for other exercises)" if verdict.waiting else ""))
     elif verdict.waiting_grading and not (verdict.grading_failed or verdict.unsolved):
-        firsts = ", ".join(sorted({o for o, ts in verdict.waiting.items() if any(t.startswith(GRADING_FILE)
+        firsts = ", ".join(sorted({o for o, ts in verdict.waiting.items() if any(t in verdict.grading
                                                                                   for t in ts)}))
         out.append(f"Verdict: not gradable yet — solve Exercise {firsts} first.")
     elif verdict.unsolved and not failed:
@@ -176,7 +209,7 @@ def check(exercise_id: str, root: Path, workers: int = 2) -> tuple[Verdict, str]
                                   workers=workers if len(tests) > 40 else 0)
     if results["collection_errors"]:
         raise RuntimeError("the tests could not be collected:\n" + "\n".join(results["collection_errors"].values()))
-    verdict = grade(exercise, results)
+    verdict = grade(exercise, results, grading_tests(root).get(exercise.id, []))
     return verdict, format_verdict(verdict, {e.id: e.title for e in exercises})
 
 
