@@ -60,7 +60,7 @@ PRESETS: dict[str, dict[str, Any]] = {
     # real corpora (small_parallel_enja, Tatoeba): a bigger vocabulary and model
     "medium": dict(model=dict(d_model=256, n_heads=4, d_ff=1024, n_layers=3, dropout=0.1), vocab_size=8000,
                    corpus=dict(n_train=20000, n_dev=500, n_test=500, n_heldout=500), max_tokens=1500, warmup=800,
-                   factor=1.0, minutes=30.0, epochs=None, steps=None, save_every=500, eval_sentences=200),
+                   factor=1.0, minutes=30.0, epochs=None, steps=None, save_every=200, eval_sentences=200),
     # the paper's base model (§6.1, Table 3): for a GPU
     "base": dict(model=dict(d_model=512, n_heads=8, d_ff=2048, n_layers=6, dropout=0.1), vocab_size=16000,
                  corpus=dict(n_train=20000, n_dev=500, n_test=500, n_heldout=500), max_tokens=25000, warmup=4000,
