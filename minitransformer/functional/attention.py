@@ -70,7 +70,9 @@ class ScaledDotProductAttention(Function):
             row_max[xp.isneginf(row_max)] = 0                   # a fully masked row: avoid −∞ − (−∞) = NaN
         scores -= row_max
         xp.exp(scores, out=scores)
-        row_sum = xp.einsum("...s->...", scores)[..., None]     # (B, h, T, 1); ≥ 1 unless the row is fully masked
+        # row sums as a matrix-vector product (NumPy's .sum over a short last axis pays per row)
+        ones = xp.ones(scores.shape[-1], dtype=scores.dtype)
+        row_sum = (scores @ ones)[..., None]                    # (B, h, T, 1); ≥ 1 unless the row is fully masked
         if self.mask is not None:
             row_sum[row_sum == 0] = 1                           # fully masked row: 0 / 1 = all-zero weights
         scores /= row_sum
