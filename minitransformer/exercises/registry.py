@@ -26,7 +26,8 @@ import tokenize
 from dataclasses import dataclass, field
 from pathlib import Path
 
-BEGIN = "### BEGIN " + "SOLUTION"   # spelled in two parts so that this file holds no marker line
+# a marker is a comment line that holds exactly this text (spelled in two parts here, to be plain about it)
+BEGIN = "### BEGIN " + "SOLUTION"
 END = "### END " + "SOLUTION"
 
 HEADER = re.compile(
