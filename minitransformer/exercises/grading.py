@@ -179,7 +179,7 @@ def format_verdict(verdict: Verdict, titles: dict[str, str]) -> str:
     if verdict.waiting:
         out += ["", "  Waiting for other exercises (not counted against this one):"]
         for other, tests in sorted(verdict.waiting.items()):
-            out.append(f"    Exercise {other} ({titles.get(other, '?')}): {len(tests)} tests")
+            out.append(f"    Exercise {other} ({titles.get(other, '?')}): {len(tests)} test{'s' * (len(tests) != 1)}")
     out.append("")
     if verdict.solved:
         out.append(f"Verdict: Exercise {e.id} is solved ✓" +
