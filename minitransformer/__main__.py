@@ -18,20 +18,24 @@ from ._malloc import keep_freed_memory
 
 EXIT_REFUSED = 2
 THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+MAX_BLAS_THREADS = 4
 _REEXEC_MARK = "MINITRANSFORMER_CLI_ENV"
 
 
-def _restart_with_one_blas_thread(argv: list[str]) -> None:
-    """Run the command again in a process whose BLAS uses one thread, unless the user chose a count.
+def _restart_with_few_blas_threads(argv: list[str]) -> None:
+    """Run the command again with at most ``MAX_BLAS_THREADS`` BLAS threads, unless the user chose a count.
 
-    Our matrices are small (d_model 128): a second BLAS thread gains little on a
-    quiet machine, and on a busy one its spin-waiting made training 3–8× slower in
-    our measurements (2 cores, other processes running). The thread count is read
-    when NumPy loads, which has already happened here, hence the restart.
+    Our matrices are small (d_model 128-256). OpenBLAS starts one thread per core,
+    and on a many-core machine most of them only spin-wait; measured here on a
+    quiet 2-core machine, two threads trained the default model 1.25x faster than
+    one. On a machine busy with other work, set OPENBLAS_NUM_THREADS=1 yourself:
+    waiting for a core that another process holds made steps 3-8x slower. The
+    count is read when NumPy loads, which has already happened here, hence the restart.
     """
     if os.environ.get(_REEXEC_MARK) or any(name in os.environ for name in THREAD_VARIABLES):
         return
-    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", **{_REEXEC_MARK: "1"})
+    threads = str(max(1, min(MAX_BLAS_THREADS, os.cpu_count() or 1)))
+    env = dict(os.environ, OPENBLAS_NUM_THREADS=threads, **{_REEXEC_MARK: "1"})
     try:
         os.execve(sys.executable, [sys.executable, "-m", "minitransformer", *argv], env)
     except OSError:
@@ -219,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return EXIT_REFUSED
     if argv is None:
-        _restart_with_one_blas_thread(sys.argv[1:])
+        _restart_with_few_blas_threads(sys.argv[1:])
     keep_freed_memory()  # freed pages stay for the next step (_malloc.py; MINITRANSFORMER_MALLOC=0 opts out)
     from .checkpoint import CheckpointError  # noqa: PLC0415
     from .data.loaders import CorpusError  # noqa: PLC0415

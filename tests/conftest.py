@@ -6,11 +6,18 @@ only because an exercise is not solved yet says which one, not a traceback.
 """
 from __future__ import annotations
 
-import numpy as np
-import pytest
+import os
 
-import minitransformer as mt
-from minitransformer.exercises import pytest_support as classroom
+# One BLAS thread per test process (and per CLI or notebook it starts): test workers
+# run side by side, and BLAS threads waiting for a busy core slow everything down.
+# Set before NumPy loads, which reads it once.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+import minitransformer as mt  # noqa: E402
+from minitransformer.exercises import pytest_support as classroom  # noqa: E402
 
 
 def pytest_configure(config):
