@@ -1,6 +1,6 @@
 """Command line: ``python -m minitransformer train | translate | evaluate``.
 
-    python -m minitransformer train                      # built-in corpus, en→ja, ~5 minutes on 2 cores
+    python -m minitransformer train                      # built-in corpus, en→ja, ~2 minutes on 2 idle cores
     python -m minitransformer translate --checkpoint runs/enja "the cat ate the fish ."
     python -m minitransformer evaluate --checkpoint runs/enja --split test_heldout
 
@@ -79,7 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     train = commands.add_parser(
-        "train", help="train a translator (default: the built-in English→Japanese corpus, ~5 min on 2 cores)",
+        "train", help="train a translator (default: the built-in English→Japanese corpus, ~2 min on 2 idle cores)",
         description="Train a Transformer translator end to end: BPE, batches by tokens, label smoothing, Adam with "
                     "warm-up, checkpoints, averaging of the last checkpoints, then test BLEU with beam search, "
                     "example translations and an attention heat map (OUT/attention.png).")
