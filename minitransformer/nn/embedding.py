@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import math
 
-import numpy
-
 from .. import backend
 from ..backend import scatter_add, xp_of
 from ..tensor import Function, Tensor
@@ -43,7 +41,7 @@ def _as_ids(ids, num_embeddings: int, device: str):
     if isinstance(ids, Tensor):
         ids = ids.data
     if not backend.is_array(ids):
-        ids = numpy.asarray(ids)
+        ids = backend.asnumpy(ids)  # a Python list: to an array on the host
     if ids.dtype.kind not in "iu":
         raise TypeError(f"Embedding: ids must be integers, got dtype {ids.dtype}")
     ids = backend.to_device(ids, device)
@@ -68,7 +66,7 @@ class Embedding(Module):
             raise ValueError(f"Embedding: padding_idx {padding_idx} is outside [0, {num_embeddings})")
         self.num_embeddings, self.dim, self.padding_idx = num_embeddings, dim, padding_idx
         xp = backend.xp_for(backend.default_device())
-        self.weight = Parameter(xp.empty((num_embeddings, dim), dtype=numpy.float32))
+        self.weight = Parameter(xp.empty((num_embeddings, dim), dtype="float32"))
         init.normal(self.weight, std=1 / math.sqrt(dim))
         if padding_idx is not None:
             self.weight.data[padding_idx] = 0

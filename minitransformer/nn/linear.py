@@ -11,8 +11,6 @@ array library does, instead of a batch of small products:
 """
 from __future__ import annotations
 
-import numpy
-
 from .. import backend
 from ..tensor import Function, Tensor
 from . import init
@@ -56,9 +54,9 @@ class Linear(Module):
         super().__init__()
         self.in_features, self.out_features = in_features, out_features
         xp = backend.xp_for(backend.default_device())
-        self.weight = Parameter(xp.empty((in_features, out_features), dtype=numpy.float32))
+        self.weight = Parameter(xp.empty((in_features, out_features), dtype="float32"))
         init.xavier_uniform(self.weight)
-        self.bias = Parameter(xp.zeros(out_features, dtype=numpy.float32)) if bias else None
+        self.bias = Parameter(xp.zeros(out_features, dtype="float32")) if bias else None
 
     def forward(self, x: Tensor) -> Tensor:
         return linear(x, self.weight, self.bias)

@@ -1,8 +1,6 @@
 """LayerNorm module: the learned gain γ and bias β around F.layer_norm (chapter 5, §3.1)."""
 from __future__ import annotations
 
-import numpy
-
 from .. import backend
 from ..functional.normalization import layer_norm
 from ..tensor import Tensor
@@ -16,8 +14,8 @@ class LayerNorm(Module):
         super().__init__()
         self.dim, self.eps = dim, eps
         xp = backend.xp_for(backend.default_device())
-        self.weight = Parameter(xp.ones(dim, dtype=numpy.float32))
-        self.bias = Parameter(xp.zeros(dim, dtype=numpy.float32))
+        self.weight = Parameter(xp.ones(dim, dtype="float32"))
+        self.bias = Parameter(xp.zeros(dim, dtype="float32"))
 
     def forward(self, x: Tensor) -> Tensor:
         return layer_norm(x, self.weight, self.bias, self.eps)

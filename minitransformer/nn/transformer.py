@@ -20,8 +20,6 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
-import numpy
-
 from .. import backend
 from ..functional.masks import causal_mask, padding_mask
 from ..tensor import Tensor
@@ -136,7 +134,7 @@ class Transformer(Module):
         """Token ids as an integer array on the model's device, of the expected rank."""
         ids = ids.data if isinstance(ids, Tensor) else ids
         if not backend.is_array(ids):
-            ids = numpy.asarray(ids)
+            ids = backend.asnumpy(ids)  # a Python list: to an array on the host
         if ids.ndim != ndim or ids.dtype.kind not in "iu":
             expected = "(B, length)" if ndim == 2 else "(B,)"
             raise ValueError(f"Transformer: {name} must be an integer array of shape {expected}, got shape "
