@@ -167,14 +167,7 @@ def save_checkpoint(out_dir: str | Path, step: int, weights: Mapping[str, np.nda
         full_state = {"format": FORMAT, "version": VERSION, **dict(state), "step": int(step), "sha256": hashes}
         write_json_atomic(staging / STATE_FILE, full_state)  # written last: its presence means complete
         _fsync_dir(staging)
-        if final.exists():  # saving the same step again (e.g. after a resume): swap the folders
-            retired = root / f".tmp-retired-{final.name}-{os.getpid()}"
-            os.replace(final, retired)
-            os.replace(staging, final)
-            shutil.rmtree(retired, ignore_errors=True)
-        else:
-            os.replace(staging, final)
-        _fsync_dir(root)
+        _publish_folder(staging, final)  # saving the same step again (e.g. after a resume) swaps folders
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
@@ -182,6 +175,18 @@ def save_checkpoint(out_dir: str | Path, step: int, weights: Mapping[str, np.nda
     if keep_last is not None:
         prune_checkpoints(out_dir, keep_last)
     return final
+
+
+def _publish_folder(staging: Path, final: Path) -> None:
+    """Move a complete folder into place with renames only; an older ``final`` is swapped out, then removed."""
+    if final.exists():
+        retired = final.parent / f".tmp-retired-{final.name}-{os.getpid()}"
+        os.replace(final, retired)
+        os.replace(staging, final)
+        shutil.rmtree(retired, ignore_errors=True)
+    else:
+        os.replace(staging, final)
+    _fsync_dir(final.parent)
 
 
 def save_final(out_dir: str | Path, weights: Mapping[str, np.ndarray], state: Mapping[str, Any],
@@ -198,14 +203,7 @@ def save_final(out_dir: str | Path, weights: Mapping[str, np.ndarray], state: Ma
         write_json_atomic(staging / STATE_FILE, {"format": FORMAT, "version": VERSION, **dict(state),
                                                  "sha256": hashes})
         _fsync_dir(staging)
-        if final.exists():
-            retired = out_dir / f".tmp-retired-{FINAL_DIR}-{os.getpid()}"
-            os.replace(final, retired)
-            os.replace(staging, final)
-            shutil.rmtree(retired, ignore_errors=True)
-        else:
-            os.replace(staging, final)
-        _fsync_dir(out_dir)
+        _publish_folder(staging, final)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
