@@ -71,7 +71,7 @@ def output_limits(src_ids: np.ndarray, pad_id: int, model_max_len: int | None,
                   extra: int = EXTRA_LENGTH, max_len: int | None = None) -> np.ndarray:
     """Per sentence, the most tokens (eos included) the search may generate: source length + 50 (§6.1),
     capped by ``max_len`` and by the model's positional table."""
-    limits = (np.asarray(src_ids) != pad_id).sum(axis=1) + extra
+    limits = (asnumpy(src_ids) != pad_id).sum(axis=1) + extra
     if max_len is not None:
         limits = np.minimum(limits, max_len)
     if model_max_len is not None:
@@ -85,7 +85,7 @@ class _DecoderState:
     def __init__(self, model, src_ids, bos_id: int, use_cache: bool, repeat: int = 1) -> None:
         self.model, self.use_cache = model, use_cache
         device = _model_device(model)
-        src = to_device(np.asarray(src_ids, dtype=np.int64), device)
+        src = to_device(asnumpy(src_ids).astype(np.int64), device)
         memory, src_mask = model.encode(src)                       # (B, S, d_model), (B, 1, 1, S)
         xp = xp_of(memory.data)
         self.xp = xp
@@ -120,7 +120,7 @@ class _DecoderState:
 def greedy_decode(model, src_ids, bos_id: int, eos_id: int, max_len: int | None = None,
                   use_cache: bool = True, extra_length: int = EXTRA_LENGTH) -> list[list[int]]:
     """The most probable next token at every step, for a (B, S) batch; returns B lists of ids."""
-    src_ids = np.asarray(src_ids)
+    src_ids = asnumpy(src_ids)  # host bookkeeping; the model runs on its device
     limits = output_limits(src_ids, _pad_id(model), _model_max_len(model), extra_length, max_len)
     outputs: list[list[int]] = [[] for _ in range(len(src_ids))]
     if len(src_ids) == 0:
@@ -184,7 +184,7 @@ def beam_search(model, src_ids, bos_id: int, eos_id: int, beam_size: int = 4, al
     """
     if beam_size < 1:
         raise ValueError(f"beam_size must be >= 1, got {beam_size}")
-    src_ids = np.asarray(src_ids)
+    src_ids = asnumpy(src_ids)  # host bookkeeping; the model runs on its device
     n_sentences, k = len(src_ids), beam_size
     limits = output_limits(src_ids, _pad_id(model), _model_max_len(model), extra_length, max_len)
     finished: list[list[Hypothesis]] = [[] for _ in range(n_sentences)]
