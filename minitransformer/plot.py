@@ -154,21 +154,8 @@ def attention_heatmap(weights, src_labels: Sequence[str], tgt_labels: Sequence[s
 def learning_rate_curves(schedules: Sequence[tuple[str, Sequence[float]]], path: str | Path | None = None,
                          title: str = "learning rate, eq. (3)"):
     """Plot several learning-rate sequences (label, values per step)."""
-    from matplotlib.figure import Figure  # noqa: PLC0415
-
-    fig = Figure(figsize=(6.0, 3.4), dpi=90)
-    ax = fig.add_subplot()
-    for label, values in schedules:
-        ax.plot(np.arange(1, len(values) + 1), values, label=label)
-    ax.set_xlabel("step")
-    ax.set_ylabel("learning rate")
-    ax.set_title(title)
-    ax.legend(fontsize=8)
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    if path is not None:
-        fig.savefig(path)
-    return fig
+    curves = [(label, np.arange(1, len(values) + 1), values) for label, values in schedules]
+    return loss_curves(curves, path, title=title, ylabel="learning rate")
 
 
 def loss_curves(curves: Sequence[tuple[str, Sequence[float], Sequence[float]]], path: str | Path | None = None,

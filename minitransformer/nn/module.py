@@ -216,29 +216,6 @@ class Module:
         return "\n".join(lines)
 
 
-class Sequential(Module):
-    """Modules applied one after another: Sequential(a, b, c)(x) = c(b(a(x)))."""
-
-    def __init__(self, *modules: Module) -> None:
-        super().__init__()
-        for i, module in enumerate(modules):
-            setattr(self, str(i), module)
-
-    def __len__(self) -> int:
-        return len(self._registry)
-
-    def __getitem__(self, index: int) -> Module:
-        return list(self.children())[index]
-
-    def __iter__(self) -> Iterator[Module]:
-        return self.children()
-
-    def forward(self, x):
-        for module in self.children():
-            x = module(x)
-        return x
-
-
 class ModuleList(Module):
     """A list of modules whose parameters are registered as '0', '1', ... (e.g. the N = 6 layers)."""
 
@@ -249,7 +226,7 @@ class ModuleList(Module):
 
     def append(self, module: Module) -> ModuleList:
         if not isinstance(module, Module):
-            raise TypeError(f"ModuleList holds Modules, got {type(module).__name__}")
+            raise TypeError(f"{type(self).__name__} holds Modules, got {type(module).__name__}")
         setattr(self, str(len(self._registry)), module)
         return self
 
@@ -269,3 +246,15 @@ class ModuleList(Module):
 
     def forward(self, *args, **kwargs):
         raise TypeError("ModuleList is a container, not a layer: iterate over it and call each module")
+
+
+class Sequential(ModuleList):
+    """Modules applied one after another: Sequential(a, b, c)(x) = c(b(a(x)))."""
+
+    def __init__(self, *modules: Module) -> None:
+        super().__init__(modules)
+
+    def forward(self, x):
+        for module in self.children():
+            x = module(x)
+        return x
