@@ -70,9 +70,10 @@ def check_writable_folder(out: Path) -> None:
         if existing.parent == existing:
             break
         existing = existing.parent
+    if existing == out and not out.is_dir():
+        raise TrainingError(f"--out {out}: is a file, not a folder")
     if not existing.is_dir():
-        where = "" if existing == out else f" ({existing} is a file)"
-        raise TrainingError(f"--out {out}: cannot be a folder{where}")
+        raise TrainingError(f"--out {out}: cannot be a folder ({existing} is a file)")
     if not os.access(existing, os.W_OK | os.X_OK):
         raise TrainingError(f"--out {out}: no permission to write in {existing}")
 
