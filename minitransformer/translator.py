@@ -21,9 +21,9 @@ from .bleu import BLEUScore, corpus_bleu_score
 from .checkpoint import Checkpoint, CheckpointError, check_weights_match, load_checkpoint
 from .data.bpe import FORMAT as BPE_FORMAT
 from .data.bpe import END_OF_WORD, SPECIAL_TOKENS, BPETokenizer
-from .decode import decode_sentences
+from .decode import decode_sentences, searching
+from .nn.attention import record_attention
 from .nn.transformer import Transformer, TransformerConfig
-from .tensor import no_grad
 
 
 def tokenizer_to_dict(tokenizer: BPETokenizer) -> dict:
@@ -131,10 +131,11 @@ class Translator:
         output_ids = list(output_ids)[:self.model.config.max_len - 1]
         target = output_ids + [tok.eos_id]
         tgt_in = np.asarray([[tok.bos_id] + output_ids], dtype=np.int64)
-        with no_grad():
+        with searching(self.model), record_attention(self.model):
             memory, src_mask = self.model.encode(np.asarray([src_ids], dtype=np.int64))
-            _, weights = self.model.decode(tgt_in, memory, src_mask, return_attention=True)
-        matrix = backend.asnumpy(weights[layer])[0].mean(axis=0)  # (T, S), averaged over the heads
+            self.model.decode(tgt_in, memory, src_mask)
+        weights = self.model.decoder.layers[layer].cross_attn.attention_weights     # (1, h, T, S)
+        matrix = backend.asnumpy(weights.data)[0].mean(axis=0)  # (T, S), averaged over the heads
         return matrix, self.display_tokens(src_ids), self.display_tokens(target), src_ids, target
 
     def display_tokens(self, ids: Sequence[int]) -> list[str]:
