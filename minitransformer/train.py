@@ -29,12 +29,10 @@ import numpy as np
 from . import backend
 from . import checkpoint as ckpt
 from . import functional as F
-from .bleu import corpus_bleu_score
 from .data.batching import epoch_batches
 from .data.bpe import BPETokenizer
 from .data.corpus import Corpus, make_builtin_corpus
 from .data.loaders import load_corpus
-from .decode import decode_sentences
 from .functional.dropout import Generator
 from .nn.dropout import Dropout
 from .nn.transformer import Transformer, TransformerConfig
@@ -219,13 +217,7 @@ def evaluate_loss(model: Transformer, examples, max_tokens: int) -> float:
 
 def bleu_of(model: Transformer, tokenizer: BPETokenizer, pairs, beam: int, alpha: float = 0.6):
     """Corpus BLEU of the model on (source, reference) text pairs; returns (BLEUScore, hypotheses)."""
-    was_training = model.training
-    model.eval()
-    sources = [tokenizer.encode(src)[:model.config.max_len] for src, _ in pairs]
-    outputs = decode_sentences(model, sources, tokenizer.bos_id, tokenizer.eos_id, beam_size=beam, alpha=alpha)
-    hypotheses = [tokenizer.decode(ids) for ids in outputs]
-    model.train(was_training)
-    return corpus_bleu_score(hypotheses, [ref for _, ref in pairs]), hypotheses
+    return Translator(model, tokenizer).bleu(pairs, beam_size=beam, alpha=alpha)
 
 
 def _format_time(seconds: float) -> str:

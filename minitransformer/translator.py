@@ -19,7 +19,6 @@ import numpy as np
 from . import backend
 from .bleu import BLEUScore, corpus_bleu_score
 from .checkpoint import Checkpoint, CheckpointError, check_weights_match, load_checkpoint
-from .data.bpe import FORMAT as BPE_FORMAT
 from .data.bpe import END_OF_WORD, SPECIAL_TOKENS, BPETokenizer
 from .decode import decode_sentences, searching
 from .nn.attention import record_attention
@@ -27,17 +26,16 @@ from .nn.transformer import Transformer, TransformerConfig
 
 
 def tokenizer_to_dict(tokenizer: BPETokenizer) -> dict:
-    """The tokenizer as JSON-ready data (the format of ``BPETokenizer.save``)."""
-    return {"format": BPE_FORMAT, "version": 1, "vocab": tokenizer.vocab, "merges": [list(m) for m in tokenizer.merges]}
+    """The tokenizer as JSON-ready data (``BPETokenizer.to_dict``)."""
+    return tokenizer.to_dict()
 
 
 def tokenizer_from_dict(data: dict, where: str = "tokenizer") -> BPETokenizer:
-    if not isinstance(data, dict) or data.get("format") != BPE_FORMAT or "vocab" not in data or "merges" not in data:
-        raise CheckpointError(f"{where}: not a {BPE_FORMAT} tokenizer")
+    """``BPETokenizer.from_dict``, refusing a broken one as a CheckpointError that names ``where``."""
     try:
-        return BPETokenizer(data["vocab"], [tuple(m) for m in data["merges"]])
-    except (ValueError, TypeError) as error:
-        raise CheckpointError(f"{where}: broken tokenizer ({error})") from None
+        return BPETokenizer.from_dict(data)
+    except ValueError as error:
+        raise CheckpointError(f"{where}: {error}") from None
 
 
 def config_from_dict(data: dict, where: str = "config") -> TransformerConfig:
