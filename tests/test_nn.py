@@ -300,3 +300,16 @@ def test_evaluating_restores_each_modules_mode_even_after_an_error():
             assert not any(m.training for m in block.modules())
             raise RuntimeError("inside")
     assert block.training and not block.inner.training and block.norm.training
+
+
+@pytest.mark.gpu
+def test_a_restored_gpu_stream_is_reproducible_and_does_not_repeat_the_first_masks():
+    like = mt.backend.to_device(np.zeros(1, dtype=np.float32), "cuda")
+    generator = mt.functional.Generator(4)
+    first = mt.backend.asnumpy(generator.uniform((64,), like))
+    state = generator.state_dict()
+    assert state["device_draws"] == 1
+    a = mt.backend.asnumpy(mt.functional.Generator(0).load_state_dict(state).uniform((64,), like))
+    b = mt.backend.asnumpy(mt.functional.Generator(0).load_state_dict(state).uniform((64,), like))
+    np.testing.assert_array_equal(a, b)                       # the same checkpoint resumes the same way
+    assert not np.array_equal(a, first)                       # and does not replay the masks already drawn
