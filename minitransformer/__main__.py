@@ -101,8 +101,8 @@ def build_parser() -> argparse.ArgumentParser:
     translate = commands.add_parser(
         "translate", help="translate sentences with a trained model",
         description="Translate sentences given as arguments, else lines from stdin, else (on a terminal) "
-                    "an interactive prompt. Sentences are tokenized text as in the training corpus "
-                    "(e.g. 'the cat ate the fish .').")
+                    "an interactive prompt. Sentences are brought into the form of the training corpus "
+                    "(its case and punctuation spacing); words the model never saw are named on stderr.")
     translate.add_argument("sentences", nargs="*", help="sentences to translate")
     translate.add_argument("--checkpoint", default="runs/enja", help="a run folder or a checkpoint folder "
                                                                      "(default: runs/enja)")
@@ -148,7 +148,9 @@ def _load_translator(args):
     if os.path.isdir(named) and folder.name != FINAL_DIR and os.path.abspath(folder) != named:
         print(f"note: {args.checkpoint} has no final model (the run has not finished); using {folder}",
               file=sys.stderr)
-    return Translator.load(args.checkpoint, device=args.device)
+    translator = Translator.load(args.checkpoint, device=args.device)
+    translator.warn = lambda message: print(f"warning: {message}", file=sys.stderr)   # unseen words, truncation
+    return translator
 
 
 def cmd_translate(args) -> int:
@@ -169,7 +171,7 @@ def cmd_translate(args) -> int:
     elif not sys.stdin.isatty():
         run([line.rstrip("\n") for line in sys.stdin])
     else:
-        print("Type a sentence (tokenized like the corpus: 'the cat ate the fish .'); Ctrl-D to quit.",
+        print("Type a sentence ('The cat ate the fish.'); Ctrl-D to quit.",
               file=sys.stderr)
         while True:
             try:

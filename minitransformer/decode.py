@@ -21,16 +21,20 @@ Sentences that are finished leave the batch (``cache.reorder`` keeps only the
 rows still searching), so one long sentence does not keep the others running.
 
 Ids go in as a (B, S) integer array padded with the model's pad id; the
-results are lists of generated ids without bos and eos.
+results are lists of generated ids without bos and eos. The searches run the
+model in eval mode (no dropout, whatever mode the caller left it in) and give
+every module its mode back afterwards.
 """
 from __future__ import annotations
 
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Iterator, Sequence
 
 import numpy as np
 
 from .backend import asnumpy, get_device, to_device, xp_of
+from .nn.module import Module
 from .tensor import Tensor, no_grad
 
 EXTRA_LENGTH = 50  # §6.1: maximum output length = input length + 50
@@ -56,6 +60,17 @@ def _log_softmax(logits):
     xp = xp_of(logits)
     shifted = logits - logits.max(axis=-1, keepdims=True)
     return shifted - xp.log(xp.exp(shifted).sum(axis=-1, keepdims=True))
+
+
+@contextmanager
+def searching(model) -> Iterator[None]:
+    """No graph and no dropout while searching; the caller's train/eval modes come back afterwards,
+    also on an exception. (A model that is not a Module, e.g. a test double, has no modes.)"""
+    with ExitStack() as stack:
+        stack.enter_context(no_grad())
+        if isinstance(model, Module):
+            stack.enter_context(model.evaluating())
+        yield
 
 
 def _model_device(model) -> str:
@@ -125,7 +140,7 @@ def greedy_decode(model, src_ids, bos_id: int, eos_id: int, max_len: int | None 
     outputs: list[list[int]] = [[] for _ in range(len(src_ids))]
     if len(src_ids) == 0:
         return outputs
-    with no_grad():
+    with searching(model):
         state = _DecoderState(model, src_ids, bos_id, use_cache)
         active = np.arange(len(src_ids))            # sentence index of each row
         step = 0
@@ -190,7 +205,7 @@ def beam_search(model, src_ids, bos_id: int, eos_id: int, beam_size: int = 4, al
     finished: list[list[Hypothesis]] = [[] for _ in range(n_sentences)]
     if n_sentences == 0:
         return []
-    with no_grad():
+    with searching(model):
         state = _DecoderState(model, src_ids, bos_id, use_cache, repeat=k)
         active = np.arange(n_sentences)                        # sentences still searching, in row order
         alive_log_prob = np.full((n_sentences, k), -np.inf)    # (B, k): only beam 0 is real at first

@@ -41,7 +41,8 @@ from .data.bpe import BPETokenizer
 from .data.corpus import Corpus
 from .data.loaders import CorpusError
 from .decode import decode_sentences
-from .functional.dropout import Generator, default_generator
+from .functional.dropout import Generator
+from .nn.dropout import Dropout
 from .nn.transformer import Transformer, TransformerConfig
 from .optim import Adam, NoamSchedule, clip_grad_norm
 from .presets import DEFAULT_PRESET, PRESETS  # noqa: F401 - part of this module's interface
@@ -468,48 +469,32 @@ def _load_resume_checkpoint(out: Path) -> ckpt.Checkpoint:
 # -- dropout generators and BLEU ------------------------------------------------------------------
 def dropout_generators(model: Transformer) -> list[Generator]:
     """Every random-number generator the model's dropout draws from, in a fixed order."""
-    found: list[Generator] = []
-    for module in model.modules():
-        for value in vars(module).values():
-            if isinstance(value, Generator) and all(value is not g for g in found):
-                found.append(value)
-    found.append(default_generator())  # attention dropout and functional dropout use this one
-    return found
+    return [generator for _, generator in model.named_generators()]
 
 
-def rng_state(model: Transformer) -> list[dict]:
-    """The dropout generators' states, as JSON-ready data (host streams only)."""
-    states = []
-    for generator in dropout_generators(model):
-        stream = generator._streams.get("cpu")
-        states.append({"seed": generator.initial_seed,
-                       "cpu": None if stream is None else stream.bit_generator.state})
-    return states
+def rng_state(model: Transformer) -> dict[str, dict]:
+    """The dropout generators' states, as JSON-ready data ({name: state}, see Module.rng_state_dict)."""
+    return model.rng_state_dict()
 
 
-def set_rng_state(model: Transformer, states: list[dict], step: int) -> None:
-    """Restore what ``rng_state`` saved. GPU streams cannot be saved: they restart from a seed
-    derived from the step, so a resumed GPU run is reproducible but not bit-identical."""
-    generators = dropout_generators(model)
-    if len(states) != len(generators):
-        raise TrainingError(f"the checkpoint has {len(states)} dropout generators, the model {len(generators)}")
-    for generator, state in zip(generators, states):
-        generator.seed(int(state["seed"]) if backend.default_device() == "cpu" else
-                       int(np.random.SeedSequence([int(state["seed"]), step]).generate_state(1)[0]))
-        if state["cpu"] is not None:
-            stream = np.random.default_rng()
-            stream.bit_generator.state = state["cpu"]
-            generator._streams["cpu"] = stream
+def set_rng_state(model: Transformer, states: dict | list, step: int | None = None) -> None:
+    """Restore what ``rng_state`` saved: exactly on the CPU, reproducibly on a GPU (Generator.state_dict)."""
+    if isinstance(states, list):   # the older format: the Dropout layers' generators in order, then a global one
+        dropout_layers = [name for name, module in model.named_modules() if isinstance(module, Dropout)]
+        if len(states) != len(dropout_layers) + 1 or model.config.attention_dropout > 0:
+            raise TrainingError(f"the checkpoint's dropout state (an older format, {len(states)} generators) does "
+                                f"not fit this model ({len(dropout_layers)} dropout layers"
+                                f"{', attention dropout' if model.config.attention_dropout > 0 else ''})")
+        states = {**model.rng_state_dict(), **{f"{name}.generator": state
+                                               for name, state in zip(dropout_layers, states)}}
+    try:
+        model.load_rng_state_dict(states)
+    except (KeyError, ValueError, TypeError) as error:
+        raise TrainingError(f"the checkpoint's dropout state does not fit the model: {error}") from None
 
 
 
 def bleu_of(model: Transformer, tokenizer: BPETokenizer, pairs, beam: int, alpha: float = 0.6):
     """Corpus BLEU of the model on (source, reference) text pairs; returns (BLEUScore, hypotheses)."""
-    was_training = model.training
-    model.eval()
-    sources = [tokenizer.encode(src)[:model.config.max_len] for src, _ in pairs]
-    outputs = decode_sentences(model, sources, tokenizer.bos_id, tokenizer.eos_id, beam_size=beam, alpha=alpha)
-    hypotheses = [tokenizer.decode(ids) for ids in outputs]
-    model.train(was_training)
-    return corpus_bleu_score(hypotheses, [ref for _, ref in pairs]), hypotheses
+    return Translator(model, tokenizer).bleu(pairs, beam_size=beam, alpha=alpha)
 

@@ -4,13 +4,20 @@
     translator.translate(["the cat ate the fish ."])   # beam search, beam 4, α = 0.6 (§6.1)
     translator.bleu(pairs)                             # corpus BLEU against references
 
-Inputs are cleaned on the way in: an empty sentence translates to an empty
-string, characters the tokenizer never saw become <unk>, and a sentence longer
+Inputs are brought into the form of the training corpus on the way in (its
+case, its punctuation spacing: data/writing.py), so "Did the dog drink the
+milk?" reads as the corpus's "did the dog drink the milk ?". Words and
+characters the model never saw are named in a warning (characters become
+<unk>); an empty sentence translates to an empty string, and a sentence longer
 than the model's positional table is cut to fit (with a warning).
+
+Warnings go to ``translator.warn``: by default ``warnings.warn`` with a
+``TranslationWarning``, which a program can filter, record or turn into errors;
+the command line prints them on stderr.
 """
 from __future__ import annotations
 
-import sys
+import warnings
 from dataclasses import dataclass, fields
 from typing import Callable, Sequence
 
@@ -19,25 +26,24 @@ import numpy as np
 from . import backend
 from .bleu import BLEUScore, corpus_bleu_score
 from .checkpoint import Checkpoint, CheckpointError, check_weights_match, load_checkpoint
-from .data.bpe import FORMAT as BPE_FORMAT
 from .data.bpe import END_OF_WORD, SPECIAL_TOKENS, BPETokenizer
-from .decode import decode_sentences
+from .data.writing import CorpusWriting, describe_unseen
+from .decode import decode_sentences, searching
+from .nn.attention import record_attention
 from .nn.transformer import Transformer, TransformerConfig
-from .tensor import no_grad
 
 
 def tokenizer_to_dict(tokenizer: BPETokenizer) -> dict:
-    """The tokenizer as JSON-ready data (the format of ``BPETokenizer.save``)."""
-    return {"format": BPE_FORMAT, "version": 1, "vocab": tokenizer.vocab, "merges": [list(m) for m in tokenizer.merges]}
+    """The tokenizer as JSON-ready data (``BPETokenizer.to_dict``)."""
+    return tokenizer.to_dict()
 
 
 def tokenizer_from_dict(data: dict, where: str = "tokenizer") -> BPETokenizer:
-    if not isinstance(data, dict) or data.get("format") != BPE_FORMAT or "vocab" not in data or "merges" not in data:
-        raise CheckpointError(f"{where}: not a {BPE_FORMAT} tokenizer")
+    """``BPETokenizer.from_dict``, refusing a broken one as a CheckpointError that names ``where``."""
     try:
-        return BPETokenizer(data["vocab"], [tuple(m) for m in data["merges"]])
-    except (ValueError, TypeError) as error:
-        raise CheckpointError(f"{where}: broken tokenizer ({error})") from None
+        return BPETokenizer.from_dict(data)
+    except ValueError as error:
+        raise CheckpointError(f"{where}: {error}") from None
 
 
 def config_from_dict(data: dict, where: str = "config") -> TransformerConfig:
@@ -66,11 +72,22 @@ def model_from_checkpoint(checkpoint: Checkpoint, device: str = "cpu") -> Transf
     return model
 
 
+class TranslationWarning(UserWarning):
+    """An input the translation cannot vouch for: words never seen in training, a truncated sentence."""
+
+
+def warn_translation(message: str) -> None:
+    warnings.warn(message, TranslationWarning, stacklevel=3)
+
+
 @dataclass
 class Translator:
     model: Transformer
     tokenizer: BPETokenizer
-    warn: Callable[[str], None] = lambda message: print(f"warning: {message}", file=sys.stderr)
+    warn: Callable[[str], None] = warn_translation
+
+    def __post_init__(self) -> None:
+        self.writing = CorpusWriting.of_tokenizer(self.tokenizer)   # how the training text is written
 
     @classmethod
     def load(cls, path, device: str = "cpu") -> Translator:
@@ -89,11 +106,18 @@ class Translator:
     def max_source_length(self) -> int:
         return self.model.config.max_len
 
-    def encode_sources(self, sentences: Sequence[str]) -> list[list[int]]:
-        """Token ids of each sentence, cut to the positional table's length (with a warning)."""
+    def encode_sources(self, sentences: Sequence[str], warn_unseen: bool = False) -> list[list[int]]:
+        """Token ids of each sentence, written as the corpus writes (``CorpusWriting.normalize``) and cut
+        to the positional table's length (with a warning); ``warn_unseen`` also names what the model
+        never saw."""
         encoded = []
         for number, sentence in enumerate(sentences, start=1):
-            ids = self.tokenizer.encode(sentence)
+            text = self.writing.normalize(sentence)
+            if warn_unseen:
+                words, characters = self.writing.unseen(text)
+                if words or characters:
+                    self.warn(f"sentence {number}: {describe_unseen(words, characters)}")
+            ids = self.tokenizer.encode(text)
             if len(ids) > self.max_source_length:
                 self.warn(f"sentence {number} has {len(ids)} tokens; the model reads at most "
                           f"{self.max_source_length}, so it was truncated")
@@ -102,9 +126,10 @@ class Translator:
         return encoded
 
     def translate(self, sentences: Sequence[str], beam_size: int = 4, alpha: float = 0.6,
-                  max_tokens: int = 4000) -> list[str]:
-        """Translate each sentence; ``beam_size=1`` is greedy search."""
-        sources = self.encode_sources(sentences)
+                  max_tokens: int = 4000, warn_unseen: bool = True) -> list[str]:
+        """Translate each sentence (in eval mode, whatever mode the model is in); ``beam_size=1`` is
+        greedy search. ``warn_unseen`` names, per sentence, the words and characters never seen in training."""
+        sources = self.encode_sources(sentences, warn_unseen)
         tok = self.tokenizer
         outputs = decode_sentences(self.model, sources, tok.bos_id, tok.eos_id, beam_size=beam_size, alpha=alpha,
                                    max_tokens=max_tokens)
@@ -112,8 +137,11 @@ class Translator:
 
     def bleu(self, pairs: Sequence[tuple[str, str]], beam_size: int = 4, alpha: float = 0.6
              ) -> tuple[BLEUScore, list[str]]:
-        """Corpus BLEU of the translations of the sources against the references; also the translations."""
-        hypotheses = self.translate([src for src, _ in pairs], beam_size=beam_size, alpha=alpha)
+        """Corpus BLEU of the translations of the sources against the references; also the translations.
+
+        Test sets are corpus text, in which unseen words are expected: they are not warned about.
+        """
+        hypotheses = self.translate([src for src, _ in pairs], beam_size=beam_size, alpha=alpha, warn_unseen=False)
         return corpus_bleu_score(hypotheses, [ref for _, ref in pairs]), hypotheses
 
     def cross_attention(self, source: str, output_ids: Sequence[int] | None = None, layer: int = -1):
@@ -131,10 +159,11 @@ class Translator:
         output_ids = list(output_ids)[:self.model.config.max_len - 1]
         target = output_ids + [tok.eos_id]
         tgt_in = np.asarray([[tok.bos_id] + output_ids], dtype=np.int64)
-        with no_grad():
+        with searching(self.model), record_attention(self.model):
             memory, src_mask = self.model.encode(np.asarray([src_ids], dtype=np.int64))
-            _, weights = self.model.decode(tgt_in, memory, src_mask, return_attention=True)
-        matrix = backend.asnumpy(weights[layer])[0].mean(axis=0)  # (T, S), averaged over the heads
+            self.model.decode(tgt_in, memory, src_mask)
+        weights = self.model.decoder.layers[layer].cross_attn.attention_weights     # (1, h, T, S)
+        matrix = backend.asnumpy(weights.data)[0].mean(axis=0)  # (T, S), averaged over the heads
         return matrix, self.display_tokens(src_ids), self.display_tokens(target), src_ids, target
 
     def display_tokens(self, ids: Sequence[int]) -> list[str]:
@@ -147,4 +176,4 @@ class Translator:
         return labels
 
 
-__all__ = ["Translator", "tokenizer_to_dict", "tokenizer_from_dict", "config_from_dict", "model_from_checkpoint"]
+__all__ = ["Translator", "TranslationWarning", "warn_translation", "tokenizer_to_dict", "tokenizer_from_dict", "config_from_dict", "model_from_checkpoint"]

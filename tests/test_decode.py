@@ -198,3 +198,39 @@ def test_decode_sentences_keeps_order_and_handles_empty_sources(tiny_model, sour
     assert len(out) == 5 and out[-1] == []
     direct = beam_search(tiny_model, sources, BOS, EOS, beam_size=2)
     assert out[:4] == [h[0].tokens for h in direct]
+
+
+# -- decoding switches dropout off, and gives the caller's mode back ---------------------------------
+def _dropout_transformer():
+    from minitransformer.nn.transformer import Transformer, TransformerConfig
+    return Transformer(TransformerConfig(src_vocab_size=13, tgt_vocab_size=13, d_model=16, n_heads=2, d_ff=32,
+                                         n_layers=2, dropout=0.5, attention_dropout=0.3, max_len=40, seed=3))
+
+
+@pytest.mark.parametrize("search", ["greedy", "beam"])
+def test_a_model_left_in_training_mode_decodes_as_in_eval_mode(sources, search):
+    def run(model):
+        if search == "greedy":
+            return greedy_decode(model, sources, BOS, EOS, max_len=12)
+        return [[h.tokens for h in hs] for hs in beam_search(model, sources, BOS, EOS, beam_size=3, max_len=12)]
+
+    model = _dropout_transformer()
+    model.eval()
+    expected = run(model)
+    model.train()                                       # the caller forgot .eval()
+    model.decoder.layers[0].eval()                      # and mixes modes on purpose
+    assert [run(model) for _ in range(3)] == [expected] * 3
+    assert model.training and model.encoder.training and not model.decoder.layers[0].training
+
+
+def test_the_callers_mode_comes_back_when_decoding_fails(sources, monkeypatch):
+    model = _dropout_transformer()
+    modes = []
+
+    def failing_step(*args, **kwargs):
+        modes.append(model.training)
+        raise RuntimeError("no memory left")
+    monkeypatch.setattr(model, "decode_step", failing_step)
+    with pytest.raises(RuntimeError, match="no memory"):
+        greedy_decode(model, sources, BOS, EOS)
+    assert modes == [False] and model.training and all(m.training for m in model.modules())

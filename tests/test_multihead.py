@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import minitransformer as mt
+import minitransformer.functional as F
 import minitransformer.nn as nn
 from minitransformer.functional.masks import causal_mask, padding_mask
 from minitransformer.nn.attention import merge_heads, split_heads
@@ -13,9 +14,9 @@ from minitransformer.nn.cache import AttentionCache, DecoderCache
 B, T, S, D, H = 2, 4, 5, 8, 2
 
 
-def make_attention(seed=0, dropout=0.0):
+def make_attention(seed=0, dropout_p=0.0):
     nn.init.set_seed(seed)
-    return nn.MultiHeadAttention(D, H, dropout=dropout).to(np.float64)
+    return nn.MultiHeadAttention(D, H, dropout_p=dropout_p).to(np.float64)
 
 
 def tensor(rng, *shape, grad=True):
@@ -77,11 +78,15 @@ def test_self_attention_without_positions_is_permutation_equivariant(rng):
     np.testing.assert_allclose(out_of_permuted, out[:, permutation], atol=1e-12)
 
 
-def test_the_weights_are_returned_per_head(rng):
+def test_the_weights_are_kept_per_head_when_asked(rng):
     attention = make_attention()
     x, memory = tensor(rng, B, T, D), tensor(rng, B, S, D)
-    out, weights = attention(x, memory, return_weights=True)
-    assert out.shape == (B, T, D) and weights.shape == (B, H, T, S)
+    attention(x, memory)
+    assert attention.attention_weights is None          # not kept unless asked: training holds no extra arrays
+    attention.keep_weights = True
+    out = attention(x, memory)
+    weights = attention.attention_weights
+    assert out.shape == (B, T, D) and weights.shape == (B, H, T, S) and not weights.requires_grad
     np.testing.assert_allclose(weights.data.sum(-1), 1.0, rtol=1e-12)
 
 
@@ -126,13 +131,29 @@ def test_cache_reorder_keeps_the_chosen_rows():
 
 
 def test_attention_dropout_acts_only_in_training(rng):
-    attention = make_attention(dropout=0.5)
+    attention = make_attention(dropout_p=0.5)
     x = tensor(rng, B, T, D, grad=False)
     attention.eval()
     evaluated = attention(x, None).data
-    np.testing.assert_array_equal(evaluated, make_attention()(x, None).data)
     attention.train()
     assert not np.allclose(attention(x, None).data, evaluated)
+    attention.dropout_p = 0.0
+    np.testing.assert_array_equal(attention(x, None).data, evaluated)   # eval = training without dropout
+
+
+def test_attention_dropout_draws_from_the_layers_own_generator(rng):
+    """Two layers built alike drop the same weights, and the global generator is never touched."""
+    x = tensor(rng, B, T, D, grad=False)
+    first, second = make_attention(dropout_p=0.5), make_attention(dropout_p=0.5)
+    default = F.default_generator()
+    before = default.state_dict()
+    np.testing.assert_array_equal(first(x, None).data, second(x, None).data)
+    assert default.state_dict() == before
+    assert dict(first.named_generators()) == {"generator": first.generator}
+    state = first.rng_state_dict()
+    again = first(x, None).data
+    first.load_rng_state_dict(state)
+    np.testing.assert_array_equal(first(x, None).data, again)            # the state puts the stream back
 
 
 def test_bad_sizes_are_named():

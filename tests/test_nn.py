@@ -248,3 +248,68 @@ def test_layers_on_the_gpu_match_the_cpu(rng):
     for g_cpu, p in zip(cpu_grads, model.parameters()):
         np.testing.assert_allclose(mt.backend.asnumpy(p.grad), g_cpu, rtol=1e-4, atol=1e-5)
     assert model.state_dict()["0.weight"].__class__ is np.ndarray
+
+
+# -- randomness: every generator belongs to a module and has a state ---------------------------
+
+def test_generator_state_round_trips_through_json():
+    import json
+    generator = mt.functional.Generator(5)
+    like = np.zeros(1, dtype=np.float32)
+    generator.uniform((3,), like)
+    state = json.loads(json.dumps(generator.state_dict()))   # JSON-ready, as in a checkpoint
+    expected = generator.uniform((4,), like)
+    generator.uniform((10,), like)                              # wander off ...
+    np.testing.assert_array_equal(generator.load_state_dict(state).uniform((4,), like), expected)  # ... and back
+    fresh = mt.functional.Generator(9).load_state_dict({"seed": 5, "cpu": None})
+    np.testing.assert_array_equal(fresh.uniform((3,), like), mt.functional.Generator(5).uniform((3,), like))
+    with pytest.raises(ValueError, match="seed"):
+        generator.load_state_dict({"cpu": None})
+
+
+def test_modules_list_their_generators_by_name_and_restore_them():
+    nn.init.set_seed(2)
+    model = nn.Sequential(nn.FeedForward(4, 8, dropout=0.5), nn.Dropout(0.5))
+    names = [name for name, _ in model.named_generators()]
+    assert names == ["0.dropout.generator", "1.generator"]
+    x = mt.Tensor(np.ones((3, 4), dtype=np.float32))
+    state = model.rng_state_dict()
+    first = model(x).numpy()
+    assert not np.array_equal(model(x).numpy(), first)          # the streams moved on
+    model.load_rng_state_dict(state)
+    np.testing.assert_array_equal(model(x).numpy(), first)     # and are back where they were
+    with pytest.raises(KeyError, match=r"missing generators \['1.generator'\]"):
+        model.load_rng_state_dict({"0.dropout.generator": state["0.dropout.generator"]})
+    with pytest.raises(ValueError, match="'1.generator'"):
+        model.load_rng_state_dict({**state, "1.generator": {"seed": 1, "cpu": {"bit_generator": "MT19937"}}})
+
+
+def test_a_shared_generator_is_listed_once_and_reassigning_unregisters():
+    drop = nn.Dropout(0.5)
+    model = nn.Sequential(drop, drop)
+    assert [name for name, _ in model.named_generators()] == ["0.generator"]
+    drop.generator = None
+    assert list(model.named_generators()) == []
+
+
+def test_evaluating_restores_each_modules_mode_even_after_an_error():
+    block = Block()
+    block.inner.eval()                                   # a caller's own mix of modes
+    with pytest.raises(RuntimeError, match="inside"):
+        with block.evaluating():
+            assert not any(m.training for m in block.modules())
+            raise RuntimeError("inside")
+    assert block.training and not block.inner.training and block.norm.training
+
+
+@pytest.mark.gpu
+def test_a_restored_gpu_stream_is_reproducible_and_does_not_repeat_the_first_masks():
+    like = mt.backend.to_device(np.zeros(1, dtype=np.float32), "cuda")
+    generator = mt.functional.Generator(4)
+    first = mt.backend.asnumpy(generator.uniform((64,), like))
+    state = generator.state_dict()
+    assert state["device_draws"] == 1
+    a = mt.backend.asnumpy(mt.functional.Generator(0).load_state_dict(state).uniform((64,), like))
+    b = mt.backend.asnumpy(mt.functional.Generator(0).load_state_dict(state).uniform((64,), like))
+    np.testing.assert_array_equal(a, b)                       # the same checkpoint resumes the same way
+    assert not np.array_equal(a, first)                       # and does not replay the masks already drawn

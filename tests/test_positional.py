@@ -53,7 +53,7 @@ def test_module_adds_the_table_at_the_offset(rng):
     full = encoding(x).data
     np.testing.assert_allclose(full, x.data + sinusoidal_table(LENGTH, D_MODEL)[:5], atol=1e-12)
     np.testing.assert_allclose(encoding(x[:, 3:4], offset=3).data, full[:, 3:4], atol=1e-12)
-    assert encoding.table_like(x).dtype == np.float64
+    assert encoding.table.dtype == np.float64 and encoding.table_like(x, 3, 2).shape == (2, D_MODEL)
     with pytest.raises(ValueError, match="max_len=64"):
         encoding(x, offset=LENGTH - 2)
 
@@ -84,3 +84,11 @@ def test_learned_table_starts_at_the_sinusoid_scale():
     weight = nn.LearnedPositionalEncoding(64, max_len=512).weight.data
     sinusoid = sinusoidal_table(512, 64)
     assert abs(np.mean(weight ** 2) - np.mean(sinusoid ** 2)) < 0.02
+
+
+def test_the_table_is_one_buffer_that_moves_and_casts_with_the_module(rng):
+    encoding = nn.PositionalEncoding(D_MODEL, max_len=LENGTH)
+    assert encoding.table.dtype == np.float64 and "table" in encoding._buffers and encoding.state_dict() == {}
+    x32 = mt.Tensor(rng.standard_normal((1, 4, D_MODEL)).astype(np.float32))
+    assert encoding(x32).dtype == np.float32                       # the rows follow the input's dtype
+    np.testing.assert_allclose(encoding(x32).data, x32.data + sinusoidal_table(LENGTH, D_MODEL)[:4], rtol=1e-6)

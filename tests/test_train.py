@@ -46,7 +46,7 @@ def test_resume_without_the_dropout_state_would_differ(tmp_path):
     train(_options(tmp_path / "resumed", steps=4))
     latest = ckpt.resolve_checkpoint(tmp_path / "resumed", prefer_final=False)
     state = json.loads((latest / "state.json").read_text())
-    for generator_state in state["rng"]:
+    for generator_state in state["rng"].values():
         generator_state["cpu"] = None                       # forget where the streams were
     (latest / "state.json").write_text(json.dumps(state))
     second = train(_options(tmp_path / "resumed", steps=8, resume=True))
@@ -234,6 +234,24 @@ def test_rng_state_round_trip_restores_the_dropout_streams():
     set_rng_state(model, saved, step=1)
     np.testing.assert_array_equal(model(src, tgt).numpy(), after)
     assert len(dropout_generators(model)) >= 3
+
+
+def test_the_older_list_format_of_the_dropout_state_still_resumes():
+    """Checkpoints once held a list: the Dropout layers' generators in module order, then a global one."""
+    config = TransformerConfig.tiny(9, d_model=8, n_heads=2, d_ff=8, n_layers=1, dropout=0.5, max_len=8)
+    model = Transformer(config)
+    src, tgt = np.array([[3, 4, 5]]), np.array([[1, 5, 6]])
+    model(src, tgt)
+    saved = model.rng_state_dict()
+    legacy = [{"seed": state["seed"], "cpu": state["cpu"]} for name, state in saved.items()
+              if not name.endswith("attn.generator")] + [{"seed": 0, "cpu": None}]
+    after = model(src, tgt).numpy()
+    set_rng_state(model, json.loads(json.dumps(legacy)), step=1)
+    np.testing.assert_array_equal(model(src, tgt).numpy(), after)
+    with pytest.raises(TrainingError, match="older format"):
+        set_rng_state(model, legacy[1:], step=1)
+    with pytest.raises(TrainingError, match="does not fit"):
+        set_rng_state(model, {"encoder.nothing.generator": {"seed": 1}}, step=1)
 
 
 def test_the_status_line_fits_80_columns_and_shows_an_eta():

@@ -170,16 +170,22 @@ def test_cache_reorder_continues_the_chosen_hypotheses():
     np.testing.assert_allclose(step, expected, atol=1e-10)
 
 
-def test_decode_returns_cross_attention_weights_for_plots():
+def test_record_attention_keeps_each_layers_cross_attention_weights_for_plots():
     model = tiny_model()
     src, tgt_in, _ = batch()
     memory, src_mask = model.encode(src)
-    logits, weights = model.decode(tgt_in, memory, src_mask, return_attention=True)
+    plain = model.decode(tgt_in, memory, src_mask)
+    assert all(layer.cross_attn.attention_weights is None for layer in model.decoder.layers)  # kept only when asked
+    with nn.record_attention(model):
+        logits = model.decode(tgt_in, memory, src_mask)
+    np.testing.assert_array_equal(logits.data, plain.data)
+    weights = [layer.cross_attn.attention_weights for layer in model.decoder.layers]
     assert logits.shape == (2, 4, VOCAB) and len(weights) == 2
     for w in weights:
-        assert w.shape == (2, 2, 4, 5)
-        np.testing.assert_allclose(w.sum(-1), 1.0, rtol=1e-12)
-        np.testing.assert_array_equal(w[1, :, :, 3:], 0.0)                # padded source positions
+        assert w.shape == (2, 2, 4, 5) and not w.requires_grad
+        np.testing.assert_allclose(w.data.sum(-1), 1.0, rtol=1e-12)
+        np.testing.assert_array_equal(w.data[1, :, :, 3:], 0.0)           # padded source positions
+    assert not any(layer.cross_attn.keep_weights for layer in model.decoder.layers)   # off again after the block
 
 
 def test_same_seed_same_weights_and_to_float64_casts_everything():

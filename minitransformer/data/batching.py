@@ -5,8 +5,8 @@ training batch contained a set of sentence pairs containing approximately 25000
 source tokens and 25000 target tokens." Here ``max_tokens`` bounds the padded
 size of each side of a batch, B * max(S, T) <= max_tokens, on a smaller scale.
 
-Mask convention (as in PyTorch's ``scaled_dot_product_attention``): True = this
-query may attend to this key.
+The masks are those of ``functional.masks`` (True = this query may attend to
+this key, as in PyTorch's ``scaled_dot_product_attention``), here on the host.
 """
 
 from __future__ import annotations
@@ -15,6 +15,9 @@ from dataclasses import dataclass
 from typing import Iterator, Sequence
 
 import numpy as np
+
+from ..functional import masks
+from ..functional.masks import padding_mask  # noqa: F401  (re-exported: data.padding_mask)
 
 Example = tuple[Sequence[int], Sequence[int]]  # (source ids, target ids without bos/eos)
 
@@ -40,23 +43,9 @@ class Batch:
         return self.src.shape[0]
 
 
-def padding_mask(ids: np.ndarray, pad_id: int) -> np.ndarray:
-    """(B, S) ids -> (B, 1, 1, S) bool, True where the key is a real token.
-
-    Broadcasts against attention scores of shape (B, h, T_query, S).
-    """
-    if ids.ndim != 2:
-        raise ValueError(f"padding_mask expects ids of shape (B, S), got shape {tuple(ids.shape)}")
-    return (ids != pad_id)[:, None, None, :]  # (B, 1, 1, S)
-
-
 def causal_mask(size: int) -> np.ndarray:
-    """(1, 1, T, T) bool, lower triangular: position i may attend to positions <= i.
-
-    §3.2.3: the decoder must not see future positions ("masking out ... all
-    values in the input of the softmax which correspond to illegal connections").
-    """
-    return np.tril(np.ones((size, size), dtype=bool))[None, None]  # (1, 1, T, T)
+    """(1, 1, T, T) bool on the host, lower triangular (functional.masks.causal_mask, §3.2.3)."""
+    return masks.causal_mask(size, device="cpu")
 
 
 def pad_sequences(sequences: Sequence[Sequence[int]], pad_id: int,

@@ -8,6 +8,11 @@ end-of-word marker "</w>", so decoding puts the spaces back exactly.
 One tokenizer serves both languages: the paper shares the source and target
 vocabulary (§5.1, and the tied embeddings of §3.4), so train it on source and
 target texts together.
+
+The tokenizer also remembers the words of its training text (``words``): BPE
+can spell any word from known characters, so only that list tells a word the
+model has seen from one it has not (``writing.py`` uses it to bring typed
+text into the corpus's form and to name what the model never saw).
 """
 
 from __future__ import annotations
@@ -36,7 +41,8 @@ class BPETokenizer:
 
     pad_id, bos_id, eos_id, unk_id = 0, 1, 2, 3
 
-    def __init__(self, vocab: Sequence[str], merges: Sequence[tuple[str, str]]) -> None:
+    def __init__(self, vocab: Sequence[str], merges: Sequence[tuple[str, str]],
+                 words: Iterable[str] | None = None) -> None:
         if tuple(vocab[:len(SPECIAL_TOKENS)]) != SPECIAL_TOKENS:
             raise ValueError(f"the vocabulary must start with the special tokens {SPECIAL_TOKENS}")
         self.vocab = list(vocab)
@@ -48,6 +54,7 @@ class BPETokenizer:
             if a + b not in self.token_to_id:
                 raise ValueError(f"merge ({a!r}, {b!r}) makes {a + b!r}, which is not in the vocabulary")
         self.merge_rank = {pair: rank for rank, pair in enumerate(self.merges)}
+        self.words = None if words is None else frozenset(words)   # the training text's words (None: not recorded)
         self._cache: dict[str, list[int]] = {}
 
     @property
@@ -116,7 +123,7 @@ class BPETokenizer:
                     heapq.heappush(heap, (-count, changed_pair))
                 elif changed_pair in pair_counts:
                     del pair_counts[changed_pair]
-        return cls(vocab, merges)
+        return cls(vocab, merges, words)
 
     # --- encoding -------------------------------------------------------------------
     def _encode_word(self, word: str) -> list[int]:
@@ -170,10 +177,29 @@ class BPETokenizer:
         return [self.decode(ids) for ids in batch]
 
     # --- files ------------------------------------------------------------------------
-    def save(self, path: str | Path) -> None:
-        """Write the vocabulary and merges as JSON."""
+    def to_dict(self) -> dict:
+        """The tokenizer as JSON-ready data: vocabulary, merges and (when known) the training words."""
         data = {"format": FORMAT, "version": 1, "vocab": self.vocab, "merges": [list(m) for m in self.merges]}
-        Path(path).write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
+        if self.words is not None:
+            data["words"] = sorted(self.words)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "BPETokenizer":
+        """The tokenizer ``to_dict`` wrote; ValueError naming what is wrong otherwise."""
+        if not isinstance(data, dict) or data.get("format") != FORMAT:
+            raise ValueError(f"not a {FORMAT} tokenizer")
+        for key in ("vocab", "merges"):
+            if key not in data:
+                raise ValueError(f"missing key {key!r}")
+        try:
+            return cls(data["vocab"], [tuple(m) for m in data["merges"]], data.get("words"))
+        except TypeError as error:
+            raise ValueError(f"broken tokenizer ({error})") from None
+
+    def save(self, path: str | Path) -> None:
+        """Write the tokenizer as JSON (``to_dict``)."""
+        Path(path).write_text(json.dumps(self.to_dict(), ensure_ascii=False), encoding="utf-8")
 
     @classmethod
     def load(cls, path: str | Path) -> "BPETokenizer":
@@ -184,13 +210,8 @@ class BPETokenizer:
             data = json.loads(path.read_text(encoding="utf-8"))
         except json.JSONDecodeError as error:
             raise ValueError(f"{path}: not a JSON tokenizer file ({error})") from None
-        if not isinstance(data, dict) or data.get("format") != FORMAT:
-            raise ValueError(f"{path}: not a {FORMAT} file")
-        for key in ("vocab", "merges"):
-            if key not in data:
-                raise ValueError(f"{path}: missing key {key!r}")
         try:
-            return cls(data["vocab"], [tuple(m) for m in data["merges"]])
+            return cls.from_dict(data)
         except ValueError as error:
             raise ValueError(f"{path}: {error}") from None
 

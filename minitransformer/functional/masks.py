@@ -47,8 +47,3 @@ def causal_mask(size: int, device: str | None = None):
     return xp.tril(xp.ones((int(size), int(size)), dtype=bool))[None, None]  # (1, 1, T, T)
     ### END SOLUTION
 
-
-def causal_mask_like(array, size: int):
-    """A causal mask on the device of ``array`` (a Tensor or an array)."""
-    array = array.data if isinstance(array, Tensor) else array
-    return causal_mask(size, backend.get_device(array))

@@ -16,14 +16,14 @@ __all__ = [
     "init", "Module", "Parameter", "Sequential", "ModuleList", "Linear", "LinearFunction", "linear",
     "Embedding", "EmbeddingFunction", "LayerNorm", "Dropout", "FeedForward",
 ]
-from .attention import MultiHeadAttention, merge_heads, split_heads  # noqa: E402  (chapters 6-9)
+from .attention import MultiHeadAttention, merge_heads, record_attention, split_heads  # noqa: E402  (chapters 6-9)
 from .cache import AttentionCache, DecoderCache, LayerCache  # noqa: E402
 from .layers import Decoder, DecoderLayer, Encoder, EncoderLayer  # noqa: E402
 from .positional import LearnedPositionalEncoding, PositionalEncoding, sinusoidal_table  # noqa: E402
 from .transformer import Transformer, TransformerConfig  # noqa: E402
 
 __all__ += [
-    "MultiHeadAttention", "split_heads", "merge_heads", "AttentionCache", "LayerCache", "DecoderCache",
+    "MultiHeadAttention", "record_attention", "split_heads", "merge_heads", "AttentionCache", "LayerCache", "DecoderCache",
     "EncoderLayer", "DecoderLayer", "Encoder", "Decoder", "PositionalEncoding", "LearnedPositionalEncoding",
     "sinusoidal_table", "Transformer", "TransformerConfig",
 ]

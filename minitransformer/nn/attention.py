@@ -20,9 +20,14 @@ projects the memory once, on the first step, and reuses it.
 """
 from __future__ import annotations
 
-from ..functional.attention import scaled_dot_product_attention
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from ..functional.attention import ScaledDotProductAttention
+from ..functional.dropout import Generator
 from ..ops import concatenate
 from ..tensor import Tensor
+from . import init
 from .cache import AttentionCache
 from .linear import Linear
 from .module import Module
@@ -51,32 +56,41 @@ def merge_heads(x: Tensor) -> Tensor:
 class MultiHeadAttention(Module):
     """h heads of scaled dot-product attention with d_k = d_v = d_model / h.
 
-    ``dropout`` drops attention weights (off by default, as in the paper, whose
-    dropout sits on sub-layer outputs, §5.4).
+    ``dropout_p`` drops attention weights (off by default, as in the paper, whose
+    dropout sits on sub-layer outputs, §5.4), drawing from the layer's own
+    ``generator``. With ``keep_weights`` set (or inside ``record_attention``),
+    each forward leaves its weights (B, h, T, S) in ``attention_weights``, for
+    pictures; off by default, so training holds no weights beyond the graph.
     """
 
-    def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0) -> None:
+    def __init__(self, d_model: int, n_heads: int, dropout_p: float = 0.0) -> None:
         super().__init__()
         if d_model % n_heads:
             raise ValueError(f"MultiHeadAttention: d_model={d_model} is not divisible by n_heads={n_heads} "
                              "(each head gets d_k = d_model / h features)")
+        if not 0.0 <= dropout_p < 1.0:
+            raise ValueError(f"MultiHeadAttention: dropout_p must be in [0, 1), got {dropout_p}")
         self.d_model, self.n_heads, self.d_k = d_model, n_heads, d_model // n_heads
-        self.dropout = dropout
+        self.dropout_p = dropout_p
+        # A seed from the init stream only when dropout is on: a layer without it leaves the weights
+        # of every later layer as they would be without this generator.
+        self.generator = Generator(init.next_seed() if dropout_p > 0 else 0)
         self.w_q = Linear(d_model, d_model)   # the h matrices W^Q_i side by side
         self.w_k = Linear(d_model, d_model)
         self.w_v = Linear(d_model, d_model)
         self.w_o = Linear(d_model, d_model)   # W^O mixes the concatenated heads
+        self.keep_weights = False
+        self.attention_weights: Tensor | None = None
 
     def forward(self, query: Tensor, key_value: Tensor | None = None, mask=None,
-                cache: AttentionCache | None = None, return_weights: bool = False):
-        """query (B, T, d_model); key_value (B, S, d_model), or None for self-attention.
+                cache: AttentionCache | None = None) -> Tensor:
+        """query (B, T, d_model); key_value (B, S, d_model), or None for self-attention -> (B, T, d_model).
 
         ``mask`` is boolean, broadcastable to (B, h, T, S), True = may attend.
         ``cache`` (incremental decoding): for self-attention the keys and values
         of this call are appended to the cached ones, and the queries attend to
         all of them; for cross-attention (``cache.static``) the keys and values
         are computed from ``key_value`` on the first call and reused after.
-        Returns (B, T, d_model), and the weights (B, h, T, S) with ``return_weights``.
         """
         if query.ndim != 3 or query.shape[-1] != self.d_model:
             raise ValueError(f"MultiHeadAttention: query must be (B, T, d_model={self.d_model}), "
@@ -96,12 +110,30 @@ class MultiHeadAttention(Module):
                     k = concatenate([cache.keys, k], axis=2)             # (B, h, t, d_k)
                     v = concatenate([cache.values, v], axis=2)           # (B, h, t, d_v)
                 cache.keys, cache.values = k, v
-        attended = scaled_dot_product_attention(q, k, v, mask=mask, return_weights=return_weights,
-                                                dropout_p=self.dropout, training=self.training)  # (B, h, T, d_v)
-        if return_weights:
-            attended, weights = attended
-        out = self.w_o(merge_heads(attended))                            # (B, T, d_model)
-        return (out, weights) if return_weights else out
+        attention = ScaledDotProductAttention(mask, self.dropout_p, self.training, self.generator)
+        attended = attention(q, k, v)                                    # (B, h, T, d_v)
+        self.attention_weights = Tensor(attention.weights) if self.keep_weights else None   # (B, h, T, S)
+        return self.w_o(merge_heads(attended))                           # (B, T, d_model)
 
     def extra_repr(self) -> str:
-        return f"d_model={self.d_model}, n_heads={self.n_heads}, d_k={self.d_k}, dropout={self.dropout}"
+        return f"d_model={self.d_model}, n_heads={self.n_heads}, d_k={self.d_k}, dropout_p={self.dropout_p}"
+
+
+@contextmanager
+def record_attention(model: Module) -> Iterator[list[MultiHeadAttention]]:
+    """``with record_attention(model):`` every attention layer of ``model`` keeps the weights of its
+    last forward in ``.attention_weights`` (B, h, T, S); they stay readable after the block.
+
+        with record_attention(model):
+            model.decode(tgt_in, memory, src_mask)
+        weights = model.decoder.layers[-1].cross_attn.attention_weights
+    """
+    layers = [module for module in model.modules() if isinstance(module, MultiHeadAttention)]
+    before = [layer.keep_weights for layer in layers]
+    for layer in layers:
+        layer.keep_weights = True
+    try:
+        yield layers
+    finally:
+        for layer, keep in zip(layers, before):
+            layer.keep_weights = keep

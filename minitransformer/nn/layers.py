@@ -86,25 +86,14 @@ class DecoderLayer(_ResidualLayer):
         self.dropout = Dropout(dropout)
 
     def forward(self, x: Tensor, memory: Tensor, self_mask=None, memory_mask=None,
-                cache: LayerCache | None = None, return_attention: bool = False):
+                cache: LayerCache | None = None) -> Tensor:
         """``self_mask`` (1, 1, T, T) causal (None when decoding step by step with a cache);
-        ``memory_mask`` (B, 1, 1, S) source padding. With ``return_attention`` also returns the
-        encoder–decoder attention weights (B, h, T, S)."""
+        ``memory_mask`` (B, 1, 1, S) source padding."""
         self_cache = cache.self_attn if cache is not None else None
         cross_cache = cache.cross_attn if cache is not None else None
         x = self.residual(x, self.norm1, lambda h: self.self_attn(h, None, self_mask, cache=self_cache))
-        weights = []
-
-        def cross_attention(h: Tensor) -> Tensor:
-            out = self.cross_attn(h, memory, memory_mask, cache=cross_cache, return_weights=return_attention)
-            if return_attention:
-                out, w = out
-                weights.append(w)
-            return out
-
-        x = self.residual(x, self.norm2, cross_attention)
-        x = self.residual(x, self.norm3, self.feed_forward)
-        return (x, weights[0]) if return_attention else x
+        x = self.residual(x, self.norm2, lambda h: self.cross_attn(h, memory, memory_mask, cache=cross_cache))
+        return self.residual(x, self.norm3, self.feed_forward)
 
     def extra_repr(self) -> str:
         return f"norm_first={self.norm_first}"
@@ -138,18 +127,11 @@ class Decoder(Module):
         self.norm = LayerNorm(d_model) if norm_first else None
 
     def forward(self, x: Tensor, memory: Tensor, self_mask=None, memory_mask=None,
-                cache: DecoderCache | None = None, return_attention: bool = False):
-        """x (B, T, d_model) -> (B, T, d_model) [, list of per-layer cross-attention weights (B, h, T, S)]."""
+                cache: DecoderCache | None = None) -> Tensor:
+        """x (B, T, d_model) -> (B, T, d_model)."""
         if cache is not None and len(cache.layers) != len(self.layers):
             raise ValueError(f"Decoder: the cache has {len(cache.layers)} layers but the decoder has "
                              f"{len(self.layers)}; make it with model.init_cache()")
-        all_weights = []
         for i, layer in enumerate(self.layers):
-            layer_cache = cache.layers[i] if cache is not None else None
-            x = layer(x, memory, self_mask, memory_mask, cache=layer_cache, return_attention=return_attention)
-            if return_attention:
-                x, weights = x
-                all_weights.append(weights)
-        if self.norm is not None:
-            x = self.norm(x)
-        return (x, all_weights) if return_attention else x
+            x = layer(x, memory, self_mask, memory_mask, cache=cache.layers[i] if cache is not None else None)
+        return self.norm(x) if self.norm is not None else x

@@ -9,15 +9,22 @@ under that name, in assignment order, so
 makes ``w_q.weight`` and ``w_q.bias`` appear in ``named_parameters()``,
 ``state_dict()``, ``to()`` and ``zero_grad()`` without any bookkeeping in the
 layer itself. Names are dotted paths: 'encoder.layers.0.self_attn.w_q.weight'.
+
+A module owns its randomness the same way: a dropout ``Generator`` assigned to
+an attribute is registered, so ``rng_state_dict()`` says where every random
+stream of a model stands and ``load_rng_state_dict`` puts them back (a resumed
+training run then drops exactly the units an uninterrupted one would have).
 """
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy
 
 from .. import backend
+from ..functional.dropout import Generator
 from ..tensor import Tensor
 
 _DEVICE_NAMES = ("cpu", "cuda", "gpu", "cuda:0")
@@ -49,6 +56,7 @@ class Module:
     def __init__(self) -> None:
         object.__setattr__(self, "_registry", {})   # name -> Parameter | Module, in assignment order
         object.__setattr__(self, "_buffers", {})    # name -> array (not learned; moved by to())
+        object.__setattr__(self, "_generators", {})  # name -> Generator (random streams, e.g. dropout's)
         object.__setattr__(self, "training", True)
 
     # -- registration ---------------------------------------------------------------
@@ -61,11 +69,16 @@ class Module:
         else:
             registry.pop(name, None)
             self.__dict__["_buffers"].pop(name, None)
+        if isinstance(value, Generator):
+            self.__dict__["_generators"][name] = value
+        else:
+            self.__dict__["_generators"].pop(name, None)
         object.__setattr__(self, name, value)
 
     def __delattr__(self, name: str) -> None:
         self._registry.pop(name, None)
         self._buffers.pop(name, None)
+        self._generators.pop(name, None)
         object.__delattr__(self, name)
 
     def register_buffer(self, name: str, array) -> None:
@@ -92,6 +105,12 @@ class Module:
         for child in self.children():
             yield from child.modules()
 
+    def named_modules(self, prefix: str = "") -> Iterator[tuple[str, Module]]:
+        """(dotted name, module) for this module (named ``prefix``) and every module below it, depth first."""
+        yield prefix, self
+        for name, child in self.named_children():
+            yield from child.named_modules(f"{prefix}.{name}" if prefix else name)
+
     def named_parameters(self, prefix: str = "") -> Iterator[tuple[str, Parameter]]:
         """(dotted name, Parameter) for every parameter, in assignment order; shared ones once."""
         seen: set[int] = set()
@@ -114,6 +133,16 @@ class Module:
         """How many numbers are learned (a parameter shared by two layers counts once)."""
         return sum(p.size for p in self.parameters())
 
+    def named_generators(self) -> Iterator[tuple[str, Generator]]:
+        """(dotted name, Generator) for every random stream in this module and below, depth first,
+        in assignment order; a shared one once. E.g. 'encoder.layers.0.dropout.generator'."""
+        seen: set[int] = set()
+        for module_name, module in self.named_modules():
+            for name, generator in module._generators.items():
+                if id(generator) not in seen:
+                    seen.add(id(generator))
+                    yield (f"{module_name}.{name}" if module_name else name), generator
+
     # -- modes and gradients ------------------------------------------------------------
     def train(self, mode: bool = True) -> Module:
         """Training mode (dropout active) for this module and all below it; returns self."""
@@ -124,6 +153,18 @@ class Module:
     def eval(self) -> Module:
         """Evaluation mode (dropout off); returns self."""
         return self.train(False)
+
+    @contextmanager
+    def evaluating(self) -> Iterator[Module]:
+        """``with model.evaluating():`` eval mode inside the block (dropout off); afterwards every
+        module is back in the mode it was in, also when the block raises."""
+        modes = [(module, module.training) for module in self.modules()]
+        self.eval()
+        try:
+            yield self
+        finally:
+            for module, training in modes:
+                object.__setattr__(module, "training", training)
 
     def zero_grad(self) -> None:
         for p in self.parameters():
@@ -165,6 +206,32 @@ class Module:
                 value = value.data if isinstance(value, Tensor) else value
                 host = backend.asnumpy(value).astype(p.dtype, copy=True)   # dtype of the parameter
                 p.data = backend.to_device(host, p.device)
+        return self
+
+    def rng_state_dict(self) -> dict[str, dict]:
+        """{dotted name: ``Generator.state_dict()``} for every random stream: JSON-ready, for checkpoints."""
+        return {name: generator.state_dict() for name, generator in self.named_generators()}
+
+    def load_rng_state_dict(self, state: dict) -> Module:
+        """Put every random stream back where ``rng_state_dict()`` found it.
+
+        Raises KeyError naming the missing or unexpected generators, and ValueError naming a
+        generator whose state is not one ``Generator.state_dict()`` wrote.
+        """
+        if not isinstance(state, dict):
+            raise TypeError(f"load_rng_state_dict: expected a dict of generator states, got {type(state).__name__}")
+        own = dict(self.named_generators())
+        missing, unexpected = [k for k in own if k not in state], [k for k in state if k not in own]
+        if missing or unexpected:
+            parts = ([f"missing generators {missing}"] if missing else []) + \
+                    ([f"unexpected generators {unexpected}"] if unexpected else [])
+            raise KeyError(f"load_rng_state_dict: {type(self).__name__} random state does not match: "
+                           f"{'; '.join(parts)}")
+        for name, generator in own.items():
+            try:
+                generator.load_state_dict(state[name])
+            except (ValueError, TypeError, KeyError) as error:
+                raise ValueError(f"load_rng_state_dict: generator '{name}': {error}") from None
         return self
 
     # -- device and dtype ---------------------------------------------------------------

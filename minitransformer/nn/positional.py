@@ -59,29 +59,28 @@ def _check_span(name: str, offset: int, length: int, max_len: int) -> None:
 class PositionalEncoding(Module):
     """x (B, T, d_model) -> Dropout(x + PE[offset : offset + T]), the sinusoidal encoding of §3.5.
 
-    Nothing is learned. The table is computed once in float64 on the host and
-    copied, on first use, to the dtype and device of the input (so a float64
-    gradient check sees the exact sinusoid, not a float32 rounding of it).
+    Nothing is learned. The table is a buffer: computed once in float64 and
+    moved by ``to()`` like the parameters; the rows a forward needs are cast to
+    the input's dtype (so a float64 gradient check sees the exact sinusoid, not
+    a float32 rounding of it).
     """
 
     def __init__(self, d_model: int, max_len: int = 512, dropout: float = 0.0) -> None:
         super().__init__()
         self.d_model, self.max_len = d_model, max_len
-        self.table = sinusoidal_table(max_len, d_model)          # (max_len, d_model) float64, host
-        self._copies: dict = {}                                   # (device, dtype) -> table there
+        table = sinusoidal_table(max_len, d_model)                               # (max_len, d_model) float64
+        self.register_buffer("table", backend.to_device(table, backend.default_device()))
         self.dropout = Dropout(dropout)
 
-    def table_like(self, x: Tensor):
-        """The table in x's dtype, on x's device."""
-        key = (x.device, x.dtype)
-        if key not in self._copies:
-            self._copies[key] = backend.to_device(self.table.astype(x.dtype), x.device)
-        return self._copies[key]
+    def table_like(self, x: Tensor, offset: int = 0, length: int | None = None):
+        """Rows offset .. offset + length of the table (all rows by default) in x's dtype, on x's device."""
+        rows = self.table[offset:] if length is None else self.table[offset:offset + length]
+        return backend.to_device(rows.astype(x.dtype, copy=False), x.device)
 
     def forward(self, x: Tensor, offset: int = 0) -> Tensor:
         length = x.shape[-2]
         _check_span("PositionalEncoding", offset, length, self.max_len)
-        table = self.table_like(x)[offset:offset + length]             # (T, d_model), no gradient
+        table = self.table_like(x, offset, length)                     # (T, d_model), no gradient
         return self.dropout(x + Tensor(table))                         # (B, T, d_model)
 
     def extra_repr(self) -> str:

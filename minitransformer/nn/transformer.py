@@ -166,20 +166,17 @@ class Transformer(Module):
         x = self._embed(src, self._source_table(), self.src_positional)      # (B, S, d_model)
         return self.encoder(x, src_mask), src_mask
 
-    def decode(self, tgt_ids, memory: Tensor, src_mask, return_attention: bool = False):
+    def decode(self, tgt_ids, memory: Tensor, src_mask) -> Tensor:
         """Teacher-forced pass: tgt_ids (B, T) -> logits (B, T, V_tgt).
 
         Position t sees target positions 0..t (causal mask, §3.2.3) and every
-        unpadded source position. With ``return_attention`` also returns a list
-        (one per layer) of the encoder–decoder attention weights (B, h, T, S) as arrays.
+        unpadded source position. For the attention weights, run it inside
+        ``nn.record_attention(model)`` and read each layer's ``cross_attn.attention_weights``.
         """
         tgt = self._ids(tgt_ids, "tgt_ids", 2)
         y = self._embed(tgt, self._target_table(), self.tgt_positional)     # (B, T, d_model)
         self_mask = causal_mask(tgt.shape[1], backend.get_device(tgt))      # (1, 1, T, T)
-        h = self.decoder(y, memory, self_mask, src_mask, return_attention=return_attention)
-        if return_attention:
-            h, weights = h
-            return self._project(h), [w.data for w in weights]
+        h = self.decoder(y, memory, self_mask, src_mask)                    # (B, T, d_model)
         return self._project(h)                                              # (B, T, V)
 
     def forward(self, src_ids, tgt_ids) -> Tensor:

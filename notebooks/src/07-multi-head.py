@@ -213,6 +213,18 @@ print("permutation:", permutation, " max |f(Px) − P f(x)| =", np.abs(out_permu
 np.testing.assert_allclose(out_permuted, out[:, permutation], atol=1e-12)
 
 # %% [markdown]
+# Each head looks at the tokens its own way. A forward pass returns only the output; inside
+# `nn.record_attention(layer)` the layer also keeps its weights (B, h, T, S) in `attention_weights`
+# (off by default: training has no use for them once the backward pass is done).
+
+# %%
+with nn.record_attention(layer):
+    layer(x)
+weights = layer.attention_weights.numpy()[0]                      # (h, T, S)
+print("weights per head:", weights.shape, " rows sum to 1:", np.allclose(weights.sum(-1), 1.0))
+print("where query 0 looks, head by head:\n", np.round(weights[:, 0], 2))
+
+# %% [markdown]
 # ## 5. Gradient checks (float64)
 
 # %%

@@ -20,6 +20,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # small matrices: one BLAS t
 
 import math
 import tempfile
+import warnings
 from collections import Counter
 from pathlib import Path
 
@@ -190,6 +191,20 @@ source = corpus.test[3][0]
 weights, src_labels, tgt_labels, src_ids, tgt_ids = translator.cross_attention(source)
 fig = attention_heatmap(weights, src_labels, tgt_labels, src_ids=src_ids, tgt_ids=tgt_ids, title=source)
 fig
+
+# %% [markdown]
+# Typed text is read the way the corpus is written (lowercased, punctuation set apart: learned from
+# the training words the tokenizer recorded), and what the model never saw is named in a
+# `TranslationWarning` instead of being silently turned into invented Japanese.
+
+# %%
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    typed = ["Did the small dog drink the milk yesterday?", "The xyzzy lost the 🐟."]
+    for sentence, output in zip(typed, translator.translate(typed)):
+        print(f"{sentence!r:48} -> {translator.writing.normalize(sentence)!r:48} -> {output}")
+for warning in caught:
+    print("warning:", warning.message)
 
 # %% [markdown]
 # ## 8. Gradient check on real subword ids

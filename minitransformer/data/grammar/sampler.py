@@ -1,0 +1,426 @@
+"""Drawing random meanings: the constructions of the built-in corpus and how often each is drawn.
+
+``_Sampler`` draws a meaning with a ``random.Random`` (so a seed fixes every
+sentence), writes it out in both languages (rules.py) and notes which word
+combinations it contains, so that the held-out test split can be kept apart.
+"""
+
+from __future__ import annotations
+
+import functools
+import random
+from dataclasses import dataclass, replace
+
+from .lexicon import (ADJECTIVES, ANIMAL, ANIMATE, ARU, COMMON_BY_WORD, COMMON_NOUNS, DRINK, FOOD, FOODS_ALSO_ANIMALS,
+                      IRU, NAMES, NUMBERS, OBJECT, PEOPLE_ONLY, PERSON, PLACE, PROFESSIONS, PRONOUNS, RELATIONS, TIMES,
+                      VERBS, Adjective, Noun, Pronoun, Verb, _can_fill, _verb, ichidan)
+from .rules import (Clause, NounPhrase, _be, en_complements, en_np, en_question, en_statement, ja_clause, ja_np,
+                    ja_np_particle)
+
+@functools.cache
+def _nouns_in(classes: frozenset) -> list[Noun]:
+    return [n for n in COMMON_NOUNS if _can_fill(n, classes)]
+
+
+@functools.cache
+def _adjectives_for(noun: Noun) -> list[Adjective]:
+    return [a for a in ADJECTIVES if _can_fill(noun, a.applies_to)]
+
+
+Combination = tuple[str, str, str]  # ("subject-verb", "cat", "eat") or ("adjective-noun", "big", "cat")
+
+# How often each construction is drawn.
+CONSTRUCTION_WEIGHTS = {
+    "statement": 30, "yes_no_question": 8, "wh_question": 9, "adjective_predicate": 7,
+    "noun_predicate": 4, "like": 4, "existential": 7, "location": 5, "request": 5,
+    "and": 5, "but": 5, "when": 4,
+}
+MAX_TOKENS = 20
+
+
+@dataclass
+class Sentence:
+    english: str
+    japanese: str
+    construction: str
+    combinations: frozenset  # of Combination
+
+
+class _Sampler:
+    """Draws random meanings with a ``random.Random`` and writes them out in both languages."""
+
+    def __init__(self, rng: random.Random, weights: dict[str, float] | None = None) -> None:
+        self.rng = rng
+        weights = weights or CONSTRUCTION_WEIGHTS
+        unknown = set(weights) - set(CONSTRUCTION_WEIGHTS)
+        if unknown:
+            raise ValueError(f"unknown constructions {sorted(unknown)}; known: {sorted(CONSTRUCTION_WEIGHTS)}")
+        self.constructions = [name for name, weight in weights.items() if weight > 0]
+        self.weights = [weights[name] for name in self.constructions]
+        self.combinations: set[Combination] = set()
+        self.force: Combination | None = None   # still to be placed in the sentence being built
+        self.target: Combination | None = None  # what the sentence being built must contain
+
+    # --- helpers -------------------------------------------------------------
+    def chance(self, p: float) -> bool:
+        return self.rng.random() < p
+
+    def choice(self, items):
+        return items[self.rng.randrange(len(items))]
+
+    # --- which word combinations a sentence contains (read from its final meaning) ---
+    def note_subject(self, np: NounPhrase | None, verb_name: str) -> None:
+        while np is not None:
+            if isinstance(np.head, Noun) and not np.head.name:
+                self.combinations.add(("subject-verb", np.head.en, verb_name))
+            np = np.also
+
+    def note_np(self, np: NounPhrase | None) -> None:
+        while np is not None:
+            if np.adjective is not None:
+                self.combinations.add(("adjective-noun", np.adjective.en, np.head.en))
+            if np.relative is not None:
+                if np.gap == "subject":
+                    self.note_subject(replace(np, also=None), np.relative.verb.base)
+                self.note_clause(np.relative)
+            np = np.also
+
+    def note_clause(self, clause: Clause) -> None:
+        if clause.wh != "who":
+            self.note_subject(clause.subject, clause.verb.base)
+        for np in (clause.subject, clause.obj, clause.recipient, clause.companion):
+            self.note_np(np)
+
+    def _forced(self, kind: str) -> tuple[str, str] | None:
+        if self.force is not None and self.force[0] == kind:
+            return self.force[1], self.force[2]
+        return None
+
+    # --- noun phrases ----------------------------------------------------------
+    def common_noun(self, classes: frozenset, exclude: set = frozenset()) -> Noun | None:
+        candidates = [n for n in _nouns_in(frozenset(classes)) if n.en not in exclude]
+        return self.choice(candidates) if candidates else None
+
+    def noun_phrase(self, classes: frozenset, case: str = "subject", exclude: set = frozenset(),
+                    decorate: bool = True, relative: bool = True, countable: bool = False,
+                    pronouns: bool = True) -> NounPhrase | None:
+        """A noun phrase whose head belongs to ``classes`` (kinds, tags or words)."""
+        forced = self._forced("adjective-noun")
+        if forced is not None and decorate:
+            adjective_name, noun_name = forced
+            noun = COMMON_BY_WORD[noun_name]
+            if _can_fill(noun, classes) and noun_name not in exclude:
+                adjective = next(a for a in ADJECTIVES if a.en == adjective_name)
+                self.force = None  # use it once
+                return NounPhrase(noun, adjective)
+        if PERSON in classes and self.chance(0.45):
+            if pronouns and self.chance(0.5):
+                options = [p for p in PRONOUNS if p.en not in exclude]
+                return NounPhrase(self.choice(options))
+            options = [n for n in NAMES if n.en not in exclude]
+            return NounPhrase(self.choice(options))
+        noun = self.common_noun(classes, exclude)
+        if noun is None:
+            return None
+        np = NounPhrase(noun)
+        if not decorate:
+            return np
+        if countable and noun.counter and self.chance(0.12):
+            np.number = self.choice(NUMBERS)
+        adjectives = _adjectives_for(noun)
+        if adjectives and self.chance(0.2):
+            np.adjective = self.choice(adjectives)
+        if np.number is None:
+            if relative and self.chance(0.1):
+                self.add_relative(np)
+            elif noun.kind in (ANIMAL, OBJECT, PLACE) and self.chance(0.1):
+                np.possessor = self.choice(PRONOUNS + NAMES + PROFESSIONS[:3])
+        return np
+
+    def add_relative(self, np: NounPhrase) -> None:
+        """Attach "that ..." with the head as subject or object of the inner clause."""
+        head = np.head
+        if head.kind in ANIMATE and self.chance(0.6):  # subject gap: "the cat that ate the fish"
+            verbs = [v for v in VERBS if head.kind in v.subjects]
+            verb = self.choice(verbs)
+            clause = self.clause(verb, subject=None, exclude={head.en}, simple=True)
+            np.gap = "subject"
+        else:  # object gap: "the fish that the cat ate"
+            verbs = [v for v in VERBS if v.frame in ("trans", "ditrans") and _can_fill(head, v.objects)]
+            if not verbs:
+                return
+            verb = self.choice(verbs)
+            subject = self.noun_phrase(verb.subjects, exclude={head.en}, decorate=False)
+            clause = self.clause(verb, subject=subject, exclude={head.en}, simple=True, gap_object=True)
+            np.gap = "object"
+        clause.past = self.chance(0.6)
+        clause.progressive = clause.verb.progressive and self.chance(0.15)
+        clause.negative = not clause.progressive and self.chance(0.15)
+        np.relative = clause
+
+    # --- clauses ---------------------------------------------------------------
+    def subject_for(self, verb: Verb, conjoin: bool = False) -> NounPhrase:
+        forced = self._forced("subject-verb")
+        if forced is not None and forced[1] == verb.base:
+            self.force = None
+            return NounPhrase(COMMON_BY_WORD[forced[0]])
+        np = self.noun_phrase(verb.subjects)
+        if conjoin and isinstance(np.head, Noun) and np.relative is None and np.number is None \
+                and self.chance(0.08):
+            np.also = self.noun_phrase(verb.subjects, exclude={np.head.en}, decorate=False, pronouns=False)
+        return np
+
+    def clause(self, verb: Verb, subject: NounPhrase | None, exclude: set = frozenset(),
+               simple: bool = False, gap_object: bool = False) -> Clause:
+        """Fill the verb's roles. ``simple``: no relative clauses, place or time (inside other phrases)."""
+        clause = Clause(verb, subject)
+        exclude = set(exclude)
+        if subject is not None and isinstance(subject.head, (Noun, Pronoun)):
+            exclude.add(subject.head.en)
+        if verb.frame in ("trans", "ditrans") and not gap_object:
+            clause.obj = self.noun_phrase(verb.objects, "object", exclude=exclude,
+                                          relative=not simple, countable=not simple)
+            if clause.obj is None:
+                raise LookupError(f"no object for {verb.base}")
+            exclude.add(clause.obj.head.en)
+        if verb.frame == "ditrans":
+            clause.recipient = self.noun_phrase(frozenset({PERSON}), "object", exclude=exclude, decorate=False)
+            exclude.add(clause.recipient.head.en)
+        if verb.frame == "motion":
+            clause.goal = self.common_noun(frozenset({PLACE}))
+        if verb.companion and self.chance(0.2):
+            clause.companion = self.noun_phrase(frozenset({PERSON, ANIMAL}) & verb.subjects | {PERSON},
+                                                "object", exclude=exclude, decorate=False)
+        if verb.place and verb.frame != "motion" and self.chance(0.15 if simple else 0.3):
+            clause.place = self.common_noun(frozenset({PLACE}))
+        return clause
+
+    def tense_and_time(self, clause: Clause, time: bool = True, negative: float = 0.2,
+                       progressive: float = 0.15) -> None:
+        clause.past = self.chance(0.55)
+        clause.progressive = clause.verb.progressive and self.chance(progressive)
+        clause.negative = self.chance(negative)
+        if time and self.chance(0.35):
+            tense = "past" if clause.past else "present"
+            if clause.progressive:
+                options = [t for t in TIMES if tense in t.progressive]
+            elif clause.past:
+                options = [t for t in TIMES if t.past]
+            else:
+                options = [t for t in TIMES if t.nonpast is not None]
+            clause.time = self.choice(options) if options else None
+
+    def action_clause(self, conjoin: bool = True, simple: bool = False, verbs: list[Verb] | None = None) -> Clause:
+        forced = self._forced("subject-verb")
+        if forced is not None:
+            verb = next(v for v in VERBS if v.base == forced[1])
+        else:
+            verb = self.choice(verbs or VERBS)
+        subject = self.subject_for(verb, conjoin=conjoin)
+        return self.clause(verb, subject, simple=simple)
+
+    # --- constructions -----------------------------------------------------------
+    def statement(self):
+        clause = self.action_clause()
+        self.tense_and_time(clause)
+        self.note_clause(clause)
+        return en_statement(clause) + ["."], ja_clause(clause, "polite", topic=True) + ["。"]
+
+    def yes_no_question(self):
+        clause = self.action_clause()
+        self.tense_and_time(clause, negative=0.0)
+        self.note_clause(clause)
+        return en_question(clause) + ["?"], ja_clause(clause, "polite", topic=True) + ["か", "？"]
+
+    def wh_question(self):
+        clause = self.action_clause(conjoin=False)
+        self.tense_and_time(clause, negative=0.0)
+        options = ["when"] if clause.time is None else []
+        if self.target is None or self.target[0] != "subject-verb":
+            options.append("who")
+        if clause.obj is not None and clause.obj.relative is None:
+            options.append("whom" if clause.obj.head.kind == PERSON else "what")
+        if clause.verb.frame == "motion" or (clause.verb.place and clause.place is None):
+            options.append("where")
+        if not options:  # nothing left to ask for: a yes/no question instead
+            self.note_clause(clause)
+            return en_question(clause) + ["?"], ja_clause(clause, "polite", topic=True) + ["か", "？"]
+        clause.wh = self.choice(options)
+        if clause.wh == "who":
+            clause.subject = None
+        elif clause.wh in ("what", "whom"):
+            clause.obj = None
+        elif clause.wh == "where":
+            clause.goal = clause.place = None
+        self.note_clause(clause)
+        return en_question(clause) + ["?"], ja_clause(clause, "polite", topic=True) + ["か", "？"]
+
+    def adjective_predicate(self):
+        forced = self._forced("adjective-noun")
+        if forced is not None:
+            adjective = next(a for a in ADJECTIVES if a.en == forced[0])
+            subject = NounPhrase(COMMON_BY_WORD[forced[1]])
+            self.force = None
+        else:
+            adjective = self.choice(ADJECTIVES)
+            subject = None
+            while subject is None or not _can_fill(subject.head, adjective.applies_to) \
+                    or subject.adjective is not None:
+                subject = self.noun_phrase(adjective.applies_to, decorate=self.chance(0.5))
+        if isinstance(subject.head, Noun) and not subject.head.name:
+            self.combinations.add(("adjective-noun", adjective.en, subject.head.en))
+        self.note_np(subject)
+        past, negative, question = self.chance(0.4), self.chance(0.25), self.chance(0.2)
+        negative = negative and not question
+        be = [_be(subject.agreement, past)] + (["not"] if negative else [])
+        ja = ja_np_particle(subject, "は") + adjective.predicate(past, negative)
+        if question:
+            return be + en_np(subject) + [adjective.en, "?"], ja + ["か", "？"]
+        return en_np(subject) + be + [adjective.en, "."], ja + ["。"]
+
+    def noun_predicate(self):
+        subject = NounPhrase(self.choice(NAMES + PRONOUNS[:4]))
+        predicate = NounPhrase(self.choice(PROFESSIONS))
+        if self.chance(0.3):
+            predicate.adjective = self.choice([a for a in ADJECTIVES if PERSON in a.applies_to])
+        self.note_np(predicate)
+        past, negative, question = self.chance(0.4), self.chance(0.25), self.chance(0.2)
+        negative = negative and not question
+        be = [_be(subject.agreement, past)] + (["not"] if negative else [])
+        if negative:
+            copula = ["で", "は", "あり", "ません"] + (["でした"] if past else [])
+        else:
+            copula = ["でした" if past else "です"]
+        ja = ja_np_particle(subject, "は") + ja_np(predicate) + copula
+        if question:
+            return be + en_np(subject) + en_np(predicate, indefinite=True) + ["?"], ja + ["か", "？"]
+        return en_np(subject) + be + en_np(predicate, indefinite=True) + ["."], ja + ["。"]
+
+    def like(self):
+        subject = self.noun_phrase(frozenset({PERSON}))
+        obj = self.noun_phrase(frozenset({PERSON, ANIMAL, FOOD, DRINK, OBJECT, PLACE}), "object",
+                               exclude={subject.head.en}, relative=False)
+        self.note_subject(subject, "like")
+        self.note_np(subject)
+        self.note_np(obj)
+        past, negative, question = self.chance(0.4), self.chance(0.25), self.chance(0.2)
+        negative = negative and not question
+        clause = Clause(_LIKE, subject, obj, past=past, negative=negative)
+        if negative:
+            copula = ["で", "は", "あり", "ません"] + (["でした"] if past else [])
+        else:
+            copula = ["でした" if past else "です"]
+        ja = ja_np_particle(subject, "は") + ja_np_particle(obj, "が") + ["好き"] + copula
+        if question:
+            return en_question(clause) + ["?"], ja + ["か", "？"]
+        return en_statement(clause) + ["."], ja + ["。"]
+
+    def location_phrase(self, exclude: set, person: bool = False) -> tuple[list[str], list[str]]:
+        """("under the table", テーブル の 下 に) or ("in the park", 公園 に); people only at places."""
+        if person or self.chance(0.5):
+            place = self.common_noun(frozenset({PLACE}), exclude)
+            return [place.prep, "the", place.en], [place.ja, "に"]
+        relation_en, relation_ja, landmarks = self.choice(RELATIONS)
+        landmark = self.common_noun(landmarks, exclude)
+        return relation_en.split() + ["the", landmark.en], [landmark.ja, "の", relation_ja, "に"]
+
+    def existential(self):
+        thing = self.noun_phrase(frozenset({PERSON, ANIMAL, OBJECT, FOOD}), countable=True,
+                                 relative=False, pronouns=False)
+        # A fish is always the animal here: いる (animate) and ある (inanimate) must not compete.
+        while thing.head.name or thing.possessor is not None or thing.head in FOODS_ALSO_ANIMALS:
+            thing = self.noun_phrase(frozenset({PERSON, ANIMAL, OBJECT, FOOD}), countable=True,
+                                     relative=False, pronouns=False)
+        where_en, where_ja = self.location_phrase({thing.head.en}, person=thing.head.kind == PERSON)
+        self.note_np(thing)
+        past, question = self.chance(0.4), self.chance(0.2)
+        be = _be(thing.agreement, past)
+        verb = IRU if thing.head.kind in ANIMATE else ARU
+        ja = where_ja + ja_np_particle(thing, "が") + verb.polite(past)
+        if question:
+            return [be, "there"] + en_np(thing, indefinite=True) + where_en + ["?"], ja + ["か", "？"]
+        return ["there", be] + en_np(thing, indefinite=True) + where_en + ["."], ja + ["。"]
+
+    def location(self):
+        subject = self.noun_phrase(frozenset({PERSON, ANIMAL, OBJECT}), relative=False)
+        while subject.number is not None or subject.head.en in ("door", "window", "tree") \
+                or subject.head in FOODS_ALSO_ANIMALS:
+            subject = self.noun_phrase(frozenset({PERSON, ANIMAL, OBJECT}), relative=False)
+        self.note_np(subject)
+        past = self.chance(0.4)
+        be = _be(subject.agreement, past)
+        verb = IRU if subject.head.kind in ANIMATE else ARU
+        if self.chance(0.25):  # where is the cat ?
+            ja = ja_np_particle(subject, "は") + ["どこ", "に"] + verb.polite(past) + ["か", "？"]
+            return ["where", be] + en_np(subject) + ["?"], ja
+        exclude = {subject.head.en}
+        where_en, where_ja = self.location_phrase(exclude, person=subject.head.kind == PERSON)
+        ja = ja_np_particle(subject, "は") + where_ja + verb.polite(past) + ["。"]
+        return en_np(subject) + [be] + where_en + ["."], ja
+
+    def request(self):
+        verbs = [v for v in VERBS if v.request and PERSON in v.subjects]
+        clause = self.clause(self.choice(verbs), subject=None)
+        self.note_clause(clause)
+        if self.chance(0.5):  # please eat the apple . -> りんご を 食べ て ください 。
+            english = ["please", clause.verb.base] + en_complements(clause) + ["."]
+            return english, ja_clause(clause, "te") + ["ください", "。"]
+        english = ["let", "'s", clause.verb.base] + en_complements(clause) + ["."]
+        return english, ja_clause(clause, "polite")[:-1] + ["ましょう", "。"]
+
+    def two_clauses(self) -> tuple[Clause, Clause]:
+        first = self.action_clause(conjoin=False, simple=True)
+        second = self.action_clause(conjoin=False, simple=True)
+        self.note_clause(first)
+        self.note_clause(second)
+        return first, second
+
+    def and_(self):
+        first, second = self.two_clauses()
+        first.past = second.past = self.chance(0.6)
+        english = en_statement(first) + ["and"] + en_statement(second) + ["."]
+        japanese = ja_clause(first, "te", topic=True) + ["、"] + ja_clause(second, "polite", topic=True) + ["。"]
+        return english, japanese
+
+    def but(self):
+        first, second = self.two_clauses()
+        for clause in (first, second):
+            self.tense_and_time(clause, time=False, negative=0.4)
+        english = en_statement(first) + [",", "but"] + en_statement(second) + ["."]
+        japanese = (ja_clause(first, "polite", topic=True) + ["が", "、"]
+                    + ja_clause(second, "polite", topic=True) + ["。"])
+        return english, japanese
+
+    def when(self):
+        first, second = self.two_clauses()
+        first.past = True
+        self.tense_and_time(second, time=False)
+        second.past = True
+        english = ["when"] + en_statement(first) + [","] + en_statement(second) + ["."]
+        japanese = ja_clause(first, "plain") + ["とき", "、"] + ja_clause(second, "polite", topic=True) + ["。"]
+        return english, japanese
+
+    # --- driver ----------------------------------------------------------------------
+    def sentence(self, force: Combination | None = None) -> Sentence | None:
+        """One sentence pair, or None if it came out too long (the caller draws again)."""
+        self.combinations = set()
+        self.force = self.target = force
+        if force is None:
+            construction = self.rng.choices(self.constructions, self.weights)[0]
+        elif force[0] == "subject-verb":
+            construction = self.choice(["statement", "statement", "yes_no_question", "wh_question",
+                                        "but", "and", "when"])
+        else:
+            construction = self.choice(["statement", "statement", "yes_no_question", "adjective_predicate",
+                                        "existential"])
+        build = getattr(self, construction + ("_" if construction == "and" else ""))
+        english, japanese = build()
+        if force is not None and force not in self.combinations:
+            return None
+        english, japanese = " ".join(english), " ".join(japanese)
+        if not (3 <= len(english.split()) <= MAX_TOKENS and 3 <= len(japanese.split()) <= MAX_TOKENS):
+            return None
+        return Sentence(english, japanese, construction, frozenset(self.combinations))
+
+
+_LIKE = _verb("like liked", ichidan("好き"), "trans", PEOPLE_ONLY, {OBJECT}, progressive=False)
