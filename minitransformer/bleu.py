@@ -96,10 +96,15 @@ def _tokenizer(tokenization: str) -> Callable[[str], Sequence[str]]:
     return TOKENIZERS[tokenization]
 
 
-def tokenization_for(language: str | None) -> str:
+def tokenization_for(language: str | None, references: Sequence[str] = ()) -> str:
     """The tokenization to score a target language with: "char" for a language written without
-    spaces (ja, zh, th, ...), "13a" otherwise."""
-    return "char" if language in UNSEGMENTED_LANGUAGES else DEFAULT_TOKENIZATION
+    spaces (ja, zh, th, ...) or references that have almost none (data/raw_bpe.looks_unsegmented),
+    "13a" otherwise."""
+    from .data.raw_bpe import looks_unsegmented  # noqa: PLC0415 - the one definition of "no spaces"
+
+    if language in UNSEGMENTED_LANGUAGES or (references and looks_unsegmented(references)):
+        return "char"
+    return DEFAULT_TOKENIZATION
 
 
 def _tokens(text: Text, tokenization: str = DEFAULT_TOKENIZATION) -> list[str]:

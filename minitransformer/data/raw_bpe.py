@@ -49,6 +49,34 @@ FIRST_BYTE_ID = len(SPECIAL_TOKENS)
 FIRST_PIECE_ID = FIRST_BYTE_ID + len(BYTE_TOKENS)
 
 
+UNSEGMENTED_SPACE_RATIO = 0.05     # fewer spaces than this per other character: text without word spaces
+
+
+def looks_unsegmented(texts: Sequence[str], sample: int = 2000) -> bool:
+    """True for text written without spaces between words (raw Japanese, Chinese): fewer than
+    one space per 20 other characters over the first ``sample`` sentences. English has about
+    one in five; Japanese segmented into words, one in two."""
+    spaces = others = 0
+    for text in texts[:sample]:
+        n = text.count(" ")
+        spaces, others = spaces + n, others + len(text) - n
+    return others > 0 and spaces / others < UNSEGMENTED_SPACE_RATIO
+
+
+def choose_tokenizer(kind: str | None, sides: Sequence[Sequence[str]]) -> tuple[str, str]:
+    """The tokenizer kind for a corpus, "words" or "raw", and why: ``kind`` itself unless it is "auto"
+    (or None); then "raw" when one side (a list of sentences) looks unsegmented, else "words"."""
+    if kind is None:
+        kind = "auto"
+    if kind in ("words", KIND):
+        return kind, "chosen with --tokenizer"
+    if kind != "auto":
+        raise ValueError(f"unknown tokenizer {kind!r}; expected auto, words or raw")
+    if any(looks_unsegmented(side) for side in sides):
+        return KIND, "a side of the corpus has almost no spaces, so words cannot be split at them"
+    return "words", "both sides of the corpus are written with spaces between words"
+
+
 def split_pieces(text: str) -> list[str]:
     """The units BPE merges within: " " + text, cut before every space (each space starts a piece).
 
