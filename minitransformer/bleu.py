@@ -97,14 +97,20 @@ def _tokenizer(tokenization: str) -> Callable[[str], Sequence[str]]:
 
 
 def tokenization_for(language: str | None, references: Sequence[str] = ()) -> str:
-    """The tokenization to score a target language with: "char" for a language written without
-    spaces (ja, zh, th, ...) or references that have almost none (data/raw_bpe.looks_unsegmented),
-    "13a" otherwise."""
+    """The tokenization to score a target language with.
+
+    "char" for references written without spaces (data/raw_bpe.looks_unsegmented), or for a
+    language written without them (ja, zh, th, ...) when no references are given; "none" for such
+    a language already segmented into words (KyTea-style Japanese: its own words, as the figures
+    published for such corpora use); "13a" otherwise.
+    """
     from .data.raw_bpe import looks_unsegmented  # noqa: PLC0415 - the one definition of "no spaces"
 
-    if language in UNSEGMENTED_LANGUAGES or (references and looks_unsegmented(references)):
-        return "char"
-    return DEFAULT_TOKENIZATION
+    if references:
+        if looks_unsegmented(references):
+            return "char"
+        return "none" if language in UNSEGMENTED_LANGUAGES else DEFAULT_TOKENIZATION
+    return "char" if language in UNSEGMENTED_LANGUAGES else DEFAULT_TOKENIZATION
 
 
 def _tokens(text: Text, tokenization: str = DEFAULT_TOKENIZATION) -> list[str]:

@@ -214,6 +214,9 @@ def test_unknown_tokenization_is_refused_by_name():
 def test_unsegmented_languages_are_scored_on_characters():
     assert tokenization_for("ja") == "char" and tokenization_for("zh") == "char"
     assert tokenization_for("en") == "13a" and tokenization_for(None) == "13a"
+    assert tokenization_for("ja", ["私は学生です。"]) == "char" and tokenization_for(None, ["私は学生です。"]) == "char"
+    assert tokenization_for("ja", ["私 は 学生 です 。"]) == "none"   # already in words: its own words
+    assert tokenization_for("en", ["I am a student."]) == "13a"
     # one Japanese sentence with one wrong character: 0 as whitespace "words", high on characters
     hyp, ref = ["私は学生です。"], ["私は先生です。"]
     assert corpus_bleu(hyp, ref) == 0.0
