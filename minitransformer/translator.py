@@ -121,7 +121,8 @@ class Translator:
             if warn_unseen:
                 words, characters = self.writing.unseen(text)
                 if words or characters:
-                    self.warn(f"sentence {number}: {describe_unseen(words, characters)}")
+                    read_as = "its UTF-8 bytes" if isinstance(self.tokenizer, RawBPETokenizer) else "<unk>"
+                    self.warn(f"sentence {number}: {describe_unseen(words, characters, read_as)}")
             ids = self.tokenizer.encode(text)
             if len(ids) > self.max_source_length:
                 self.warn(f"sentence {number} has {len(ids)} tokens; the model reads at most "

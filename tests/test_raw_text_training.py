@@ -1,7 +1,10 @@
 """Raw text in, meaningful scores out: the tokenizer a run chooses, and a short run on raw Japanese
 (written by the test from the built-in grammar, spaces taken out) that reaches a character BLEU well
-above zero."""
+above zero, then reloads, translates and evaluates through the command line."""
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,6 +15,8 @@ from minitransformer.data.raw_bpe import RawBPETokenizer, choose_tokenizer, look
 from minitransformer.train import train
 from minitransformer.training.options import TrainOptions
 from minitransformer.translator import Translator
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _raw_english(sentence: str) -> str:
@@ -44,28 +49,51 @@ def test_a_side_without_spaces_is_raw_text():
         choose_tokenizer("bytes", [english])
 
 
-def test_a_short_run_on_raw_japanese_reaches_a_character_bleu_well_above_zero(tmp_path):
-    data = write_raw_corpus(tmp_path / "rawja", n_train=600)
+@pytest.fixture(scope="module")
+def raw_run(tmp_path_factory):
+    """A 300-step run of the toy model on 600 raw pairs: (run folder, summary, log lines)."""
+    base = tmp_path_factory.mktemp("rawja")
+    data = write_raw_corpus(base / "rawja", n_train=600)
     lines = []
-    summary = train(TrainOptions(out=str(tmp_path / "run"), data=str(data), direction="en-ja", preset="toy",
+    summary = train(TrainOptions(out=str(base / "run"), data=str(data), direction="en-ja", preset="toy",
                                  steps=300, vocab_size=700, average=1, beam=1, plot=False, quiet=True),
                     log=lines.append)
+    return base / "run", summary, lines
+
+
+def test_a_short_run_on_raw_japanese_reaches_a_character_bleu_well_above_zero(raw_run):
+    out, summary, lines = raw_run
     assert any(line.startswith("BPE (raw text") and "almost no spaces" in line for line in lines)
     assert any("BLEU" in line and "(char tokens)" in line and "chrF2" in line for line in lines)
     assert summary["test_bleu_tokenize"] == "char"
     assert summary["test_bleu"] > 10.0 and summary["test_chrf"] > 5.0
-    results = json.loads((tmp_path / "run" / "results.json").read_text(encoding="utf-8"))
+    results = json.loads((out / "results.json").read_text(encoding="utf-8"))
     assert results["test_bleu_tokenize"] == "char" and results["test_bleu"] == summary["test_bleu"]
-    saved = json.loads((tmp_path / "run" / "tokenizer.json").read_text(encoding="utf-8"))
-    assert saved["kind"] == "raw"
+    assert json.loads((out / "tokenizer.json").read_text(encoding="utf-8"))["kind"] == "raw"
 
-    translator = Translator.load(tmp_path / "run")                     # the run reloads its raw tokenizer
+
+def test_the_run_reloads_its_raw_tokenizer_and_translates(raw_run):
+    out, _, _ = raw_run
+    translator = Translator.load(out)
     assert isinstance(translator.tokenizer, RawBPETokenizer)
     assert translator.writing.normalize("Hanako did not study.") == "Hanako did not study."
     [output] = translator.translate(["Hanako did not study."], beam_size=1, warn_unseen=False)
     assert output and " " not in output                                # Japanese, written without spaces
-    assert all(label == translator.tokenizer.vocab[i]
-               for label, i in zip(translator.display_tokens([5, 300]), [5, 300]))
+    assert translator.display_tokens([5, 300]) == [translator.tokenizer.vocab[5], translator.tokenizer.vocab[300]]
+    messages = []
+    translator.warn = messages.append
+    translator.translate(["Hanako did not study ☃."], beam_size=1)
+    assert messages and "'☃'" in messages[0] and "its UTF-8 bytes" in messages[0]
+
+
+def test_evaluate_on_the_command_line_names_the_tokenization(raw_run):
+    out, _, _ = raw_run
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    result = subprocess.run([sys.executable, "-m", "minitransformer", "evaluate", "--checkpoint", str(out),
+                             "--limit", "10", "--greedy"], capture_output=True, text=True, env=env, cwd=ROOT,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert "(char tokens), chrF2 = " in result.stdout
 
 
 def test_tokenizer_words_overrides_the_choice(tmp_path):
