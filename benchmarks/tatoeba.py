@@ -1,9 +1,9 @@
 """Recipe: train on a Tatoeba corpus of raw text (ManyThings exports) and report test BLEU and chrF.
 
-    python benchmarks/tatoeba.py jpn-eng en-ja --minutes 10     # English -> Japanese
-    python benchmarks/tatoeba.py jpn-eng ja-en --minutes 10     # Japanese -> English
-    python benchmarks/tatoeba.py fra-eng en-fr --minutes 10
-    python benchmarks/tatoeba.py deu-eng en-de --minutes 10
+    python benchmarks/tatoeba.py jpn-eng en-ja --minutes 30     # English -> Japanese
+    python benchmarks/tatoeba.py jpn-eng ja-en --minutes 30     # Japanese -> English
+    python benchmarks/tatoeba.py fra-eng en-fr --minutes 30
+    python benchmarks/tatoeba.py deu-eng en-de --minutes 30
 
 The corpora live in ../shared/data/tatoeba_manythings (see its ATTRIBUTION.md): raw sentences with
 their capitals and punctuation, Japanese without spaces. The script runs the ordinary command line,
@@ -67,7 +67,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("pair", choices=sorted(PAIRS), help="the Tatoeba folder")
     parser.add_argument("direction", help="en-xx or xx-en (ja, fr, de)")
-    parser.add_argument("--minutes", type=float, default=10.0, help="training time budget (default 10)")
+    parser.add_argument("--minutes", type=float, default=30.0, help="training time budget (default 30)")
     parser.add_argument("--preset", default="medium")
     parser.add_argument("--data", default=None, help="the corpus folder (default ../shared/data/tatoeba_manythings/PAIR)")
     parser.add_argument("--out", default=None, help="run folder (default runs/tatoeba-PAIR-DIRECTION)")

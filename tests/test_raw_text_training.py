@@ -103,3 +103,24 @@ def test_tokenizer_words_overrides_the_choice(tmp_path):
                        tokenizer="words", average=1, evaluate=False, quiet=True), log=lines.append)
     assert any(line.startswith("BPE (within words: chosen with --tokenizer)") for line in lines)
     assert isinstance(Translator.load(tmp_path / "run").tokenizer, BPETokenizer)
+
+
+def test_the_tatoeba_recipe_runs_end_to_end_on_a_tiny_corpus(tmp_path):
+    """benchmarks/tatoeba.py on a made-up jpn-eng folder (TSV, as the real one), a few steps of the toy model."""
+    folder = tmp_path / "jpn-eng"
+    folder.mkdir()
+    corpus = make_builtin_corpus(seed=1, n_train=80, n_dev=10, n_test=12, n_heldout=0)
+    for split in ("train", "dev", "test"):
+        (folder / f"{split}.tsv").write_text("".join(f"{_raw_english(e)}\t{j.replace(' ', '')}\tCC-BY\n"
+                                                     for e, j in getattr(corpus, split)), encoding="utf-8")
+    out = tmp_path / "run"
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "tatoeba.py"), "jpn-eng", "en-ja",
+                             "--data", str(folder), "--out", str(out), "--preset", "toy", "--minutes", "1",
+                             "--extra", "--steps", "3", "--quiet"], capture_output=True, text=True, env=env,
+                            cwd=ROOT, timeout=600)
+    assert result.returncode == 0, result.stderr
+    scores = json.loads((out / "tatoeba_scores.json").read_text(encoding="utf-8"))
+    assert scores["steps"] == 3 and scores["test_sentences"] == 12
+    assert {"bleu_char", "bleu_13a", "bleu_none", "bleu_ja-mecab", "chrf", "chrf++"} <= set(scores)
+    assert "(char)" in result.stdout and len((out / "test_outputs.txt").read_text(encoding="utf-8").splitlines()) == 12
