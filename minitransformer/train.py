@@ -318,7 +318,8 @@ def finish(run: Run, record: dict, started: float) -> dict:
     opts, config = run.options, run.model.config
     summary: dict[str, Any] = {"out": str(run.out), "steps": run.state.step, "epochs": record["epochs"],
                                "train_seconds": round(record["seconds"], 1), "losses": record["losses"],
-                               "history": run.state.history, "config": dataclasses.asdict(config),
+                               "history": run.state.history, "dev_bleu_tokenize": run.bleu_tokenize,
+                               "config": dataclasses.asdict(config),
                                "training": run_settings(opts), "options": result_settings(opts)}
     weights, summary["final_model"] = choose_final_weights(run)
     run.model.load_state_dict(weights)

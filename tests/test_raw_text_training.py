@@ -55,10 +55,12 @@ def raw_run(tmp_path_factory):
     base = tmp_path_factory.mktemp("rawja")
     data = write_raw_corpus(base / "rawja", n_train=600)
     lines = []
-    summary = train(TrainOptions(out=str(base / "run"), data=str(data), direction="en-ja", preset="toy",
-                                 steps=300, vocab_size=700, average=1, beam=1, plot=False, quiet=True),
-                    log=lines.append)
-    return base / "run", summary, lines
+    options = TrainOptions(out=str(base / "run"), data=str(data), direction="en-ja", preset="toy",
+                           steps=300, vocab_size=700, average=1, beam=1, plot=False, quiet=True)
+    summary = train(options, log=lines.append)
+    again = []
+    train(options, log=again.append)                          # the same run, finished: nothing to train
+    return base / "run", summary, lines + again
 
 
 def test_a_short_run_on_raw_japanese_reaches_a_character_bleu_well_above_zero(raw_run):
@@ -69,6 +71,8 @@ def test_a_short_run_on_raw_japanese_reaches_a_character_bleu_well_above_zero(ra
     assert summary["test_bleu"] > 10.0 and summary["test_chrf"] > 5.0
     results = json.loads((out / "results.json").read_text(encoding="utf-8"))
     assert results["test_bleu_tokenize"] == "char" and results["test_bleu"] == summary["test_bleu"]
+    assert results["dev_bleu_tokenize"] == "char"
+    assert any("already holds this run" in line and "(char tokens)" in line for line in lines)
     assert json.loads((out / "tokenizer.json").read_text(encoding="utf-8"))["kind"] == "raw"
 
 
