@@ -185,3 +185,15 @@ def test_broken_files_are_refused_by_name(tokenizer):
         RawBPETokenizer.from_dict({**data, "merges": [["x", "y"]]})
     with pytest.raises(ValueError, match="unknown tokenizer kind"):
         BPETokenizer.from_dict({**data, "kind": "unigram"})
+
+
+def test_text_that_spells_a_special_or_byte_token_learns_its_own_piece():
+    texts = ["x<s>", "y<s>", "z<0x41>", "w<0x41>"] * 5                # merges build "<s>" and "<0x41>" from text
+    tok = RawBPETokenizer.train(texts, vocab_size=1000)
+    assert "<s>" in tok.vocab[FIRST_PIECE_ID:] and "<0x41>" in tok.vocab[FIRST_PIECE_ID:]
+    for text in texts[:4] + ["<pad> <unk> </s>"]:
+        ids = tok.encode(text)
+        assert tok.decode(ids) == text
+        assert min(ids) >= FIRST_BYTE_ID                                  # never the special tokens
+    again = RawBPETokenizer.from_dict(json.loads(json.dumps(tok.to_dict())))
+    assert again.encode("x<s>") == tok.encode("x<s>")

@@ -118,6 +118,8 @@ class RawBPETokenizer:
 
     Ids 0-3 are the special tokens pad, bos, eos and unk (as in ``BPETokenizer``; unk is never
     produced), ids 4-259 the bytes, then the characters seen in training, then the merged tokens.
+    Text pieces are looked up only among the ids from 260 on, so a text that contains "<s>" or
+    "<0x41>" learns its own token of that name, apart from the special or byte token.
     """
 
     pad_id, bos_id, eos_id, unk_id = 0, 1, 2, 3
@@ -128,8 +130,9 @@ class RawBPETokenizer:
         if tuple(vocab[:FIRST_PIECE_ID]) != SPECIAL_TOKENS + BYTE_TOKENS:
             raise ValueError("the vocabulary must start with the special tokens and the 256 byte tokens")
         self.vocab = list(vocab)
-        self.token_to_id = {token: i for i, token in enumerate(self.vocab)}
-        if len(self.token_to_id) != len(self.vocab):
+        # text piece -> id, among the pieces only (ids from FIRST_PIECE_ID on)
+        self.token_to_id = {token: i for i, token in enumerate(self.vocab) if i >= FIRST_PIECE_ID}
+        if len(self.token_to_id) != len(self.vocab) - FIRST_PIECE_ID:
             raise ValueError("the vocabulary contains duplicate tokens")
         self.merges = [tuple(pair) for pair in merges]
         # (left id, right id) -> (rank, id of the merged token)
@@ -180,6 +183,7 @@ class RawBPETokenizer:
         alphabet = sorted({SPACE if c == " " else c for p in pieces for c in p if c != SPACE})
         vocab = list(SPECIAL_TOKENS) + list(BYTE_TOKENS) + alphabet
         tokenizer = cls(vocab, [])
+        piece_ids = dict(tokenizer.token_to_id)
 
         # The corpus as one flat array of symbol ids; each piece is a chain linked by prev/next (-1: none).
         symbols: list[int] = []
@@ -220,8 +224,11 @@ class RawBPETokenizer:
             if -negative_count < min_frequency:
                 break
             a, b = pair
-            new = len(vocab)
-            vocab.append(vocab[a] + vocab[b])
+            merged_token = vocab[a] + vocab[b]
+            new = piece_ids.get(merged_token)
+            if new is None:                                    # (rarely, two pairs spell the same token)
+                new = piece_ids[merged_token] = len(vocab)
+                vocab.append(merged_token)
             merges.append((vocab[a], vocab[b]))
             changed: set[tuple[int, int]] = set()
             for i in sorted(where.pop(pair)):                  # left to right, as encoding does
