@@ -1,6 +1,9 @@
 """The engine's behaviour: how gradients flow, accumulate and are freed (chapter 1)."""
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -93,6 +96,16 @@ def test_second_backward_through_a_freed_graph_raises_clearly():
     y.backward()
     with pytest.raises(RuntimeError, match="already freed.*retain_graph=True"):
         y.backward()
+
+
+def test_backward_drops_each_functions_inputs_and_saved_arrays():
+    x = leaf([1.0, 2.0])
+    y = x.exp()
+    loss = (y * 2.0).sum()
+    assert len(y.creator.saved_arrays) == 1 and y.creator.inputs == (x,)
+    loss.backward()
+    for function in (y.creator, loss.creator):
+        assert function.inputs is None and function.saved_arrays is None
 
 
 def test_retain_graph_allows_a_second_backward():
@@ -305,3 +318,22 @@ def test_a_function_without_backward_says_so():
 
     with pytest.raises(NotImplementedError, match="Forgetful.backward"):
         Forgetful()(leaf([1.0])).sum().backward()
+
+
+# -- chapter 1 shows the engine's own code ------------------------------------------------
+def _listings(chapter: Path, source: str) -> list[list[str]]:
+    """The code lines of every listing in ``chapter`` whose first line names ``source``."""
+    blocks = re.findall(r"```python\n(.*?)```", chapter.read_text(encoding="utf-8"), re.S)
+    return [block.split("\n")[1:] for block in blocks if block.startswith(f"# {source}")]
+
+
+@pytest.mark.parametrize("source", ["minitransformer/tensor.py", "minitransformer/ops/elementwise.py"])
+def test_chapter_1_listings_are_the_code_line_for_line(source):
+    root = Path(__file__).resolve().parents[1]
+    code = [line.strip() for line in (root / source).read_text(encoding="utf-8").split("\n") if line.strip()]
+    listings = _listings(root / "chapters" / "01-autograd.md", source)
+    assert listings
+    for listing in listings:
+        lines = [line.strip() for line in listing if line.strip()]
+        start = code.index(lines[0])
+        assert code[start:start + len(lines)] == lines, f"chapter 1's listing of {source} is not the code"
