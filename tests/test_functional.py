@@ -227,6 +227,75 @@ def test_layer_norm_rejects_a_weight_of_the_wrong_size():
         F.layer_norm(mt.Tensor(np.zeros((2, 5))), mt.Tensor(np.ones(4)))
 
 
+# -- linear and embedding -------------------------------------------------------------------
+
+@pytest.mark.parametrize("shape", [(4, 3), (2, 3, 3)])
+def test_linear_gradcheck_of_x_weight_and_bias(rng, shape):
+    x, w, b = leaf(rng.standard_normal(shape)), leaf(rng.standard_normal((3, 2))), leaf(rng.standard_normal(2))
+    assert mt.gradcheck(lambda x, w, b: F.linear(x, w, b), [x, w, b])
+    assert mt.gradcheck(lambda x, w: F.linear(x, w), [x, w])
+
+
+class LinearWithUntransposedInputGradient(F.LinearFunction):
+    """gX = gY W instead of gY Wᵀ: the shapes still fit when W is square."""
+
+    def backward(self, gy):
+        _, weight = self.saved_arrays
+        gx, gw, gb = super().backward(gy)
+        return (gy.reshape(-1, weight.shape[1]) @ weight).reshape(gx.shape), gw, gb
+
+
+class LinearWithoutBiasSum(F.LinearFunction):
+    """gb taken from the first row only, instead of the sum over every row."""
+
+    def backward(self, gy):
+        gx, gw, gb = super().backward(gy)
+        return gx, gw, gy.reshape(-1, gb.shape[0])[0]
+
+
+@pytest.mark.parametrize("broken", [LinearWithUntransposedInputGradient, LinearWithoutBiasSum])
+def test_broken_linear_backward_fails_gradcheck(rng, broken):
+    x, w, b = leaf(rng.standard_normal((2, 3, 4))), leaf(rng.standard_normal((4, 4))), leaf(rng.standard_normal(4))
+    with pytest.raises(mt.GradcheckError, match=WRONG):
+        mt.gradcheck(lambda x, w, b: broken()(x, w, b), [x, w, b])
+
+
+def test_embedding_gradcheck_with_repeated_ids_and_a_padding_row(rng):
+    weight = leaf(rng.standard_normal((5, 3)))
+    ids = np.array([[1, 4, 1], [0, 1, 2]])
+    assert mt.gradcheck(lambda w: F.embedding(ids, w), [weight])
+    not_padding = mt.Tensor((ids != 0)[..., None].astype(np.float64))  # the output ignores row 0, as
+    assert mt.gradcheck(lambda w: F.embedding(ids, w, padding_idx=0) * not_padding, [weight])  # its gradient does
+
+
+class EmbeddingAssigningInsteadOfAdding(F.EmbeddingFunction):
+    """gw[ids] = gy: a row read several times keeps one contribution, not their sum."""
+
+    def backward(self, gy):
+        gw = np.zeros(self.weight_shape, dtype=gy.dtype)
+        gw[self.ids.reshape(-1)] = gy.reshape(-1, self.weight_shape[1])
+        return gw
+
+
+def test_broken_embedding_backward_fails_gradcheck(rng):
+    weight = leaf(rng.standard_normal((5, 3)))
+    ids = np.array([[1, 4, 1], [0, 1, 2]])
+    with pytest.raises(mt.GradcheckError, match=WRONG):
+        mt.gradcheck(lambda w: EmbeddingAssigningInsteadOfAdding(ids)(w), [weight])
+
+
+def test_linear_and_embedding_live_in_functional_and_keep_their_old_names():
+    import minitransformer.nn as nn
+    from minitransformer.nn.embedding import EmbeddingFunction
+    from minitransformer.nn.linear import LinearFunction, linear
+
+    assert LinearFunction is nn.LinearFunction is F.LinearFunction
+    assert linear is nn.linear is F.linear
+    assert EmbeddingFunction is nn.EmbeddingFunction is F.EmbeddingFunction
+    assert F.LinearFunction.__module__ == "minitransformer.functional.linear"
+    assert F.EmbeddingFunction.__module__ == "minitransformer.functional.embedding"
+
+
 # -- dropout ---------------------------------------------------------------------------------
 
 def test_dropout_keeps_the_expectation_and_drops_about_p():
