@@ -100,6 +100,9 @@ class Tensor:
             data = data.data
         elif not backend.is_array(data):
             data = _array_from(data)  # Python numbers and lists, NumPy scalars
+        if data.dtype.kind not in "biufc":
+            raise TypeError(f"Tensor: expected numbers (bool, int, float or complex), got an array of dtype "
+                            f"{data.dtype}")
         if requires_grad and data.dtype.kind not in "fc":
             raise TypeError(f"only floating-point tensors can require gradients, got dtype {data.dtype}")
         self.data = data
@@ -267,9 +270,13 @@ def _raw(value):
 
 def _array_from(data):
     """Python data as an array on the default device; a NumPy scalar stays on the host."""
+    array = numpy.asarray(data)
+    if array.dtype.kind not in "biufc":  # "abc", None, {}: NumPy keeps them as str or object arrays
+        raise TypeError(f"Tensor: expected numbers (bool, int, float or complex), got {type(data).__name__} "
+                        f"data, which NumPy stores as dtype {array.dtype}")
     if isinstance(data, numpy.generic):  # what NumPy ops return for 0-d results
-        return numpy.asarray(data)
-    return backend.xp_for(backend.default_device()).asarray(data)
+        return array
+    return backend.to_device(array, backend.default_device())
 
 
 def _as_tensors(inputs) -> tuple[Tensor, ...]:

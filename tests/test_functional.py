@@ -296,6 +296,21 @@ def test_linear_and_embedding_live_in_functional_and_keep_their_old_names():
     assert F.EmbeddingFunction.__module__ == "minitransformer.functional.embedding"
 
 
+# -- floating-point only ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("name,call", [
+    ("softmax", lambda x: F.softmax(x)),
+    ("log_softmax", lambda x: F.log_softmax(x, axis=0)),
+    ("cross_entropy", lambda x: F.cross_entropy(x, np.array([0, 2]))),
+    ("layer_norm", lambda x: F.layer_norm(x)),
+])
+@pytest.mark.parametrize("dtype", [np.int64, np.int32, np.bool_])
+def test_floating_only_functions_refuse_integers_and_name_themselves_and_the_dtype(name, call, dtype):
+    x = mt.Tensor(np.arange(6).reshape(2, 3).astype(dtype))
+    with pytest.raises(TypeError, match=rf"^{name}: input must be floating point, got dtype {np.dtype(dtype)}"):
+        call(x)
+
+
 # -- dropout ---------------------------------------------------------------------------------
 
 def test_dropout_keeps_the_expectation_and_drops_about_p():

@@ -236,6 +236,27 @@ def test_tensor_from_python_data_and_from_a_tensor():
     assert same.data is t.data
 
 
+@pytest.mark.parametrize("data,named", [
+    ("abc", "str"), (None, "NoneType"), ({}, "dict"), ({"a": 1.0}, "dict"), ([1.0, "a"], "list"),
+    (object(), "object"), (b"bytes", "bytes"),
+])
+def test_non_numeric_data_is_refused_at_the_door(data, named):
+    with pytest.raises(TypeError, match=rf"Tensor: expected numbers .*got {named} data.*dtype"):
+        mt.Tensor(data)
+
+
+@pytest.mark.parametrize("array", [np.array(["a", "b"]), np.array([None, 1.0]), np.array([b"x"]),
+                                   np.array(["2026-01-01"], dtype="datetime64[D]")])
+def test_a_non_numeric_numpy_array_is_refused_naming_its_dtype(array):
+    with pytest.raises(TypeError, match=rf"Tensor: expected numbers .*dtype {re.escape(str(array.dtype))}"):
+        mt.Tensor(array)
+
+
+def test_numbers_of_every_kind_are_welcome():
+    for data in (True, 3, 2.5, 1 + 2j, [[1, 2], [3, 4]], np.float32(1.5), np.array([1, 2], dtype=np.uint8)):
+        assert mt.Tensor(data).dtype.kind in "biufc"
+
+
 def test_a_numpy_array_on_the_left_defers_to_the_tensor():
     x = leaf([1.0, 2.0])
     y = np.array([3.0, 4.0]) * x

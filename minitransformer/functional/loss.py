@@ -27,6 +27,7 @@ from __future__ import annotations
 from .. import backend
 from ..backend import xp_of
 from ..tensor import Function, Tensor
+from .checks import require_floating_point
 
 
 class CrossEntropy(Function):
@@ -122,6 +123,7 @@ def cross_entropy(logits, targets, label_smoothing: float = 0.0, ignore_index: i
         logits = Tensor(logits)
     if logits.ndim < 1:
         raise ValueError("cross_entropy: logits need a class axis, got a scalar")
+    require_floating_point("cross_entropy", logits)
     if not 0.0 <= label_smoothing < 1.0:
         raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1), got {label_smoothing}")
     flat_targets = _prepare_targets(logits, targets, ignore_index)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from ..backend import xp_of
 from ..tensor import Function, Tensor
+from .checks import require_floating_point
 
 
 class LayerNormFunction(Function):
@@ -71,6 +72,7 @@ def layer_norm(x, weight=None, bias=None, eps: float = 1e-5) -> Tensor:
     """
     if not isinstance(x, Tensor):
         x = Tensor(x)
+    require_floating_point("layer_norm", x.data)
     dim = x.shape[-1]
     xp = xp_of(x.data)
     weight = weight if weight is not None else Tensor(xp.ones(dim, dtype=x.dtype))

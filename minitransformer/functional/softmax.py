@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from ..backend import xp_of
 from ..tensor import Function, Tensor
+from .checks import require_floating_point
 
 
 class Softmax(Function):
@@ -28,6 +29,7 @@ class Softmax(Function):
         self.axis = axis
 
     def forward(self, x):
+        require_floating_point("softmax", x)
         xp = xp_of(x)
         y = x - x.max(axis=self.axis, keepdims=True)   # every exponent ≤ 0: no overflow
         xp.exp(y, out=y)                               # in place: one array of x's size, not three
@@ -52,6 +54,7 @@ class LogSoftmax(Function):
         self.axis = axis
 
     def forward(self, x):
+        require_floating_point("log_softmax", x)
         xp = xp_of(x)
         z = x - x.max(axis=self.axis, keepdims=True)
         z -= xp.log(xp.exp(z).sum(axis=self.axis, keepdims=True))   # log Σ ≥ log 1 = 0: finite
