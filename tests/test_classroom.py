@@ -23,6 +23,7 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from minitransformer.exercises.edition import repository_files, strip_notebook, strip_python, write_edition
@@ -257,3 +258,62 @@ def test_each_exercise_fails_without_its_solution_and_passes_with_it():
     with ThreadPoolExecutor(max_workers=2) as pool:
         problems = [p for found in pool.map(_grade_one, EXERCISES) for p in found]
     assert not problems, "\n".join(problems)
+
+
+# -- the verdict: the right error, the right exercise ------------------------------------------------------------
+def _edition_with(folder: Path, solved: set[str], replace: dict[str, tuple[str, str]]) -> Path:
+    """A student edition with only ``solved`` in place, then ``replace``: path -> (old text, new text)."""
+    write_edition(ROOT, folder, {e.id for e in EXERCISES} - solved)
+    for path, (old, new) in replace.items():
+        text = (folder / path).read_text(encoding="utf-8")
+        assert old in text, f"{path} no longer holds {old!r}"
+        (folder / path).write_text(text.replace(old, new), encoding="utf-8")
+    return folder
+
+
+MATMUL_RAISE = 'raise NotImplementedError("Exercise 2.2: MatMul backward — see chapters/02-tensors-broadcasting.md")'
+MATMUL_GA = "ga = unbroadcast(gy @ b2.swapaxes(-1, -2), a2.shape).reshape(a.shape)"
+
+
+@pytest.mark.slow
+def test_a_backward_that_raises_is_reported_with_its_own_error(tmp_path):
+    from minitransformer.exercises.grading import check
+
+    edition = _edition_with(tmp_path / "edition", {e.id for e in EXERCISES} - {"2.2"}, {
+        "minitransformer/ops/matmul.py": (MATMUL_RAISE, "ga = (gy @ b2.swapaxes(-1, -2)).reshape(3, 7)\n"
+                                                        "        gb = (a2.swapaxes(-1, -2) @ gy).reshape(b.shape)")})
+    verdict, text = check("2.2", edition, workers=0)
+    assert not verdict.solved
+    assert "your backward raised ValueError: cannot reshape array" in text, text
+    assert "{type(error).__name__}" not in text, "the grader quoted the source line pytest echoes, not the error"
+
+
+@pytest.mark.slow
+def test_a_failure_is_blamed_on_the_exercise_whose_code_is_wrong(tmp_path):
+    from minitransformer.exercises.grading import check
+
+    # 1.1 and 2.1 right, 2.2 written with its gradient doubled: 2.2's tests fail, and only 2.2 answers for them
+    edition = _edition_with(tmp_path / "edition", {"1.1", "2.1", "2.2"}, {
+        "minitransformer/ops/matmul.py": (MATMUL_GA, "ga = 2 * " + MATMUL_GA.removeprefix("ga = "))})
+    verdict, text = check("1.1", edition, workers=2)
+    assert verdict.solved, text
+    assert "test_matmul_backward_gradcheck" not in {t.split("[")[0].split("::")[-1]
+                                                    for t in {**verdict.grading_failed, **verdict.dependent_failed}}
+    assert "tests/test_exercises.py::test_matmul_backward_when_only_one_side_needs_it" in verdict.blamed["2.2"]
+    verdict, text = check("2.2", edition, workers=0)
+    assert not verdict.solved and "tests/test_exercises.py::test_matmul_backward_when_only_one_side_needs_it" \
+        in verdict.grading_failed
+    assert "yours is 2 × the true one" in text, text        # a constant factor is named in the verdict
+
+
+def test_a_constant_factor_is_recognised_and_named():
+    from minitransformer.exercises.grading import factor_in_words
+    from minitransformer.exercises.pytest_results import constant_ratio
+
+    numeric = np.array([[0.5, -1.0, 2.0], [0.0, 3.0, -0.25]])
+    assert constant_ratio(2 * numeric, numeric) == pytest.approx(2.0)
+    assert constant_ratio(numeric / 8 ** 0.5, numeric) == pytest.approx(8 ** -0.5)
+    assert constant_ratio(numeric + 0.1, numeric) is None          # a wrong formula, not a factor
+    assert constant_ratio(numeric, numeric) is None
+    assert [factor_in_words(r) for r in (2.0, 0.5, 8 ** 0.5, 8 ** -0.5, -1.0, 0.37)] == \
+        ["2", "1/2", "√8", "1/√8", "-1", "0.37"]

@@ -17,6 +17,30 @@ def _root(given: str | None) -> Path:
     return root
 
 
+def enclosing_repository(start: Path) -> Path | None:
+    """The nearest folder at or above ``start`` that holds the package and its tests (a copy of the course)."""
+    for folder in (start, *start.parents):
+        if (folder / "minitransformer").is_dir() and (folder / "tests").is_dir():
+            return folder
+    return None
+
+
+def _graded_root(given: str | None) -> Path:
+    """The repository ``check`` grades: --root, or the one the current folder lies in; never another one.
+
+    Grading the folder the command happens to be imported from would grade the teacher's package when it is
+    installed and the student stands in notebooks/; so outside a copy of the course, check refuses.
+    """
+    if given:
+        return _root(given)
+    here = Path.cwd().resolve()
+    root = enclosing_repository(here)
+    if root is None:
+        raise SystemExit(f"{here} is not inside a copy of the course (no folder above it holds minitransformer/ "
+                         "and tests/): cd into your copy, or pass --root FOLDER")
+    return root
+
+
 def command_list(args) -> int:
     root = _root(args.root)
     exercises = load_exercises(root)
@@ -53,15 +77,17 @@ def command_student(args) -> int:
 
 
 def command_check(args) -> int:
-    from .grading import check
+    from .grading import CollectionError, check
 
-    root = _root(args.root)
-    if not (root / "tests").is_dir():
-        raise SystemExit(f"{root} has no tests/ folder: check runs the repository's tests")
+    root = _graded_root(args.root)
+    print(f"grading the code in {root}", flush=True)
     try:
         verdict, text = check(args.exercise, root, workers=args.workers)
     except KeyError as error:
         raise SystemExit(str(error.args[0])) from None
+    except CollectionError as error:
+        print(error.explain())
+        return 1
     print(text)
     return 0 if verdict.solved else 1
 

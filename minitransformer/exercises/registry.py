@@ -74,6 +74,10 @@ class Exercise:
         """True when every block still holds its solution (the teacher's edition)."""
         return all(b.begin is not None for b in self.blocks)
 
+    @property
+    def grading_marker(self) -> str:
+        return grading_marker(self.id)
+
     def message(self) -> str:
         """The text of the NotImplementedError that replaces the solution in the student edition."""
         return f"Exercise {self.id}: {self.title} — see {self.chapter}"
@@ -86,6 +90,11 @@ class Exercise:
 def marker_for(exercise_id: str) -> str:
     """"5.1" -> "ex_5_1"."""
     return "ex_" + exercise_id.replace(".", "_")
+
+
+def grading_marker(exercise_id: str) -> str:
+    """"5.1" -> "grades_5_1": the marker of the tests that score the exercise (tests/test_exercises.py)."""
+    return "grades_" + exercise_id.replace(".", "_")
 
 
 def comment_lines(text: str) -> dict[int, str] | None:
