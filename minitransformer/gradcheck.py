@@ -36,6 +36,8 @@ def numerical_gradient(fn: Callable[..., Tensor], inputs: Sequence[Tensor], whic
     with no_grad():
         for i in range(flat_x.size):
             original = flat_x[i].item()
+            # set flat_grad[i] (a view of grad) to the central difference of Σ upstream ⊙ fn(*inputs) at
+            # x_i ± eps, and leave flat_x[i] (a view of the input) as it was
             # Exercise 1.1 — the numerical gradient (chapters/01-autograd.md; graded by pytest -m ex_1_1)
             ### BEGIN SOLUTION
             flat_x[i] = original + eps

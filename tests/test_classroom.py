@@ -317,3 +317,72 @@ def test_a_constant_factor_is_recognised_and_named():
     assert constant_ratio(numeric, numeric) is None
     assert [factor_in_words(r) for r in (2.0, 0.5, 8 ** 0.5, 8 ** -0.5, -1.0, 0.37)] == \
         ["2", "1/2", "√8", "1/√8", "-1", "0.37"]
+
+
+# -- the code graded is the student's own ------------------------------------------------------------------------
+@pytest.mark.slow
+def test_plain_pytest_grades_this_folder_even_with_another_copy_on_the_path(student_edition):
+    pytest_script = Path(sys.executable).with_name("pytest")
+    if not pytest_script.exists():
+        pytest.skip("no pytest script next to this Python")
+    environment = _environment(student_edition)
+    environment["PYTHONPATH"] = str(ROOT)      # the teacher's package found first, as when it is installed
+    result = subprocess.run([str(pytest_script), "-q", "-p", "no:cacheprovider", "-m", "grades_5_1",
+                             "tests/test_exercises.py"], cwd=student_edition, capture_output=True, text=True,
+                            env=environment)
+    assert result.returncode == 1 and "Exercise 5.1" in result.stdout, result.stdout[-2000:]
+
+
+@pytest.mark.slow
+def test_check_names_the_folder_it_grades_and_refuses_outside_a_copy(student_edition, tmp_path):
+    environment = _environment(ROOT)           # the command itself comes from the teacher's copy
+    command = [sys.executable, "-m", "minitransformer.exercises", "check", "6.3"]
+    outside = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, env=environment)
+    assert outside.returncode != 0 and "not inside a copy of the course" in outside.stderr + outside.stdout
+    inside = subprocess.run(command, cwd=student_edition / "notebooks", capture_output=True, text=True,
+                            env=environment)
+    assert f"grading the code in {student_edition}" in inside.stdout, inside.stdout + inside.stderr
+    assert inside.returncode == 1 and "not attempted yet" in inside.stdout, inside.stdout
+
+
+def test_the_stubs_say_what_to_produce_and_to_keep_the_header(tmp_path):
+    edition = tmp_path / "edition"
+    write_edition(ROOT, edition, {"4.3", "5.1", "6.3", "11.1"})
+    decode = (edition / "minitransformer/decode.py").read_text(encoding="utf-8")
+    assert "sets flat_index, flat_value" in decode and "_top_candidates" in decode and "2k" in decode
+    assert "sets grad " in (edition / "minitransformer/functional/loss.py").read_text(encoding="utf-8")
+    assert "returns the result" in (edition / "minitransformer/functional/masks.py").read_text(encoding="utf-8")
+    normalization = (edition / "minitransformer/functional/normalization.py").read_text(encoding="utf-8")
+    assert "keep the comment line above: it is how `check 5.1` finds this exercise" in normalization
+    for name in ("g_weight", "g_bias", "gx"):
+        assert name in normalization.split("raise NotImplementedError")[0].rsplit("# Exercise 5.1", 1)[1]
+    header = next(line for line in normalization.splitlines() if line.lstrip().startswith("# Exercise 5.1"))
+    (edition / "minitransformer/functional/normalization.py").write_text(normalization.replace(header + "\n", ""),
+                                                                         encoding="utf-8")
+    from minitransformer.exercises.grading import check
+
+    with pytest.raises(KeyError, match="put it back"):
+        check("5.1", edition)
+
+
+@pytest.mark.slow
+def test_a_syntax_error_in_the_students_code_gets_a_verdict_not_a_crash(tmp_path):
+    edition = _edition_with(tmp_path / "edition", set(), {"minitransformer/bleu.py": (
+        'raise NotImplementedError("Exercise 11.2: BLEU\'s clipped n-gram precision — see chapters/11-translator.md")',
+        "matches = = 0")})
+    result = subprocess.run([sys.executable, "-m", "minitransformer.exercises", "check", "11.2"], cwd=edition,
+                            capture_output=True, text=True, env=_environment(edition))
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "Your code does not import" in result.stdout and "SyntaxError" in result.stdout, result.stdout
+    assert "bleu.py" in result.stdout and "Traceback" not in result.stderr, result.stdout + result.stderr
+
+
+def test_each_notebook_runs_its_own_repository_and_names_the_exercises_it_waits_for(student_edition):
+    notebook = json.loads((student_edition / "notebooks/01-autograd.ipynb").read_text(encoding="utf-8"))
+    setup = next("".join(c["source"]) for c in notebook["cells"] if c["cell_type"] == "code")
+    environment = _environment(ROOT)           # another copy first on the path, as when the teacher's is installed
+    result = subprocess.run([sys.executable, "-c", setup], cwd=student_edition / "notebooks", capture_output=True,
+                            text=True, env=environment)
+    assert result.returncode == 0, result.stderr
+    assert f"minitransformer from {student_edition / 'minitransformer'}" in result.stdout, result.stdout
+    assert "Not solved in this copy yet: Exercises 1.1, 2.1, 2.3" in result.stdout, result.stdout

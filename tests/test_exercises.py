@@ -458,6 +458,15 @@ def test_n_best_hypotheses_come_sorted_with_their_log_probabilities():
     np.testing.assert_allclose([h.log_prob for h in results], np.log([0.5, 0.3, 0.2]), rtol=1e-9)
 
 
+@pytest.mark.grades_11_1
+def test_an_early_eos_does_not_cost_a_live_beam():
+    # after bos the two best extensions are eos and "3": keeping only the top k = 2 would leave one live beam
+    # and lose "4"; keeping the top 2k keeps both "3" and "4" alive, and [4] is the second-best output
+    table = _table({BOS: {EOS: 0.4, 3: 0.35, 4: 0.25}, 3: {EOS: 0.5, 5: 0.5}, 4: {EOS: 1.0}, 5: {EOS: 1.0}})
+    results = beam_search(_Markov(table), np.array([[7]]), BOS, EOS, beam_size=2, alpha=0.0, n_best=2)[0]
+    assert [h.tokens for h in results] == [[], [4]]
+
+
 # -- Exercise 11.2: BLEU's clipped n-gram precision ------------------------------------------------------------
 def _clipped_by_definition(hypothesis: list[str], reference: list[str], n: int) -> tuple[int, int]:
     grams = [tuple(hypothesis[i:i + n]) for i in range(len(hypothesis) - n + 1)]

@@ -23,6 +23,7 @@ tests that depend on it.
 """
 from __future__ import annotations
 
+import ast
 import json
 import os
 import shutil
@@ -79,6 +80,69 @@ def _wanted(exercise_id: str | None, remove: set[str] | None) -> bool:
     return exercise_id is not None and exercise_id in remove
 
 
+def names_produced(text: str, begin: int, end: int) -> list[str]:
+    """The names a solution block (lines ``begin``..``end``) assigns or updates that the code after it reads.
+
+    What the student's replacement must set: in the stub they are named, so that nobody has to guess
+    that the lines below expect ``flat_index`` and ``flat_value``.
+    """
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return []
+    function = None
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.lineno < begin <= node.end_lineno:
+            if function is None or node.lineno > function.lineno:
+                function = node
+    if function is None:
+        return []
+    written = []
+    for node in ast.walk(function):
+        if not begin < getattr(node, "lineno", 0) < end:
+            continue
+        target = None
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            target = node.id
+        elif isinstance(node, (ast.Subscript, ast.Attribute)) and isinstance(node.ctx, ast.Store):
+            base = node.value
+            while isinstance(base, (ast.Subscript, ast.Attribute)):
+                base = base.value
+            if isinstance(base, ast.Name) and base.id != "self":
+                target = base.id
+            elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
+                target = f"self.{node.attr}"          # read by another method (forward -> backward)
+        if target and target not in written:
+            written.append(target)
+    read_after = {node.id for node in ast.walk(function)
+                  if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.lineno > end}
+    read_after |= {f"self.{node.attr}" for node in ast.walk(tree) if isinstance(node, ast.Attribute)
+                   and isinstance(node.ctx, ast.Load) and isinstance(node.value, ast.Name)
+                   and node.value.id == "self" and not begin < node.lineno < end}
+    return [name for name in written if name in read_after]
+
+
+def block_returns(text: str, begin: int, end: int) -> bool:
+    """Does the solution block end its function with a ``return``?"""
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return False
+    return any(isinstance(node, ast.Return) and begin < node.lineno < end for node in ast.walk(tree))
+
+
+def stub_notes(text: str, begin: int, end: int, exercise_id: str | None) -> list[str]:
+    """The comment lines the student edition puts between an exercise's header and its raise."""
+    notes = [f"# (keep the comment line above: it is how `check {exercise_id}` finds this exercise)"]
+    produced = names_produced(text, begin, end)
+    if block_returns(text, begin, end):
+        notes.append("# Replace the raise with code that returns the result.")
+    elif produced:
+        notes.append(f"# Replace the raise with code that sets {', '.join(produced)} (the lines below use "
+                     f"{'it' if len(produced) == 1 else 'them'}).")
+    return notes
+
+
 def strip_python(text: str, path: str, remove: set[str] | None = None, report: Edition | None = None) -> str:
     """The student version of one Python file (package code or a notebook's percent source)."""
     if BEGIN not in text:
@@ -103,6 +167,7 @@ def strip_python(text: str, path: str, remove: set[str] | None = None, report: E
         out.extend(lines[cursor:begin - 1])
         if in_package:
             message = f"Exercise {exercise_id}: {title} — see {chapter}"
+            out.extend(indent + line + newline for line in stub_notes(text, begin, end, exercise_id))
             out.append(f"{indent}raise NotImplementedError({json.dumps(message, ensure_ascii=False)})"
                        + newline)
         else:  # a notebook source: nbgrader's convention, so that it builds to the stripped notebook
