@@ -386,3 +386,13 @@ def test_each_notebook_runs_its_own_repository_and_names_the_exercises_it_waits_
     assert result.returncode == 0, result.stderr
     assert f"minitransformer from {student_edition / 'minitransformer'}" in result.stdout, result.stdout
     assert "Not solved in this copy yet: Exercises 1.1, 2.1, 2.3" in result.stdout, result.stdout
+
+
+def test_a_numpy_mismatch_is_summarised_not_printed_as_arrays():
+    try:
+        np.testing.assert_allclose(np.arange(6.0).reshape(2, 3) * 2, np.arange(6.0).reshape(2, 3), rtol=1e-6)
+    except AssertionError as error:
+        text = f"{type(error).__name__}: {error}"
+    explained = explain_failure("E   AssertionError: ...", exception=text, exercise_id="1.1")
+    assert "Mismatched elements: 5 / 6" in explained and "Max absolute difference" in explained, explained
+    assert "array(" not in explained and "ACTUAL" not in explained

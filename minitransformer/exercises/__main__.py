@@ -42,20 +42,28 @@ def _graded_root(given: str | None) -> Path:
 
 
 def command_list(args) -> int:
+    from .grading import grading_tests, prerequisites
+
     root = _root(args.root)
     exercises = load_exercises(root)
     exercise_map = load_map(root)
-    rows = [("id", "title", "chapter", "marker", "tests", "file")]
+    grading = grading_tests(root)
+    needs = prerequisites(exercise_map, grading)
+    rows = [("id", "title", "chapter", "marker", "grading", "tests", "needs", "file")]
     for e in exercises:
         count = len(exercise_map.get(e.id, []))
-        state = "" if e.has_solution else "  (unsolved here)"
-        rows.append((e.id, e.title, e.chapter, f"-m {e.marker}", str(count) if count else "?", e.file + state))
-    widths = [max(len(row[i]) for row in rows) for i in range(5)]
+        state = "" if e.has_solution else "  (unsolved here)" if e.unsolved else "  (attempted here)"
+        prerequisite = ", ".join(sorted(needs.get(e.id, ()), key=lambda i: tuple(map(int, i.split("."))))) or "—"
+        rows.append((e.id, e.title, e.chapter, f"-m {e.marker}", str(len(grading.get(e.id, []))),
+                     str(count) if count else "?", prerequisite, e.file + state))
+    widths = [max(len(row[i]) for row in rows) for i in range(7)]
     for row in rows:
-        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[5])
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[7])
     chapters = len({e.chapter for e in exercises})
-    print(f"\n{len(exercises)} exercises in {chapters} chapters. Grade one with "
-          "`python -m minitransformer.exercises check ID` or `pytest -m ex_5_1`.")
+    print(f"\n{len(exercises)} exercises in {chapters} chapters. grading: its grading test functions "
+          f"(-m grades_X); tests: every test that needs it (-m ex_X); needs: the exercises its grading tests "
+          "use.\nA student checks one with `python -m minitransformer.exercises check ID`; a teacher scores one "
+          "with `python -m minitransformer.exercises grade ID --submission DIR`.")
     return 0
 
 
