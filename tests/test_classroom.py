@@ -396,3 +396,58 @@ def test_a_numpy_mismatch_is_summarised_not_printed_as_arrays():
     explained = explain_failure("E   AssertionError: ...", exception=text, exercise_id="1.1")
     assert "Mismatched elements: 5 / 6" in explained and "Max absolute difference" in explained, explained
     assert "array(" not in explained and "ACTUAL" not in explained
+
+
+# -- grading a submission: the pytest/JUnit/Gradescope route --------------------------------------------------------
+NOAM_STUB = 'raise NotImplementedError("Exercise 10.1: the warm-up schedule, eq. 3 — see chapters/10-training.md")'
+NOAM_SUBMISSIONS = {   # what a student puts in place of the stub -> the points it must get, of 3
+    "correct": ("return self.factor * self.d_model ** -0.5 * min(step ** -0.5, step * self.warmup ** -1.5)", 3),
+    "wrong": ("return self.d_model ** -0.5 * min(step ** -0.5, step * self.warmup ** -1.5)", 2),   # no factor
+    "blank": (NOAM_STUB, 0),
+    "syntax-error": ("return self.factor * * self.d_model", 0),
+}
+
+
+def _submission(folder: Path, replacement: str) -> Path:
+    """A student's repository as handed in: the student edition's optim.py with the stub replaced."""
+    text = strip_python((ROOT / "minitransformer/optim.py").read_text(encoding="utf-8"), "minitransformer/optim.py")
+    assert NOAM_STUB in text
+    (folder / "minitransformer").mkdir(parents=True)
+    (folder / "minitransformer/optim.py").write_text(text.replace(NOAM_STUB, replacement), encoding="utf-8")
+    return folder
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", list(NOAM_SUBMISSIONS))
+def test_grade_scores_a_submission_on_the_exercises_grading_tests_only(kind, tmp_path):
+    import xml.etree.ElementTree as ElementTree
+
+    replacement, points = NOAM_SUBMISSIONS[kind]
+    submission = _submission(tmp_path / "submission", replacement)
+    (tmp_path / "submission/tests").mkdir()
+    (tmp_path / "submission/tests/test_exercises.py").write_text("def test_nothing():\n    pass\n")  # ignored
+    junit, gradescope = tmp_path / "junit.xml", tmp_path / "results.json"
+    result = subprocess.run([sys.executable, "-m", "minitransformer.exercises", "grade", "10.1", "--submission",
+                             str(submission / "minitransformer"), "--junitxml", str(junit), "--gradescope",
+                             str(gradescope)], cwd=ROOT, capture_output=True, text=True, env=_environment(ROOT))
+    assert result.returncode == (0 if points == 3 else 1), result.stdout + result.stderr
+    assert f"{points} of 3 grading tests pass" in result.stdout, result.stdout
+    cases = ElementTree.parse(junit).getroot().findall(".//testcase")
+    assert len(cases) == 3 and sum(case.find("failure") is None for case in cases) == points
+    assert all(case.find("properties/property[@name='exercise']").get("value") == "10.1" for case in cases)
+    results = json.loads(gradescope.read_text(encoding="utf-8"))
+    assert (results["score"], results["max_score"]) == (points, 3)
+    assert sorted(t["status"] for t in results["tests"]) == sorted(["passed"] * points + ["failed"] * (3 - points))
+    if kind == "syntax-error":
+        assert "does not import" in result.stdout and "SyntaxError" in result.stdout, result.stdout
+
+
+def test_the_students_code_is_found_between_the_header_and_the_code_after_the_stub():
+    from minitransformer.exercises.submission import transplant
+
+    stub = strip_python(_function("    y = 2 * x"), "minitransformer/fake.py", {"3.1"})
+    submitted = stub.replace('    raise NotImplementedError("Exercise 3.1: a title — see chapters/03-cpu-gpu.md")\n',
+                             "    z = x + 1\n    y = z * 2\n").replace("def f(x):", "def f(x):  # edited elsewhere")
+    graded = transplant(stub, submitted, "3.1")
+    assert "    z = x + 1\n    y = z * 2\n    return y\n" in graded and "NotImplementedError" not in graded
+    assert "# edited elsewhere" not in graded       # the rest of the file is the teacher's

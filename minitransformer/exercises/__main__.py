@@ -1,4 +1,4 @@
-"""python -m minitransformer.exercises {list, student, check}: the classroom from the command line."""
+"""python -m minitransformer.exercises {list, student, check, grade, nbgrader}: the classroom from the command line."""
 from __future__ import annotations
 
 import argparse
@@ -100,6 +100,16 @@ def command_check(args) -> int:
     return 0 if verdict.solved else 1
 
 
+def command_grade(args) -> int:
+    from .submission import grade_submission, write_reports
+
+    root = _root(args.root)
+    score = grade_submission(args.exercise, args.submission, root)
+    write_reports(score, args.junitxml, args.gradescope)
+    print(score.text())
+    return 0 if score.points == score.max_points else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m minitransformer.exercises",
                                      description="Classroom exercises: list them, write the student edition, grade.")
@@ -112,11 +122,21 @@ def main(argv: list[str] | None = None) -> int:
     checker = commands.add_parser("check", help="run one exercise's tests (pytest -m ex_X) and explain the result")
     checker.add_argument("exercise", help="an exercise id such as 5.1")
     checker.add_argument("--workers", type=int, default=2, help="pytest-xdist workers for large test sets")
+    grader = commands.add_parser("grade", help="score a submission's code for one exercise on its grading tests "
+                                               "(in a fresh copy of this, the teacher's, edition)")
+    grader.add_argument("exercise", help="an exercise id such as 5.1")
+    grader.add_argument("--submission", required=True, help="the student's repository (or its minitransformer/)")
+    grader.add_argument("--junitxml", help="also write JUnit XML here (each test case tagged with the exercise)")
+    grader.add_argument("--gradescope", help="also write Gradescope's results.json here")
     args = parser.parse_args(argv)
     try:
-        return {"list": command_list, "student": command_student, "check": command_check}[args.command](args)
+        return {"list": command_list, "student": command_student, "check": command_check,
+                "grade": command_grade}[args.command](args)
     except (ExerciseError, FileExistsError) as error:
         print(f"error: {error}", file=sys.stderr)
+        return 2
+    except KeyError as error:
+        print(f"error: {error.args[0]}", file=sys.stderr)
         return 2
 
 
