@@ -110,6 +110,25 @@ def command_grade(args) -> int:
     return 0 if score.points == score.max_points else 1
 
 
+def command_nbgrader(args) -> int:
+    from .nbgrader import write_course
+
+    root = _root(args.root)
+    only = None
+    if args.only:
+        only = {part.strip().removeprefix("ex_").replace("_", ".") for part in args.only.split(",") if part.strip()}
+        unknown = only - {e.id for e in load_exercises(root)}
+        if unknown:
+            raise SystemExit(f"unknown exercises {sorted(unknown)}")
+    folders = write_course(root, args.course_dir, only)
+    course = Path(args.course_dir).resolve()
+    print(f"wrote {len(folders)} nbgrader assignment{'s' * (len(folders) != 1)} to {course / 'source'}: "
+          + ", ".join(f.name for f in folders))
+    print(f"next: cd {course} && nbgrader generate_assignment {folders[0].name} && "
+          f"nbgrader release_assignment {folders[0].name}   (see TEACHING.md)")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m minitransformer.exercises",
                                      description="Classroom exercises: list them, write the student edition, grade.")
@@ -128,10 +147,13 @@ def main(argv: list[str] | None = None) -> int:
     grader.add_argument("--submission", required=True, help="the student's repository (or its minitransformer/)")
     grader.add_argument("--junitxml", help="also write JUnit XML here (each test case tagged with the exercise)")
     grader.add_argument("--gradescope", help="also write Gradescope's results.json here")
+    course = commands.add_parser("nbgrader", help="write an nbgrader course: source/ex_X/ for each exercise")
+    course.add_argument("course_dir", help="the nbgrader course folder (source/ must be new or empty)")
+    course.add_argument("--only", help="comma-separated exercise ids (default: all)")
     args = parser.parse_args(argv)
     try:
         return {"list": command_list, "student": command_student, "check": command_check,
-                "grade": command_grade}[args.command](args)
+                "grade": command_grade, "nbgrader": command_nbgrader}[args.command](args)
     except (ExerciseError, FileExistsError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
