@@ -15,12 +15,15 @@ These tests skip themselves in a student edition (no solutions to check).
 """
 from __future__ import annotations
 
+import ast
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
+import textwrap
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -171,7 +174,11 @@ def test_the_student_edition_has_every_solution_replaced_and_everything_else_ide
         if original != copy:
             changed.add(name)
             assert BEGIN.encode() not in copy and END.encode() not in copy, name
-    assert changed == {block.path for e in EXERCISES for block in e.blocks}
+    marked_books = {name for name in files if name.endswith(".md") and
+                    "\n<!-- BEGIN SOLUTION" in (ROOT / name).read_text(encoding="utf-8")}
+    assert changed == {block.path for e in EXERCISES for block in e.blocks} | marked_books
+    for name in marked_books:
+        assert "<!-- BEGIN SOLUTION" not in (student_edition / name).read_text(encoding="utf-8"), name
     for exercise in EXERCISES:
         for path in exercise.files:
             text = (student_edition / path).read_text(encoding="utf-8")
@@ -538,3 +545,113 @@ def test_nbgrader_gives_every_assignment_full_marks_for_the_teachers_solution(tm
     for assignment in assignments:
         [(score, max_score)] = _scores(course, assignment, ["teacher"]).values()
         assert score == max_score > 0, f"{assignment}: {score} of {max_score}"
+
+
+# -- the book gives no answers away -------------------------------------------------------------------------------
+def _code_blocks(text: str) -> list[str]:
+    """The fenced Python listings of a Markdown text."""
+    return [m.group(1) for m in re.finditer(r"^```python\n(.*?)^```", text, re.S | re.M)]
+
+
+def _pastes(stub_text: str, exercise_id: str, listing: str) -> list[str]:
+    """The ways a student could paste ``listing`` into the stub of ``exercise_id``: in place of its raise, or, when
+    the listing defines the function that holds the stub, in place of that whole function."""
+    lines = stub_text.splitlines(keepends=True)
+    listing = textwrap.dedent(listing)
+    stubs = [n for n, line in enumerate(lines) if line.lstrip().startswith(f'raise NotImplementedError("Exercise '
+                                                                            f'{exercise_id}:')]
+    attempts = []
+    for n in stubs:
+        indent = lines[n][:len(lines[n]) - len(lines[n].lstrip())]
+        attempts.append("".join(lines[:n]) + textwrap.indent(listing, indent) + "\n" + "".join(lines[n + 1:]))
+    defined = re.findall(r"^def (\w+)\(", listing, re.M)
+    holders = [node for node in ast.walk(ast.parse(stub_text)) if isinstance(node, ast.FunctionDef)
+               and node.name in defined and any(node.lineno < n + 1 <= node.end_lineno for n in stubs)]
+    if holders:
+        replaced = list(lines)
+        for node in sorted(holders, key=lambda node: -node.lineno):     # bottom up: line numbers stay valid
+            own = re.search(rf"^def {node.name}\(.*?(?=^\S|\Z)", listing, re.S | re.M).group(0)
+            first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+            replaced[first - 1:node.end_lineno] = [textwrap.indent(own, " " * node.col_offset) + "\n"]
+        attempts.append("".join(replaced))
+    return attempts
+
+
+def _listing_solves(edition: Path, exercise, path: str, text: str) -> bool:
+    """Do the exercise's grading tests all pass with ``text`` as ``path`` in ``edition``?"""
+    original = (edition / path).read_text(encoding="utf-8")
+    try:
+        compile(text, path, "exec")
+    except SyntaxError:
+        return False
+    (edition / path).write_text(text, encoding="utf-8")
+    try:
+        result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-m",
+                                 exercise.grading_marker, GRADING_FILE], cwd=edition, capture_output=True,
+                                text=True, env=_environment(edition), timeout=60)
+        return result.returncode == 0
+    except subprocess.TimeoutExpired:        # a listing that loops forever solves nothing
+        return False
+    finally:
+        (edition / path).write_text(original, encoding="utf-8")
+
+
+def listings_that_solve(edition_root: Path, book_root: Path) -> list[str]:
+    """"chapter: listing n solves Exercise X" for every listing of the book under ``book_root`` that solves the
+    exercise of its chapter (or any exercise, for TEACHING.md) when pasted into the stub, in an edition at
+    ``edition_root`` per exercise (only that exercise taken out)."""
+    found = []
+    for exercise in EXERCISES:
+        books = [exercise.chapter, "TEACHING.md"]
+        listings = [(book, n, listing) for book in books if (book_root / book).exists()
+                    for n, listing in enumerate(_code_blocks((book_root / book).read_text(encoding="utf-8")), 1)]
+        if not listings:
+            continue
+        edition = edition_root / exercise.marker
+        write_edition(ROOT, edition, {exercise.id})
+        for path in exercise.files:
+            stub_text = (edition / path).read_text(encoding="utf-8")
+            for book, n, listing in listings:
+                if any(_listing_solves(edition, exercise, path, text)
+                       for text in _pastes(stub_text, exercise.id, listing)):
+                    found.append(f"{book}: listing {n} solves Exercise {exercise.id} pasted into {path}")
+    return found
+
+
+@pytest.mark.slow
+def test_no_listing_of_the_student_editions_book_solves_an_exercise(student_edition, tmp_path):
+    found = listings_that_solve(tmp_path, student_edition)
+    assert not found, "mark these listings <!-- BEGIN SOLUTION X.Y --> ... <!-- END SOLUTION -->:\n" + \
+                      "\n".join(found)
+
+
+def test_teaching_md_states_the_prerequisites_the_map_implies_and_retypes_no_counts():
+    from minitransformer.exercises.grading import prerequisites
+
+    needs = prerequisites(EXERCISE_MAP, GRADING)
+    text = (ROOT / "TEACHING.md").read_text(encoding="utf-8")
+    table = text.split("## Suggested order and prerequisites")[1].split("\n## ")[0]
+    rows = {cells[0]: cells[2] for cells in ([c.strip() for c in line.strip("|").split("|")]
+                                              for line in table.splitlines() if re.match(r"\| \d", line))}
+    assert set(rows) == {e.id for e in EXERCISES}
+    for exercise_id, prerequisite in needs.items():
+        stated = set(re.findall(r"\d+\.\d+", rows[exercise_id].split("(")[0]))
+        assert stated == prerequisite, f"TEACHING.md: Exercise {exercise_id} needs {sorted(prerequisite)}, " \
+                                       f"the table says {sorted(stated)}"
+    assert "| Tests |" not in text, "test counts change with the suite: `list` prints them"
+
+
+def test_marked_listings_become_pointers_in_the_student_editions_chapters():
+    from minitransformer.exercises.edition import strip_markdown
+
+    text = ("The derivation: $g = y - t$.\n\n<!-- BEGIN SOLUTION 4.1 -->\n```python\ngx = y * (gy - s)\n```\n"
+            "<!-- END SOLUTION -->\n\nMore prose.\n<!-- BEGIN SOLUTION 5.1 -->\n```python\nx = 1\n```\n"
+            "<!-- END SOLUTION -->\n")
+    student = strip_markdown(text, "chapters/x.md", files={"4.1": "minitransformer/functional/softmax.py"})
+    assert "gx = y" not in student and "x = 1" not in student and "$g = y - t$" in student
+    assert "**Exercise 4.1**" in student and "`minitransformer/functional/softmax.py`" in student
+    assert "check 4.1" in student and "More prose." in student
+    partial = strip_markdown(text, "chapters/x.md", remove={"5.1"})
+    assert "gx = y * (gy - s)" in partial and "x = 1" not in partial
+    with pytest.raises(ExerciseError, match="never closed"):
+        strip_markdown(text.rsplit("<!-- END SOLUTION -->", 1)[0], "chapters/x.md")

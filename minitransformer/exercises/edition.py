@@ -26,12 +26,13 @@ from __future__ import annotations
 import ast
 import json
 import os
+import re
 import shutil
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .registry import BEGIN, HEADER, find_blocks, parse_file
+from .registry import BEGIN, HEADER, ExerciseError, find_blocks, load_exercises, parse_file
 
 # walked past when the repository is not a git checkout
 SKIPPED_DIRS = {".git", ".venv", "venv", "__pycache__", ".pytest_cache", ".hypothesis", ".ipynb_checkpoints",
@@ -222,6 +223,56 @@ def strip_notebook(text: str, path: str, remove: set[str] | None = None, report:
     return json.dumps(notebook, indent=indent, ensure_ascii=False) + ("\n" if text.endswith("\n") else "")
 
 
+# in a chapter (or TEACHING.md) the code that answers an exercise sits between these two HTML comment lines:
+#     <!-- BEGIN SOLUTION 5.1 -->
+#     ```python
+#     ...
+#     ```
+#     <!-- END SOLUTION -->
+# the student edition replaces them with a pointer to the stub; the derivation and formulas around them stay
+MARKDOWN_BEGIN = re.compile(r"^<!-- BEGIN SOLUTION (?P<id>\d+\.\d+) -->\s*$")
+MARKDOWN_END = re.compile(r"^<!-- END SOLUTION -->\s*$")
+
+
+def markdown_pointer(exercise_id: str, files: str = "") -> str:
+    where = f" in `{files}`" if files else ""
+    return (f"> **Exercise {exercise_id}** — this code is yours to write{where}: the stub there says what it must "
+            f"produce. Check it with `python -m minitransformer.exercises check {exercise_id}`.\n")
+
+
+def strip_markdown(text: str, path: str, remove: set[str] | None = None, report: Edition | None = None,
+                   files: dict[str, str] | None = None) -> str:
+    """The student version of a chapter: each marked solution listing replaced by a pointer to the stub."""
+    if "<!-- BEGIN SOLUTION" not in text:
+        return text
+    out, open_at, exercise_id = [], None, None
+    for number, line in enumerate(text.splitlines(keepends=True), start=1):
+        begin, end = MARKDOWN_BEGIN.match(line), MARKDOWN_END.match(line)
+        if begin:
+            if open_at is not None:
+                raise ExerciseError(f"{path}:{number}: a second solution marker before the END of line {open_at}")
+            open_at, exercise_id = number, begin["id"]
+            if not _wanted(exercise_id, remove):
+                out.append(line)
+            continue
+        if end:
+            if open_at is None:
+                raise ExerciseError(f"{path}:{number}: <!-- END SOLUTION --> without a BEGIN above it")
+            if _wanted(exercise_id, remove):
+                out.append(markdown_pointer(exercise_id, (files or {}).get(exercise_id, "")))
+                if report is not None:
+                    report.replaced.append((exercise_id, path, open_at))
+            else:
+                out.append(line)
+            open_at = None
+            continue
+        if open_at is None or not _wanted(exercise_id, remove):
+            out.append(line)
+    if open_at is not None:
+        raise ExerciseError(f"{path}:{open_at}: <!-- BEGIN SOLUTION {exercise_id} --> is never closed")
+    return "".join(out)
+
+
 def write_edition(root: str | Path, out_dir: str | Path, remove: set[str] | None = None) -> Edition:
     """Copy the repository at ``root`` to ``out_dir`` with the solutions of ``remove`` (default all) taken out.
 
@@ -234,15 +285,22 @@ def write_edition(root: str | Path, out_dir: str | Path, remove: set[str] | None
     if out_dir.exists() and any(out_dir.iterdir()):
         raise FileExistsError(f"{out_dir} is not empty; give a new or empty folder for the edition")
     report = Edition(out_dir)
+    try:
+        files = {e.id: e.file for e in load_exercises(root)}
+    except ExerciseError:
+        files = {}
     skip_prefix = out_dir.relative_to(root).as_posix() + "/" if out_dir.is_relative_to(root) else None
     for name in repository_files(root):
         if skip_prefix and name.startswith(skip_prefix):
             continue
         source, target = root / name, out_dir / name
         target.parent.mkdir(parents=True, exist_ok=True)
-        if name.endswith((".py", ".ipynb")) and not source.is_symlink():
+        if name.endswith((".py", ".ipynb", ".md")) and not source.is_symlink():
             text = source.read_bytes().decode("utf-8")
-            new = (strip_python if name.endswith(".py") else strip_notebook)(text, name, remove, report)
+            if name.endswith(".md"):
+                new = strip_markdown(text, name, remove, report, files)
+            else:
+                new = (strip_python if name.endswith(".py") else strip_notebook)(text, name, remove, report)
             if new != text:
                 target.write_bytes(new.encode("utf-8"))
                 shutil.copymode(source, target)
