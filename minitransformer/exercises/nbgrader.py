@@ -71,6 +71,14 @@ def install(namespace: dict, targets: dict[str, str]) -> None:
         print(f"installed your {name} as {module_name}.{qualname}")
 
 
+def use_module_names(namespace: dict, modules: list[str]) -> None:
+    """Give the notebook the names of the modules its functions come from (``Tensor``, ``EXTRA_LENGTH``, ...),
+    which a ``def`` evaluates in its annotations and default values."""
+    for module_name in modules:
+        namespace.update({k: v for k, v in vars(importlib.import_module(module_name)).items()
+                          if not k.startswith("__")})
+
+
 def run_test(test_id: str) -> None:
     """Run one grading test in this process (where the student's code is installed); fail the cell if it fails."""
     import pytest
@@ -140,12 +148,14 @@ def _cell(kind: str, source: str, cell_id: str, **nbgrader) -> dict:
 
 
 def assignment_notebook(exercise: Exercise, functions: list[tuple[str, str, str]], cases: list[str]) -> dict:
+    modules = sorted({target.split(":")[0] for target, _, _ in functions})
     setup = ("# Setup (locked): the package shipped with this assignment, whatever else is installed\n"
              "import os, sys\n"
              "os.environ.setdefault('OPENBLAS_NUM_THREADS', '1')\n"
              "sys.path.insert(0, os.getcwd())\n"
              "import minitransformer\n"
-             "from minitransformer.exercises.nbgrader import install, run_test\n"
+             "from minitransformer.exercises.nbgrader import install, run_test, use_module_names\n"
+             f"use_module_names(globals(), {modules!r})   # the names the functions below use\n"
              "print('minitransformer from', os.path.dirname(minitransformer.__file__))")
     names = ", ".join(f"`{name}`" for _, name, _ in functions)
     intro = (f"# Exercise {exercise.id} — {exercise.title}\n\n"
