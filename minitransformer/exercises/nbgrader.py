@@ -23,6 +23,7 @@ from __future__ import annotations
 import ast
 import importlib
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -130,7 +131,7 @@ def _grading_cases(edition: Path, exercise: Exercise) -> list[str]:
     """The grading test cases of ``exercise`` as pytest ids, collected in ``edition``."""
     result = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
                              "-m", exercise.grading_marker, GRADING_FILE], cwd=edition, capture_output=True,
-                            text=True, env={**__import__("os").environ, "PYTHONPATH": str(edition)})
+                            text=True, env={**os.environ, "PYTHONPATH": str(edition)})
     cases = [line.strip() for line in result.stdout.splitlines() if line.startswith(GRADING_FILE + "::")]
     if not cases:
         raise ExerciseError(f"Exercise {exercise.id}: no grading tests collected:\n{result.stdout[-2000:]}"
