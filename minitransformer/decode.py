@@ -216,6 +216,9 @@ def beam_search(model, src_ids, bos_id: int, eos_id: int, beam_size: int = 4, al
             log_probs = state.log_probs()                                        # (B'·k, V)
             vocab = log_probs.shape[-1]
             xp = xp_of(log_probs)
+            # set flat_index, flat_value, each (B', 2k): the 2k best of the k·V extensions (beam, token) of each
+            # sentence's live beams by total log-probability, best first; index = beam·V + token.
+            # _top_candidates(scores, n) returns the n best entries of each row of a (B', N) array.
             # Exercise 11.1 — one beam-search step (chapters/11-translator.md; graded by pytest -m ex_11_1)
             ### BEGIN SOLUTION
             totals = log_probs.reshape(len(active), k, vocab) + \

@@ -15,14 +15,19 @@ These tests skip themselves in a student edition (no solutions to check).
 """
 from __future__ import annotations
 
+import ast
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 import tempfile
+import textwrap
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from minitransformer.exercises.edition import repository_files, strip_notebook, strip_python, write_edition
@@ -169,7 +174,11 @@ def test_the_student_edition_has_every_solution_replaced_and_everything_else_ide
         if original != copy:
             changed.add(name)
             assert BEGIN.encode() not in copy and END.encode() not in copy, name
-    assert changed == {block.path for e in EXERCISES for block in e.blocks}
+    marked_books = {name for name in files if name.endswith(".md") and
+                    "\n<!-- BEGIN SOLUTION" in (ROOT / name).read_text(encoding="utf-8")}
+    assert changed == {block.path for e in EXERCISES for block in e.blocks} | marked_books
+    for name in marked_books:
+        assert "<!-- BEGIN SOLUTION" not in (student_edition / name).read_text(encoding="utf-8"), name
     for exercise in EXERCISES:
         for path in exercise.files:
             text = (student_edition / path).read_text(encoding="utf-8")
@@ -257,3 +266,391 @@ def test_each_exercise_fails_without_its_solution_and_passes_with_it():
     with ThreadPoolExecutor(max_workers=2) as pool:
         problems = [p for found in pool.map(_grade_one, EXERCISES) for p in found]
     assert not problems, "\n".join(problems)
+
+
+# -- the verdict: the right error, the right exercise ------------------------------------------------------------
+def _edition_with(folder: Path, solved: set[str], replace: dict[str, tuple[str, str]]) -> Path:
+    """A student edition with only ``solved`` in place, then ``replace``: path -> (old text, new text)."""
+    write_edition(ROOT, folder, {e.id for e in EXERCISES} - solved)
+    for path, (old, new) in replace.items():
+        text = (folder / path).read_text(encoding="utf-8")
+        assert old in text, f"{path} no longer holds {old!r}"
+        (folder / path).write_text(text.replace(old, new), encoding="utf-8")
+    return folder
+
+
+MATMUL_RAISE = 'raise NotImplementedError("Exercise 2.2: MatMul backward — see chapters/02-tensors-broadcasting.md")'
+MATMUL_GA = "ga = unbroadcast(gy @ b2.swapaxes(-1, -2), a2.shape).reshape(a.shape)"
+
+
+@pytest.mark.slow
+def test_a_backward_that_raises_is_reported_with_its_own_error(tmp_path):
+    from minitransformer.exercises.grading import check
+
+    edition = _edition_with(tmp_path / "edition", {e.id for e in EXERCISES} - {"2.2"}, {
+        "minitransformer/ops/matmul.py": (MATMUL_RAISE, "ga = (gy @ b2.swapaxes(-1, -2)).reshape(3, 7)\n"
+                                                        "        gb = (a2.swapaxes(-1, -2) @ gy).reshape(b.shape)")})
+    verdict, text = check("2.2", edition, workers=0)
+    assert not verdict.solved
+    assert "your backward raised ValueError: cannot reshape array" in text, text
+    assert "{type(error).__name__}" not in text, "the grader quoted the source line pytest echoes, not the error"
+
+
+@pytest.mark.slow
+def test_a_failure_is_blamed_on_the_exercise_whose_code_is_wrong(tmp_path):
+    from minitransformer.exercises.grading import check
+
+    # 1.1 and 2.1 right, 2.2 written with its gradient doubled: 2.2's tests fail, and only 2.2 answers for them
+    edition = _edition_with(tmp_path / "edition", {"1.1", "2.1", "2.2"}, {
+        "minitransformer/ops/matmul.py": (MATMUL_GA, "ga = 2 * " + MATMUL_GA.removeprefix("ga = "))})
+    verdict, text = check("1.1", edition, workers=2)
+    assert verdict.solved, text
+    assert "test_matmul_backward_gradcheck" not in {t.split("[")[0].split("::")[-1]
+                                                    for t in {**verdict.grading_failed, **verdict.dependent_failed}}
+    assert "tests/test_exercises.py::test_matmul_backward_when_only_one_side_needs_it" in verdict.blamed["2.2"]
+    verdict, text = check("2.2", edition, workers=0)
+    assert not verdict.solved and "tests/test_exercises.py::test_matmul_backward_when_only_one_side_needs_it" \
+        in verdict.grading_failed
+    assert "yours is 2 × the true one" in text, text        # a constant factor is named in the verdict
+
+
+def test_a_constant_factor_is_recognised_and_named():
+    from minitransformer.exercises.grading import factor_in_words
+    from minitransformer.exercises.pytest_results import constant_ratio
+
+    numeric = np.array([[0.5, -1.0, 2.0], [0.0, 3.0, -0.25]])
+    assert constant_ratio(2 * numeric, numeric) == pytest.approx(2.0)
+    assert constant_ratio(numeric / 8 ** 0.5, numeric) == pytest.approx(8 ** -0.5)
+    assert constant_ratio(numeric + 0.1, numeric) is None          # a wrong formula, not a factor
+    assert constant_ratio(numeric, numeric) is None
+    assert [factor_in_words(r) for r in (2.0, 0.5, 8 ** 0.5, 8 ** -0.5, -1.0, 0.37)] == \
+        ["2", "1/2", "√8", "1/√8", "-1", "0.37"]
+
+
+# -- the code graded is the student's own ------------------------------------------------------------------------
+@pytest.mark.slow
+def test_plain_pytest_grades_this_folder_even_with_another_copy_on_the_path(student_edition):
+    pytest_script = Path(sys.executable).with_name("pytest")
+    if not pytest_script.exists():
+        pytest.skip("no pytest script next to this Python")
+    environment = _environment(student_edition)
+    environment["PYTHONPATH"] = str(ROOT)      # the teacher's package found first, as when it is installed
+    result = subprocess.run([str(pytest_script), "-q", "-p", "no:cacheprovider", "-m", "grades_5_1",
+                             "tests/test_exercises.py"], cwd=student_edition, capture_output=True, text=True,
+                            env=environment)
+    assert result.returncode == 1 and "Exercise 5.1" in result.stdout, result.stdout[-2000:]
+
+
+@pytest.mark.slow
+def test_check_names_the_folder_it_grades_and_refuses_outside_a_copy(student_edition, tmp_path):
+    environment = _environment(ROOT)           # the command itself comes from the teacher's copy
+    command = [sys.executable, "-m", "minitransformer.exercises", "check", "6.3"]
+    outside = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, env=environment)
+    assert outside.returncode != 0 and "not inside a copy of the course" in outside.stderr + outside.stdout
+    inside = subprocess.run(command, cwd=student_edition / "notebooks", capture_output=True, text=True,
+                            env=environment)
+    assert f"grading the code in {student_edition}" in inside.stdout, inside.stdout + inside.stderr
+    assert inside.returncode == 1 and "not attempted yet" in inside.stdout, inside.stdout
+
+
+def test_the_stubs_say_what_to_produce_and_to_keep_the_header(tmp_path):
+    edition = tmp_path / "edition"
+    write_edition(ROOT, edition, {"4.3", "5.1", "6.3", "11.1"})
+    decode = (edition / "minitransformer/decode.py").read_text(encoding="utf-8")
+    assert "sets flat_index, flat_value" in decode and "_top_candidates" in decode and "2k" in decode
+    assert "sets grad " in (edition / "minitransformer/functional/loss.py").read_text(encoding="utf-8")
+    assert "returns the result" in (edition / "minitransformer/functional/masks.py").read_text(encoding="utf-8")
+    normalization = (edition / "minitransformer/functional/normalization.py").read_text(encoding="utf-8")
+    assert "keep the comment line above: it is how `check 5.1` finds this exercise" in normalization
+    for name in ("g_weight", "g_bias", "gx"):
+        assert name in normalization.split("raise NotImplementedError")[0].rsplit("# Exercise 5.1", 1)[1]
+    header = next(line for line in normalization.splitlines() if line.lstrip().startswith("# Exercise 5.1"))
+    (edition / "minitransformer/functional/normalization.py").write_text(normalization.replace(header + "\n", ""),
+                                                                         encoding="utf-8")
+    from minitransformer.exercises.grading import check
+
+    with pytest.raises(KeyError, match="put it back"):
+        check("5.1", edition)
+
+
+@pytest.mark.slow
+def test_a_syntax_error_in_the_students_code_gets_a_verdict_not_a_crash(tmp_path):
+    edition = _edition_with(tmp_path / "edition", set(), {"minitransformer/bleu.py": (
+        'raise NotImplementedError("Exercise 11.2: BLEU\'s clipped n-gram precision — see chapters/11-translator.md")',
+        "matches = = 0")})
+    result = subprocess.run([sys.executable, "-m", "minitransformer.exercises", "check", "11.2"], cwd=edition,
+                            capture_output=True, text=True, env=_environment(edition))
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "Your code does not import" in result.stdout and "SyntaxError" in result.stdout, result.stdout
+    assert "bleu.py" in result.stdout and "Traceback" not in result.stderr, result.stdout + result.stderr
+
+
+def test_each_notebook_runs_its_own_repository_and_names_the_exercises_it_waits_for(student_edition):
+    notebook = json.loads((student_edition / "notebooks/01-autograd.ipynb").read_text(encoding="utf-8"))
+    setup = next("".join(c["source"]) for c in notebook["cells"] if c["cell_type"] == "code")
+    environment = _environment(ROOT)           # another copy first on the path, as when the teacher's is installed
+    result = subprocess.run([sys.executable, "-c", setup], cwd=student_edition / "notebooks", capture_output=True,
+                            text=True, env=environment)
+    assert result.returncode == 0, result.stderr
+    assert f"minitransformer from {student_edition / 'minitransformer'}" in result.stdout, result.stdout
+    assert "Not solved in this copy yet: Exercises 1.1, 2.1, 2.3" in result.stdout, result.stdout
+
+
+def test_a_numpy_mismatch_is_summarised_not_printed_as_arrays():
+    try:
+        np.testing.assert_allclose(np.arange(6.0).reshape(2, 3) * 2, np.arange(6.0).reshape(2, 3), rtol=1e-6)
+    except AssertionError as error:
+        text = f"{type(error).__name__}: {error}"
+    explained = explain_failure("E   AssertionError: ...", exception=text, exercise_id="1.1")
+    assert "Mismatched elements: 5 / 6" in explained and "Max absolute difference" in explained, explained
+    assert "array(" not in explained and "ACTUAL" not in explained
+
+
+# -- grading a submission: the pytest/JUnit/Gradescope route --------------------------------------------------------
+NOAM_STUB = 'raise NotImplementedError("Exercise 10.1: the warm-up schedule, eq. 3 — see chapters/10-training.md")'
+NOAM_SUBMISSIONS = {   # what a student puts in place of the stub -> the points it must get, of 3
+    "correct": ("return self.factor * self.d_model ** -0.5 * min(step ** -0.5, step * self.warmup ** -1.5)", 3),
+    "wrong": ("return self.d_model ** -0.5 * min(step ** -0.5, step * self.warmup ** -1.5)", 2),   # no factor
+    "blank": (NOAM_STUB, 0),
+    "syntax-error": ("return self.factor * * self.d_model", 0),
+}
+
+
+def _submission(folder: Path, replacement: str) -> Path:
+    """A student's repository as handed in: the student edition's optim.py with the stub replaced."""
+    text = strip_python((ROOT / "minitransformer/optim.py").read_text(encoding="utf-8"), "minitransformer/optim.py")
+    assert NOAM_STUB in text
+    (folder / "minitransformer").mkdir(parents=True)
+    (folder / "minitransformer/optim.py").write_text(text.replace(NOAM_STUB, replacement), encoding="utf-8")
+    return folder
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", list(NOAM_SUBMISSIONS))
+def test_grade_scores_a_submission_on_the_exercises_grading_tests_only(kind, tmp_path):
+    import xml.etree.ElementTree as ElementTree
+
+    replacement, points = NOAM_SUBMISSIONS[kind]
+    submission = _submission(tmp_path / "submission", replacement)
+    (tmp_path / "submission/tests").mkdir()
+    (tmp_path / "submission/tests/test_exercises.py").write_text("def test_nothing():\n    pass\n")  # ignored
+    junit, gradescope = tmp_path / "junit.xml", tmp_path / "results.json"
+    result = subprocess.run([sys.executable, "-m", "minitransformer.exercises", "grade", "10.1", "--submission",
+                             str(submission / "minitransformer"), "--junitxml", str(junit), "--gradescope",
+                             str(gradescope)], cwd=ROOT, capture_output=True, text=True, env=_environment(ROOT))
+    assert result.returncode == (0 if points == 3 else 1), result.stdout + result.stderr
+    assert f"{points} of 3 grading tests pass" in result.stdout, result.stdout
+    cases = ElementTree.parse(junit).getroot().findall(".//testcase")
+    assert len(cases) == 3 and sum(case.find("failure") is None for case in cases) == points
+    assert all(case.find("properties/property[@name='exercise']").get("value") == "10.1" for case in cases)
+    results = json.loads(gradescope.read_text(encoding="utf-8"))
+    assert (results["score"], results["max_score"]) == (points, 3)
+    assert sorted(t["status"] for t in results["tests"]) == sorted(["passed"] * points + ["failed"] * (3 - points))
+    if kind == "syntax-error":
+        assert "does not import" in result.stdout and "SyntaxError" in result.stdout, result.stdout
+
+
+def test_the_students_code_is_found_between_the_header_and_the_code_after_the_stub():
+    from minitransformer.exercises.submission import transplant
+
+    stub = strip_python(_function("    y = 2 * x"), "minitransformer/fake.py", {"3.1"})
+    submitted = stub.replace('    raise NotImplementedError("Exercise 3.1: a title — see chapters/03-cpu-gpu.md")\n',
+                             "    z = x + 1\n    y = z * 2\n").replace("def f(x):", "def f(x):  # edited elsewhere")
+    graded = transplant(stub, submitted, "3.1")
+    assert "    z = x + 1\n    y = z * 2\n    return y\n" in graded and "NotImplementedError" not in graded
+    assert "# edited elsewhere" not in graded       # the rest of the file is the teacher's
+
+
+# -- the nbgrader route, proven with nbgrader itself ---------------------------------------------------------------
+@pytest.fixture
+def nbgrader_path(monkeypatch):
+    """nbgrader installed, and the scripts next to this Python (alembic, which nbgrader's gradebook runs) on PATH."""
+    pytest.importorskip("nbgrader", reason="nbgrader is not installed (.ci/run installs it after the main suite)")
+    monkeypatch.setenv("PATH", str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""))
+
+
+def _nbgrader(course: Path, *args: str) -> subprocess.CompletedProcess:
+    result = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=course, capture_output=True, text=True,
+                            env=_environment(ROOT))
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return result
+
+
+def _hand_in(course: Path, assignment: str, student: str, solutions: list[str] | None) -> None:
+    """Copy the released assignment to submitted/STUDENT/, its solution cells replaced by ``solutions``."""
+    folder = course / "submitted" / student / assignment
+    shutil.copytree(course / "release" / assignment, folder)
+    path = folder / f"{assignment}.ipynb"
+    notebook = json.loads(path.read_text(encoding="utf-8"))
+    cells = [c for c in notebook["cells"] if c["metadata"].get("nbgrader", {}).get("solution")]
+    assert cells and (solutions is None or len(solutions) == len(cells))
+    for cell, source in zip(cells, solutions or []):
+        cell["source"] = source
+    path.write_text(json.dumps(notebook), encoding="utf-8")
+
+
+def _scores(course: Path, assignment: str, students) -> dict[str, tuple[float, float]]:
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
+        return {s: (gradebook.find_submission(assignment, s).score,
+                    gradebook.find_submission(assignment, s).max_score) for s in students}
+
+
+def _source_solutions(course: Path, assignment: str) -> list[str]:
+    notebook = json.loads((course / "source" / assignment / f"{assignment}.ipynb").read_text(encoding="utf-8"))
+    return ["".join(c["source"]) for c in notebook["cells"] if c["metadata"].get("nbgrader", {}).get("solution")]
+
+
+@pytest.mark.slow
+def test_nbgrader_generates_and_autogrades_the_course(tmp_path, nbgrader_path):
+    from minitransformer.exercises.nbgrader import write_course
+
+    course = tmp_path / "course"
+    write_course(ROOT, course, {"10.1", "2.1"})
+    _nbgrader(course, "generate_assignment", "ex_10_1", "--force")
+    [solution] = _source_solutions(course, "ex_10_1")
+    body = "    return self.factor * self.d_model ** -0.5 * min(step ** -0.5, step * self.warmup ** -1.5)\n"
+    assert body.strip() in solution
+    stub = "    # YOUR CODE HERE\n    raise NotImplementedError()"
+    released = solution.split("### BEGIN SOLUTION")[0].rsplit("\n", 1)[0] + "\n" + stub
+    submissions = {"correct": solution, "wrong": released.replace(stub, body.replace("self.factor * ", "")),
+                   "blank": None, "syntax-error": released.replace(stub, "    return self.factor * * 2")}
+    for student, source in submissions.items():
+        _hand_in(course, "ex_10_1", student, None if source is None else [source])
+    _nbgrader(course, "autograde", "ex_10_1")
+    assert _scores(course, "ex_10_1", submissions) == {"correct": (3, 3), "wrong": (2, 3), "blank": (0, 3),
+                                                       "syntax-error": (0, 3)}
+    # a module-level function imported by name elsewhere (unbroadcast): the student's code still runs everywhere
+    _nbgrader(course, "generate_assignment", "ex_2_1", "--force")
+    _hand_in(course, "ex_2_1", "correct", _source_solutions(course, "ex_2_1"))
+    _hand_in(course, "ex_2_1", "blank", None)
+    _nbgrader(course, "autograde", "ex_2_1")
+    scores = _scores(course, "ex_2_1", ["correct", "blank"])
+    assert scores["correct"][0] == scores["correct"][1] > 0 and scores["blank"][0] == 0, scores
+
+
+@pytest.mark.slow
+def test_nbgrader_gives_every_assignment_full_marks_for_the_teachers_solution(tmp_path, nbgrader_path):
+    from minitransformer.exercises.nbgrader import assignment_name, write_course
+
+    course = tmp_path / "course"
+    write_course(ROOT, course)
+    assignments = [assignment_name(e.id) for e in EXERCISES]
+    _nbgrader(course, "generate_assignment", "ex_*", "--force")       # nbgrader takes a glob: every assignment
+    for assignment in assignments:
+        _hand_in(course, assignment, "teacher", _source_solutions(course, assignment))
+    _nbgrader(course, "autograde", "ex_*")
+    for assignment in assignments:
+        [(score, max_score)] = _scores(course, assignment, ["teacher"]).values()
+        assert score == max_score > 0, f"{assignment}: {score} of {max_score}"
+
+
+# -- the book gives no answers away -------------------------------------------------------------------------------
+def _code_blocks(text: str) -> list[str]:
+    """The fenced Python listings of a Markdown text."""
+    return [m.group(1) for m in re.finditer(r"^```python\n(.*?)^```", text, re.S | re.M)]
+
+
+def _pastes(stub_text: str, exercise_id: str, listing: str) -> list[str]:
+    """The ways a student could paste ``listing`` into the stub of ``exercise_id``: in place of its raise, or, when
+    the listing defines the function that holds the stub, in place of that whole function."""
+    lines = stub_text.splitlines(keepends=True)
+    listing = textwrap.dedent(listing)
+    stubs = [n for n, line in enumerate(lines) if line.lstrip().startswith(f'raise NotImplementedError("Exercise '
+                                                                            f'{exercise_id}:')]
+    attempts = []
+    for n in stubs:
+        indent = lines[n][:len(lines[n]) - len(lines[n].lstrip())]
+        attempts.append("".join(lines[:n]) + textwrap.indent(listing, indent) + "\n" + "".join(lines[n + 1:]))
+    defined = re.findall(r"^def (\w+)\(", listing, re.M)
+    holders = [node for node in ast.walk(ast.parse(stub_text)) if isinstance(node, ast.FunctionDef)
+               and node.name in defined and any(node.lineno < n + 1 <= node.end_lineno for n in stubs)]
+    if holders:
+        replaced = list(lines)
+        for node in sorted(holders, key=lambda node: -node.lineno):     # bottom up: line numbers stay valid
+            own = re.search(rf"^def {node.name}\(.*?(?=^\S|\Z)", listing, re.S | re.M).group(0)
+            first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+            replaced[first - 1:node.end_lineno] = [textwrap.indent(own, " " * node.col_offset) + "\n"]
+        attempts.append("".join(replaced))
+    return attempts
+
+
+def _listing_solves(edition: Path, exercise, path: str, text: str) -> bool:
+    """Do the exercise's grading tests all pass with ``text`` as ``path`` in ``edition``?"""
+    original = (edition / path).read_text(encoding="utf-8")
+    try:
+        compile(text, path, "exec")
+    except SyntaxError:
+        return False
+    (edition / path).write_text(text, encoding="utf-8")
+    try:
+        result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-m",
+                                 exercise.grading_marker, GRADING_FILE], cwd=edition, capture_output=True,
+                                text=True, env=_environment(edition), timeout=60)
+        return result.returncode == 0
+    except subprocess.TimeoutExpired:        # a listing that loops forever solves nothing
+        return False
+    finally:
+        (edition / path).write_text(original, encoding="utf-8")
+
+
+def listings_that_solve(edition_root: Path, book_root: Path) -> list[str]:
+    """"chapter: listing n solves Exercise X" for every listing of the book under ``book_root`` that solves the
+    exercise of its chapter (or any exercise, for TEACHING.md) when pasted into the stub, in an edition at
+    ``edition_root`` per exercise (only that exercise taken out)."""
+    found = []
+    for exercise in EXERCISES:
+        books = [exercise.chapter, "TEACHING.md"]
+        listings = [(book, n, listing) for book in books if (book_root / book).exists()
+                    for n, listing in enumerate(_code_blocks((book_root / book).read_text(encoding="utf-8")), 1)]
+        if not listings:
+            continue
+        edition = edition_root / exercise.marker
+        write_edition(ROOT, edition, {exercise.id})
+        for path in exercise.files:
+            stub_text = (edition / path).read_text(encoding="utf-8")
+            for book, n, listing in listings:
+                if any(_listing_solves(edition, exercise, path, text)
+                       for text in _pastes(stub_text, exercise.id, listing)):
+                    found.append(f"{book}: listing {n} solves Exercise {exercise.id} pasted into {path}")
+    return found
+
+
+@pytest.mark.slow
+def test_no_listing_of_the_student_editions_book_solves_an_exercise(student_edition, tmp_path):
+    found = listings_that_solve(tmp_path, student_edition)
+    assert not found, "mark these listings <!-- BEGIN SOLUTION X.Y --> ... <!-- END SOLUTION -->:\n" + \
+                      "\n".join(found)
+
+
+def test_teaching_md_states_the_prerequisites_the_map_implies_and_retypes_no_counts():
+    from minitransformer.exercises.grading import prerequisites
+
+    needs = prerequisites(EXERCISE_MAP, GRADING)
+    text = (ROOT / "TEACHING.md").read_text(encoding="utf-8")
+    table = text.split("## Suggested order and prerequisites")[1].split("\n## ")[0]
+    rows = {cells[0]: cells[2] for cells in ([c.strip() for c in line.strip("|").split("|")]
+                                              for line in table.splitlines() if re.match(r"\| \d", line))}
+    assert set(rows) == {e.id for e in EXERCISES}
+    for exercise_id, prerequisite in needs.items():
+        stated = set(re.findall(r"\d+\.\d+", rows[exercise_id].split("(")[0]))
+        assert stated == prerequisite, f"TEACHING.md: Exercise {exercise_id} needs {sorted(prerequisite)}, " \
+                                       f"the table says {sorted(stated)}"
+    assert "| Tests |" not in text, "test counts change with the suite: `list` prints them"
+
+
+def test_marked_listings_become_pointers_in_the_student_editions_chapters():
+    from minitransformer.exercises.edition import strip_markdown
+
+    text = ("The derivation: $g = y - t$.\n\n<!-- BEGIN SOLUTION 4.1 -->\n```python\ngx = y * (gy - s)\n```\n"
+            "<!-- END SOLUTION -->\n\nMore prose.\n<!-- BEGIN SOLUTION 5.1 -->\n```python\nx = 1\n```\n"
+            "<!-- END SOLUTION -->\n")
+    student = strip_markdown(text, "chapters/x.md", files={"4.1": "minitransformer/functional/softmax.py"})
+    assert "gx = y" not in student and "x = 1" not in student and "$g = y - t$" in student
+    assert "**Exercise 4.1**" in student and "`minitransformer/functional/softmax.py`" in student
+    assert "check 4.1" in student and "More prose." in student
+    partial = strip_markdown(text, "chapters/x.md", remove={"5.1"})
+    assert "gx = y * (gy - s)" in partial and "x = 1" not in partial
+    with pytest.raises(ExerciseError, match="never closed"):
+        strip_markdown(text.rsplit("<!-- END SOLUTION -->", 1)[0], "chapters/x.md")

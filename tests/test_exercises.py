@@ -1,10 +1,13 @@
 """The grading tests of the classroom exercises, one group per exercise (see TEACHING.md).
 
-Each test carries its exercise's marker, so ``pytest -m ex_5_1`` grades
-Exercise 5.1; tests/exercise_map.json adds to each marker the other tests of
-the suite that depend on the exercise. A grading test uses as few other
-exercises as it can: the backward exercises need the numerical gradient
-(Exercise 1.1) and nothing else, the forward exercises need nothing.
+Each test carries its exercise's grading marker, ``grades_5_1`` for Exercise
+5.1: ``pytest -m grades_5_1`` runs exactly the tests that score it (what
+``python -m minitransformer.exercises grade`` runs). The wider marker
+``ex_5_1`` is put on these tests and on every other test of the suite that
+depends on the exercise (tests/exercise_map.json, applied by tests/conftest.py).
+A grading test uses as few other exercises as it can: the backward exercises
+need the numerical gradient (Exercise 1.1) and nothing else, the forward
+exercises need nothing.
 """
 from __future__ import annotations
 
@@ -32,7 +35,7 @@ def tensor(rng, *shape, low=None):
 
 
 # -- Exercise 1.1: the numerical gradient ------------------------------------------------------------------
-@pytest.mark.ex_1_1
+@pytest.mark.grades_1_1
 def test_numerical_gradient_of_a_cube_is_three_x_squared(rng):
     x = tensor(rng, 3, 4)
     upstream = rng.standard_normal((3, 4))
@@ -40,7 +43,7 @@ def test_numerical_gradient_of_a_cube_is_three_x_squared(rng):
     np.testing.assert_allclose(numeric, 3 * x.data ** 2 * upstream, rtol=1e-6, atol=1e-8)
 
 
-@pytest.mark.ex_1_1
+@pytest.mark.grades_1_1
 def test_numerical_gradient_of_each_input_of_a_product(rng):
     a, b = tensor(rng, 2, 3), tensor(rng, 2, 3)
     upstream = rng.standard_normal((2, 3))
@@ -65,7 +68,7 @@ class _Square(mt.Function):
         return gy * self.factor * self.x
 
 
-@pytest.mark.ex_1_1
+@pytest.mark.grades_1_1
 def test_gradcheck_passes_a_right_backward_and_catches_a_wrong_one(rng):
     x = tensor(rng, 5)
     before = x.data.copy()
@@ -76,7 +79,7 @@ def test_gradcheck_passes_a_right_backward_and_catches_a_wrong_one(rng):
 
 
 # -- Exercise 1.2: Div backward ---------------------------------------------------------------------------------
-@pytest.mark.ex_1_2
+@pytest.mark.grades_1_2
 @pytest.mark.parametrize("needs", ["both", "numerator", "denominator"])
 def test_div_backward_gradcheck(rng, needs):
     a = tensor(rng, 3, 4)
@@ -86,7 +89,7 @@ def test_div_backward_gradcheck(rng, needs):
     assert mt.gradcheck(lambda p, q: p / q, [a, b])
 
 
-@pytest.mark.ex_1_2
+@pytest.mark.grades_1_2
 def test_div_by_a_number_and_of_a_number(rng):
     x = tensor(rng, 2, 3, low=0.5)
     assert mt.gradcheck(lambda t: t / 4.0, [x])
@@ -98,7 +101,7 @@ SHAPES = [((3, 1), (2, 3, 4)), ((4,), (3, 4)), ((), (2, 3)), ((1, 1), (2, 3)), (
           ((1, 3, 1), (5, 2, 3, 4))]
 
 
-@pytest.mark.ex_2_1
+@pytest.mark.grades_2_1
 @pytest.mark.parametrize("shape, target", SHAPES, ids=[f"{s}->{t}" for s, t in SHAPES])
 def test_unbroadcast_is_the_adjoint_of_broadcasting(rng, shape, target):
     # <broadcast(x), g> = <x, unbroadcast(g)> for every x and g: unbroadcast is broadcasting's transpose
@@ -108,7 +111,7 @@ def test_unbroadcast_is_the_adjoint_of_broadcasting(rng, shape, target):
     np.testing.assert_allclose(np.sum(np.broadcast_to(x, target) * g), np.sum(x * reduced), rtol=1e-10)
 
 
-@pytest.mark.ex_2_1
+@pytest.mark.grades_2_1
 def test_broadcast_add_and_mul_gradchecks(rng):
     a, b = tensor(rng, 2, 1, 3), tensor(rng, 4, 1)
     assert mt.gradcheck(lambda p, q: p + q, [a, b])
@@ -120,14 +123,14 @@ MATMUL = [((2, 3), (3, 4)), ((2, 2, 3), (2, 3, 4)), ((2, 2, 3), (3, 4)), ((3,), 
           ((3,), (3,))]
 
 
-@pytest.mark.ex_2_2
+@pytest.mark.grades_2_2
 @pytest.mark.parametrize("a_shape, b_shape", MATMUL, ids=[f"{a}@{b}" for a, b in MATMUL])
 def test_matmul_backward_gradcheck(rng, a_shape, b_shape):
     a, b = tensor(rng, *a_shape), tensor(rng, *b_shape)
     assert mt.gradcheck(lambda p, q: p @ q, [a, b])
 
 
-@pytest.mark.ex_2_2
+@pytest.mark.grades_2_2
 def test_matmul_backward_when_only_one_side_needs_it(rng):
     a, b = tensor(rng, 2, 3), mt.Tensor(rng.standard_normal((3, 2)))
     assert mt.gradcheck(lambda p, q: p @ q, [a, b])
@@ -135,21 +138,21 @@ def test_matmul_backward_when_only_one_side_needs_it(rng):
 
 
 # -- Exercise 2.3: sum and max backward -------------------------------------------------------------------
-@pytest.mark.ex_2_3
+@pytest.mark.grades_2_3
 @pytest.mark.parametrize("axis, keepdims", [(None, False), (1, False), ((0, 2), True), (-1, True)])
 def test_sum_backward_gradcheck(rng, axis, keepdims):
     x = tensor(rng, 2, 3, 4)
     assert mt.gradcheck(lambda t: t.sum(axis=axis, keepdims=keepdims), [x])
 
 
-@pytest.mark.ex_2_3
+@pytest.mark.grades_2_3
 @pytest.mark.parametrize("axis, keepdims", [(None, False), (1, False), (-1, True)])
 def test_max_backward_gradcheck(rng, axis, keepdims):
     x = tensor(rng, 2, 3, 4)   # distinct values: max is differentiable there
     assert mt.gradcheck(lambda t: t.max(axis=axis, keepdims=keepdims), [x])
 
 
-@pytest.mark.ex_2_3
+@pytest.mark.grades_2_3
 def test_tied_maxima_share_the_gradient_equally():
     x = mt.Tensor(np.array([[1.0, 3.0, 3.0], [2.0, 0.0, -1.0], [5.0, 5.0, 5.0]]), requires_grad=True)
     upstream = np.array([6.0, 1.0, 3.0])
@@ -165,7 +168,7 @@ INDICES = {"slice": (slice(1, 3),), "int-and-slice": (1, slice(None, None, 2)),
            "columns": (slice(None), np.array([3, 0, 3]))}
 
 
-@pytest.mark.ex_2_4
+@pytest.mark.grades_2_4
 @pytest.mark.parametrize("name", list(INDICES))
 def test_getitem_backward_gradcheck(rng, name):
     x = tensor(rng, 3, 4)
@@ -173,7 +176,7 @@ def test_getitem_backward_gradcheck(rng, name):
     assert mt.gradcheck(lambda t: t[index if len(index) > 1 else index[0]], [x])
 
 
-@pytest.mark.ex_2_4
+@pytest.mark.grades_2_4
 def test_a_row_read_three_times_gets_three_gradients(rng):
     x = tensor(rng, 3, 2)
     x[np.array([0, 0, 2, 0])].backward(np.ones((4, 2)))
@@ -182,14 +185,14 @@ def test_a_row_read_three_times_gets_three_gradients(rng):
 
 
 # -- Exercise 4.1: softmax backward ------------------------------------------------------------------------------
-@pytest.mark.ex_4_1
+@pytest.mark.grades_4_1
 @pytest.mark.parametrize("axis", [-1, 0, 1])
 def test_softmax_backward_gradcheck(rng, axis):
     x = tensor(rng, 2, 3, 4)
     assert mt.gradcheck(lambda t: F.softmax(t, axis=axis), [x])
 
 
-@pytest.mark.ex_4_1
+@pytest.mark.grades_4_1
 def test_softmax_gradient_sums_to_zero_along_the_axis(rng):
     x = tensor(rng, 3, 5)
     F.softmax(x, axis=-1).backward(rng.standard_normal((3, 5)))
@@ -197,7 +200,7 @@ def test_softmax_gradient_sums_to_zero_along_the_axis(rng):
 
 
 # -- Exercise 4.2: log-softmax backward ------------------------------------------------------------------------
-@pytest.mark.ex_4_2
+@pytest.mark.grades_4_2
 @pytest.mark.parametrize("axis", [-1, 1])
 def test_log_softmax_backward_gradcheck(rng, axis):
     x = tensor(rng, 2, 3, 4)
@@ -205,7 +208,7 @@ def test_log_softmax_backward_gradcheck(rng, axis):
 
 
 # -- Exercise 4.3: label-smoothed cross-entropy backward -------------------------------------------------------
-@pytest.mark.ex_4_3
+@pytest.mark.grades_4_3
 @pytest.mark.parametrize("smoothing", [0.0, 0.1, 0.4])
 @pytest.mark.parametrize("ignore_index", [None, 0])
 def test_cross_entropy_backward_gradcheck(rng, smoothing, ignore_index):
@@ -215,7 +218,7 @@ def test_cross_entropy_backward_gradcheck(rng, smoothing, ignore_index):
                                                   ignore_index=ignore_index), [logits])
 
 
-@pytest.mark.ex_4_3
+@pytest.mark.grades_4_3
 def test_cross_entropy_backward_over_a_batch_of_sequences(rng):
     logits = tensor(rng, 2, 3, 4)                   # (B, T, V)
     targets = np.array([[1, 2, 0], [3, 0, 0]])
@@ -223,13 +226,13 @@ def test_cross_entropy_backward_over_a_batch_of_sequences(rng):
 
 
 # -- Exercise 5.1: layer-norm backward --------------------------------------------------------------------------
-@pytest.mark.ex_5_1
+@pytest.mark.grades_5_1
 def test_layer_norm_backward_gradcheck(rng):
     x, weight, bias = tensor(rng, 2, 3, 5), tensor(rng, 5), tensor(rng, 5)
     assert mt.gradcheck(lambda a, w, b: F.layer_norm(a, w, b), [x, weight, bias])
 
 
-@pytest.mark.ex_5_1
+@pytest.mark.grades_5_1
 def test_layer_norm_backward_without_affine_and_with_one_row(rng):
     assert mt.gradcheck(lambda a: F.layer_norm(a), [tensor(rng, 4, 6)])
     assert mt.gradcheck(lambda a: F.layer_norm(a), [tensor(rng, 1, 3)])
@@ -242,7 +245,7 @@ def _qkv(rng, batch=2, heads=2, queries=4, keys=5, d_k=3):
             mt.Tensor(rng.standard_normal((batch, heads, keys, d_k))))
 
 
-@pytest.mark.ex_6_1
+@pytest.mark.grades_6_1
 def test_a_padding_mask_equals_attending_to_the_real_keys_only(rng):
     q, k, v = _qkv(rng)
     lengths = [5, 3]
@@ -254,7 +257,7 @@ def test_a_padding_mask_equals_attending_to_the_real_keys_only(rng):
         assert np.all(weights.data[b, :, :, n:] == 0)   # exactly zero, not merely small
 
 
-@pytest.mark.ex_6_1
+@pytest.mark.grades_6_1
 def test_a_lower_triangular_mask_hides_the_future(rng):
     q, k, v = _qkv(rng, queries=4, keys=4)
     lower = np.tril(np.ones((4, 4), dtype=bool))[None, None]
@@ -264,7 +267,7 @@ def test_a_lower_triangular_mask_hides_the_future(rng):
         np.testing.assert_allclose(out.data[:, :, t:t + 1], prefix.data, rtol=1e-12, atol=1e-12)
 
 
-@pytest.mark.ex_6_1
+@pytest.mark.grades_6_1
 def test_a_query_with_every_key_masked_gets_zeros(rng):
     q, k, v = _qkv(rng, batch=1, heads=1, queries=2, keys=3)
     mask = np.array([[True, False, True], [False, False, False]])[None, None]
@@ -275,13 +278,13 @@ def test_a_query_with_every_key_masked_gets_zeros(rng):
 
 
 # -- Exercise 6.2: attention backward to the queries and keys ---------------------------------------------------
-@pytest.mark.ex_6_2
+@pytest.mark.grades_6_2
 def test_attention_backward_gradcheck(rng):
     q, k, v = (tensor(rng, 2, 2, 3, 4), tensor(rng, 2, 2, 5, 4), tensor(rng, 2, 2, 5, 3))
     assert mt.gradcheck(lambda a, b, c: F.scaled_dot_product_attention(a, b, c), [q, k, v])
 
 
-@pytest.mark.ex_6_2
+@pytest.mark.grades_6_2
 def test_attention_backward_gradcheck_with_a_mask_and_broadcast_keys(rng):
     q, k, v = tensor(rng, 2, 2, 3, 4), tensor(rng, 1, 1, 4, 4), tensor(rng, 1, 1, 4, 2)
     mask = np.array([[True, True, False, False], [True, True, True, True]])[:, None, None, :]
@@ -289,7 +292,7 @@ def test_attention_backward_gradcheck_with_a_mask_and_broadcast_keys(rng):
 
 
 # -- Exercise 6.3: the causal mask --------------------------------------------------------------------------------
-@pytest.mark.ex_6_3
+@pytest.mark.grades_6_3
 @pytest.mark.parametrize("size", [1, 2, 5])
 def test_causal_mask_lets_position_i_see_positions_up_to_i(size):
     mask = np.asarray(F.causal_mask(size, device="cpu"))
@@ -298,7 +301,7 @@ def test_causal_mask_lets_position_i_see_positions_up_to_i(size):
         assert mask[0, 0, i, j] == (j <= i), f"query {i}, key {j}"
 
 
-@pytest.mark.ex_6_3
+@pytest.mark.grades_6_3
 def test_with_the_causal_mask_the_past_does_not_see_the_future(rng):
     q, k, v = _qkv(rng, queries=5, keys=5)
     out = F.scaled_dot_product_attention(q, k, v, mask=F.causal_mask(5, device="cpu"))
@@ -308,7 +311,7 @@ def test_with_the_causal_mask_the_past_does_not_see_the_future(rng):
 
 
 # -- Exercise 7.1: splitting and merging heads --------------------------------------------------------------------
-@pytest.mark.ex_7_1
+@pytest.mark.grades_7_1
 def test_head_i_holds_features_i_dk_to_i_plus_1_dk(rng):
     batch, length, heads, d_k = 2, 3, 4, 2
     x = rng.standard_normal((batch, length, heads * d_k))
@@ -318,7 +321,7 @@ def test_head_i_holds_features_i_dk_to_i_plus_1_dk(rng):
         np.testing.assert_array_equal(split.data[:, i], x[:, :, i * d_k:(i + 1) * d_k])
 
 
-@pytest.mark.ex_7_1
+@pytest.mark.grades_7_1
 def test_merge_undoes_split(rng):
     x = rng.standard_normal((2, 3, 8))
     np.testing.assert_array_equal(merge_heads(split_heads(mt.Tensor(x), 4)).data, x)
@@ -326,14 +329,14 @@ def test_merge_undoes_split(rng):
     np.testing.assert_array_equal(split_heads(merge_heads(mt.Tensor(heads)), 4).data, heads)
 
 
-@pytest.mark.ex_7_1
+@pytest.mark.grades_7_1
 def test_split_and_merge_gradcheck(rng):
     x, scale = tensor(rng, 2, 3, 6), mt.Tensor(rng.standard_normal((1, 3, 1, 2)))
     assert mt.gradcheck(lambda t: merge_heads(split_heads(t, 3) * scale), [x])
 
 
 # -- Exercise 8.1: the sinusoidal encoding ----------------------------------------------------------------------
-@pytest.mark.ex_8_1
+@pytest.mark.grades_8_1
 @pytest.mark.parametrize("length, d_model", [(6, 8), (3, 5)])
 def test_sinusoidal_table_follows_section_3_5(length, d_model):
     table = sinusoidal_table(length, d_model)
@@ -345,7 +348,7 @@ def test_sinusoidal_table_follows_section_3_5(length, d_model):
             assert table[pos, column] == pytest.approx(expected, abs=1e-12), (pos, column)
 
 
-@pytest.mark.ex_8_1
+@pytest.mark.grades_8_1
 def test_a_shift_by_k_positions_is_one_fixed_rotation(rng):
     d_model, k = 6, 3
     table = sinusoidal_table(20, d_model)
@@ -359,7 +362,7 @@ class _Holder:
     lr = 0.0
 
 
-@pytest.mark.ex_10_1
+@pytest.mark.grades_10_1
 @pytest.mark.parametrize("d_model, warmup, factor", [(512, 4000, 1.0), (64, 10, 2.0)])
 def test_noam_rate_rises_linearly_then_decays_as_inverse_square_root(d_model, warmup, factor):
     schedule = mt.optim.NoamSchedule(_Holder(), d_model, warmup=warmup, factor=factor)
@@ -371,7 +374,7 @@ def test_noam_rate_rises_linearly_then_decays_as_inverse_square_root(d_model, wa
         assert schedule.rate(step) == pytest.approx(peak * math.sqrt(warmup / step), rel=1e-12)
 
 
-@pytest.mark.ex_10_1
+@pytest.mark.grades_10_1
 def test_noam_step_sets_the_optimizers_rate():
     holder = _Holder()
     schedule = mt.optim.NoamSchedule(holder, 16, warmup=3)
@@ -426,7 +429,7 @@ def _best_by_enumeration(table: np.ndarray, alpha: float, longest: int) -> list[
     return best
 
 
-@pytest.mark.ex_11_1
+@pytest.mark.grades_11_1
 @pytest.mark.parametrize("alpha", [0.0, 0.6])
 def test_beam_search_escapes_the_greedy_trap(alpha):
     # after bos "3" is likelier than "4", but "3" leads nowhere certain while "4" ends at once
@@ -438,7 +441,7 @@ def test_beam_search_escapes_the_greedy_trap(alpha):
     assert beam_search(model, src, BOS, EOS, beam_size=2, alpha=alpha)[0][0].tokens == best
 
 
-@pytest.mark.ex_11_1
+@pytest.mark.grades_11_1
 def test_beam_of_one_is_greedy(rng):
     probabilities = rng.dirichlet(np.ones(4), size=6) * 0.999      # tokens 2..5, rows for every last token
     table = np.full((6, 6), -1e9)
@@ -448,12 +451,21 @@ def test_beam_of_one_is_greedy(rng):
     assert [b[0].tokens for b in beams] == greedy_decode(model, src, BOS, EOS)
 
 
-@pytest.mark.ex_11_1
+@pytest.mark.grades_11_1
 def test_n_best_hypotheses_come_sorted_with_their_log_probabilities():
     table = _table({BOS: {3: 0.5, 4: 0.3, EOS: 0.2}, 3: {EOS: 1.0}, 4: {EOS: 1.0}})
     results = beam_search(_Markov(table), np.array([[7]]), BOS, EOS, beam_size=3, alpha=0.0, n_best=3)[0]
     assert [h.tokens for h in results] == [[3], [4], []]
     np.testing.assert_allclose([h.log_prob for h in results], np.log([0.5, 0.3, 0.2]), rtol=1e-9)
+
+
+@pytest.mark.grades_11_1
+def test_an_early_eos_does_not_cost_a_live_beam():
+    # after bos the two best extensions are eos and "3": keeping only the top k = 2 would leave one live beam
+    # and lose "4"; keeping the top 2k keeps both "3" and "4" alive, and [4] is the second-best output
+    table = _table({BOS: {EOS: 0.4, 3: 0.35, 4: 0.25}, 3: {EOS: 0.5, 5: 0.5}, 4: {EOS: 1.0}, 5: {EOS: 1.0}})
+    results = beam_search(_Markov(table), np.array([[7]]), BOS, EOS, beam_size=2, alpha=0.0, n_best=2)[0]
+    assert [h.tokens for h in results] == [[], [4]]
 
 
 # -- Exercise 11.2: BLEU's clipped n-gram precision ------------------------------------------------------------
@@ -463,7 +475,7 @@ def _clipped_by_definition(hypothesis: list[str], reference: list[str], n: int) 
     return sum(min(grams.count(g), ref_grams.count(g)) for g in set(grams)), len(grams)
 
 
-@pytest.mark.ex_11_2
+@pytest.mark.grades_11_2
 @pytest.mark.parametrize("seed", range(3))
 def test_clipped_matches_follow_the_definition(seed):
     rng = np.random.default_rng(seed)
@@ -476,7 +488,7 @@ def test_clipped_matches_follow_the_definition(seed):
                 _clipped_by_definition(hypothesis, reference, n), (hypothesis, reference, n)
 
 
-@pytest.mark.ex_11_2
+@pytest.mark.grades_11_2
 def test_a_repeated_word_counts_at_most_as_often_as_in_the_reference():
     hypothesis, reference = ["the"] * 7, "the cat is on the mat".split()
     matches, total = clipped_ngram_matches(hypothesis, reference, 1)
@@ -484,7 +496,7 @@ def test_a_repeated_word_counts_at_most_as_often_as_in_the_reference():
 
 
 # -- Exercise 11.3: one merge step of the raw-text BPE ----------------------------------------------------------
-@pytest.mark.ex_11_3
+@pytest.mark.grades_11_3
 def test_a_merge_replaces_every_occurrence_left_to_right():
     space, a, b, c, ab = 262, 260, 261, 263, 300
     assert merge_pair([space, a, b, c, a, b], (a, b), ab) == [space, ab, c, ab]
@@ -493,7 +505,7 @@ def test_a_merge_replaces_every_occurrence_left_to_right():
     assert merge_pair([b, a], (a, b), ab) == [b, a] and merge_pair([], (a, b), ab) == []
 
 
-@pytest.mark.ex_11_3
+@pytest.mark.grades_11_3
 @pytest.mark.parametrize("seed", range(3))
 def test_a_merge_keeps_the_text_and_leaves_no_mergeable_pair(seed):
     rng = np.random.default_rng(seed)

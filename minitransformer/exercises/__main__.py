@@ -1,4 +1,4 @@
-"""python -m minitransformer.exercises {list, student, check}: the classroom from the command line."""
+"""python -m minitransformer.exercises {list, student, check, grade, nbgrader}: the classroom from the command line."""
 from __future__ import annotations
 
 import argparse
@@ -17,21 +17,53 @@ def _root(given: str | None) -> Path:
     return root
 
 
+def enclosing_repository(start: Path) -> Path | None:
+    """The nearest folder at or above ``start`` that holds the package and its tests (a copy of the course)."""
+    for folder in (start, *start.parents):
+        if (folder / "minitransformer").is_dir() and (folder / "tests").is_dir():
+            return folder
+    return None
+
+
+def _graded_root(given: str | None) -> Path:
+    """The repository ``check`` grades: --root, or the one the current folder lies in; never another one.
+
+    Grading the folder the command happens to be imported from would grade the teacher's package when it is
+    installed and the student stands in notebooks/; so outside a copy of the course, check refuses.
+    """
+    if given:
+        return _root(given)
+    here = Path.cwd().resolve()
+    root = enclosing_repository(here)
+    if root is None:
+        raise SystemExit(f"{here} is not inside a copy of the course (no folder above it holds minitransformer/ "
+                         "and tests/): cd into your copy, or pass --root FOLDER")
+    return root
+
+
 def command_list(args) -> int:
+    from .grading import grading_tests, prerequisites
+
     root = _root(args.root)
     exercises = load_exercises(root)
     exercise_map = load_map(root)
-    rows = [("id", "title", "chapter", "marker", "tests", "file")]
+    grading = grading_tests(root)
+    needs = prerequisites(exercise_map, grading)
+    rows = [("id", "title", "chapter", "marker", "grading", "tests", "needs", "file")]
     for e in exercises:
         count = len(exercise_map.get(e.id, []))
-        state = "" if e.has_solution else "  (unsolved here)"
-        rows.append((e.id, e.title, e.chapter, f"-m {e.marker}", str(count) if count else "?", e.file + state))
-    widths = [max(len(row[i]) for row in rows) for i in range(5)]
+        state = "" if e.has_solution else "  (unsolved here)" if e.unsolved else "  (attempted here)"
+        prerequisite = ", ".join(sorted(needs.get(e.id, ()), key=lambda i: tuple(map(int, i.split("."))))) or "—"
+        rows.append((e.id, e.title, e.chapter, f"-m {e.marker}", str(len(grading.get(e.id, []))),
+                     str(count) if count else "?", prerequisite, e.file + state))
+    widths = [max(len(row[i]) for row in rows) for i in range(7)]
     for row in rows:
-        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[5])
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[7])
     chapters = len({e.chapter for e in exercises})
-    print(f"\n{len(exercises)} exercises in {chapters} chapters. Grade one with "
-          "`python -m minitransformer.exercises check ID` or `pytest -m ex_5_1`.")
+    print(f"\n{len(exercises)} exercises in {chapters} chapters. grading: its grading test functions "
+          f"(-m grades_X); tests: every test that needs it (-m ex_X); needs: the exercises its grading tests "
+          "use.\nA student checks one with `python -m minitransformer.exercises check ID`; a teacher scores one "
+          "with `python -m minitransformer.exercises grade ID --submission DIR`.")
     return 0
 
 
@@ -53,17 +85,48 @@ def command_student(args) -> int:
 
 
 def command_check(args) -> int:
-    from .grading import check
+    from .grading import CollectionError, check
 
-    root = _root(args.root)
-    if not (root / "tests").is_dir():
-        raise SystemExit(f"{root} has no tests/ folder: check runs the repository's tests")
+    root = _graded_root(args.root)
+    print(f"grading the code in {root}", flush=True)
     try:
         verdict, text = check(args.exercise, root, workers=args.workers)
     except KeyError as error:
         raise SystemExit(str(error.args[0])) from None
+    except CollectionError as error:
+        print(error.explain())
+        return 1
     print(text)
     return 0 if verdict.solved else 1
+
+
+def command_grade(args) -> int:
+    from .submission import grade_submission, write_reports
+
+    root = _root(args.root)
+    score = grade_submission(args.exercise, args.submission, root)
+    write_reports(score, args.junitxml, args.gradescope)
+    print(score.text())
+    return 0 if score.points == score.max_points else 1
+
+
+def command_nbgrader(args) -> int:
+    from .nbgrader import write_course
+
+    root = _root(args.root)
+    only = None
+    if args.only:
+        only = {part.strip().removeprefix("ex_").replace("_", ".") for part in args.only.split(",") if part.strip()}
+        unknown = only - {e.id for e in load_exercises(root)}
+        if unknown:
+            raise SystemExit(f"unknown exercises {sorted(unknown)}")
+    folders = write_course(root, args.course_dir, only)
+    course = Path(args.course_dir).resolve()
+    print(f"wrote {len(folders)} nbgrader assignment{'s' * (len(folders) != 1)} to {course / 'source'}: "
+          + ", ".join(f.name for f in folders))
+    print(f"next: cd {course} && nbgrader generate_assignment {folders[0].name} && "
+          f"nbgrader release_assignment {folders[0].name}   (see TEACHING.md)")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -78,11 +141,24 @@ def main(argv: list[str] | None = None) -> int:
     checker = commands.add_parser("check", help="run one exercise's tests (pytest -m ex_X) and explain the result")
     checker.add_argument("exercise", help="an exercise id such as 5.1")
     checker.add_argument("--workers", type=int, default=2, help="pytest-xdist workers for large test sets")
+    grader = commands.add_parser("grade", help="score a submission's code for one exercise on its grading tests "
+                                               "(in a fresh copy of this, the teacher's, edition)")
+    grader.add_argument("exercise", help="an exercise id such as 5.1")
+    grader.add_argument("--submission", required=True, help="the student's repository (or its minitransformer/)")
+    grader.add_argument("--junitxml", help="also write JUnit XML here (each test case tagged with the exercise)")
+    grader.add_argument("--gradescope", help="also write Gradescope's results.json here")
+    course = commands.add_parser("nbgrader", help="write an nbgrader course: source/ex_X/ for each exercise")
+    course.add_argument("course_dir", help="the nbgrader course folder (source/ must be new or empty)")
+    course.add_argument("--only", help="comma-separated exercise ids (default: all)")
     args = parser.parse_args(argv)
     try:
-        return {"list": command_list, "student": command_student, "check": command_check}[args.command](args)
+        return {"list": command_list, "student": command_student, "check": command_check,
+                "grade": command_grade, "nbgrader": command_nbgrader}[args.command](args)
     except (ExerciseError, FileExistsError) as error:
         print(f"error: {error}", file=sys.stderr)
+        return 2
+    except KeyError as error:
+        print(f"error: {error.args[0]}", file=sys.stderr)
         return 2
 
 

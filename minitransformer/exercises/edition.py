@@ -23,14 +23,16 @@ tests that depend on it.
 """
 from __future__ import annotations
 
+import ast
 import json
 import os
+import re
 import shutil
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .registry import BEGIN, HEADER, find_blocks, parse_file
+from .registry import BEGIN, HEADER, ExerciseError, find_blocks, load_exercises, parse_file
 
 # walked past when the repository is not a git checkout
 SKIPPED_DIRS = {".git", ".venv", "venv", "__pycache__", ".pytest_cache", ".hypothesis", ".ipynb_checkpoints",
@@ -79,6 +81,69 @@ def _wanted(exercise_id: str | None, remove: set[str] | None) -> bool:
     return exercise_id is not None and exercise_id in remove
 
 
+def names_produced(text: str, begin: int, end: int) -> list[str]:
+    """The names a solution block (lines ``begin``..``end``) assigns or updates that the code after it reads.
+
+    What the student's replacement must set: in the stub they are named, so that nobody has to guess
+    that the lines below expect ``flat_index`` and ``flat_value``.
+    """
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return []
+    function = None
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.lineno < begin <= node.end_lineno:
+            if function is None or node.lineno > function.lineno:
+                function = node
+    if function is None:
+        return []
+    written = []
+    for node in ast.walk(function):
+        if not begin < getattr(node, "lineno", 0) < end:
+            continue
+        target = None
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            target = node.id
+        elif isinstance(node, (ast.Subscript, ast.Attribute)) and isinstance(node.ctx, ast.Store):
+            base = node.value
+            while isinstance(base, (ast.Subscript, ast.Attribute)):
+                base = base.value
+            if isinstance(base, ast.Name) and base.id != "self":
+                target = base.id
+            elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
+                target = f"self.{node.attr}"          # read by another method (forward -> backward)
+        if target and target not in written:
+            written.append(target)
+    read_after = {node.id for node in ast.walk(function)
+                  if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.lineno > end}
+    read_after |= {f"self.{node.attr}" for node in ast.walk(tree) if isinstance(node, ast.Attribute)
+                   and isinstance(node.ctx, ast.Load) and isinstance(node.value, ast.Name)
+                   and node.value.id == "self" and not begin < node.lineno < end}
+    return [name for name in written if name in read_after]
+
+
+def block_returns(text: str, begin: int, end: int) -> bool:
+    """Does the solution block end its function with a ``return``?"""
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return False
+    return any(isinstance(node, ast.Return) and begin < node.lineno < end for node in ast.walk(tree))
+
+
+def stub_notes(text: str, begin: int, end: int, exercise_id: str | None) -> list[str]:
+    """The comment lines the student edition puts between an exercise's header and its raise."""
+    notes = [f"# (keep the comment line above: it is how `check {exercise_id}` finds this exercise)"]
+    produced = names_produced(text, begin, end)
+    if block_returns(text, begin, end):
+        notes.append("# Replace the raise with code that returns the result.")
+    elif produced:
+        notes.append(f"# Replace the raise with code that sets {', '.join(produced)} (the lines below use "
+                     f"{'it' if len(produced) == 1 else 'them'}).")
+    return notes
+
+
 def strip_python(text: str, path: str, remove: set[str] | None = None, report: Edition | None = None) -> str:
     """The student version of one Python file (package code or a notebook's percent source)."""
     if BEGIN not in text:
@@ -103,6 +168,7 @@ def strip_python(text: str, path: str, remove: set[str] | None = None, report: E
         out.extend(lines[cursor:begin - 1])
         if in_package:
             message = f"Exercise {exercise_id}: {title} — see {chapter}"
+            out.extend(indent + line + newline for line in stub_notes(text, begin, end, exercise_id))
             out.append(f"{indent}raise NotImplementedError({json.dumps(message, ensure_ascii=False)})"
                        + newline)
         else:  # a notebook source: nbgrader's convention, so that it builds to the stripped notebook
@@ -157,6 +223,56 @@ def strip_notebook(text: str, path: str, remove: set[str] | None = None, report:
     return json.dumps(notebook, indent=indent, ensure_ascii=False) + ("\n" if text.endswith("\n") else "")
 
 
+# in a chapter (or TEACHING.md) the code that answers an exercise sits between these two HTML comment lines:
+#     <!-- BEGIN SOLUTION 5.1 -->
+#     ```python
+#     ...
+#     ```
+#     <!-- END SOLUTION -->
+# the student edition replaces them with a pointer to the stub; the derivation and formulas around them stay
+MARKDOWN_BEGIN = re.compile(r"^<!-- BEGIN SOLUTION (?P<id>\d+\.\d+) -->\s*$")
+MARKDOWN_END = re.compile(r"^<!-- END SOLUTION -->\s*$")
+
+
+def markdown_pointer(exercise_id: str, files: str = "") -> str:
+    where = f" in `{files}`" if files else ""
+    return (f"> **Exercise {exercise_id}** — this code is yours to write{where}: the stub there says what it must "
+            f"produce. Check it with `python -m minitransformer.exercises check {exercise_id}`.\n")
+
+
+def strip_markdown(text: str, path: str, remove: set[str] | None = None, report: Edition | None = None,
+                   files: dict[str, str] | None = None) -> str:
+    """The student version of a chapter: each marked solution listing replaced by a pointer to the stub."""
+    if "<!-- BEGIN SOLUTION" not in text:
+        return text
+    out, open_at, exercise_id = [], None, None
+    for number, line in enumerate(text.splitlines(keepends=True), start=1):
+        begin, end = MARKDOWN_BEGIN.match(line), MARKDOWN_END.match(line)
+        if begin:
+            if open_at is not None:
+                raise ExerciseError(f"{path}:{number}: a second solution marker before the END of line {open_at}")
+            open_at, exercise_id = number, begin["id"]
+            if not _wanted(exercise_id, remove):
+                out.append(line)
+            continue
+        if end:
+            if open_at is None:
+                raise ExerciseError(f"{path}:{number}: <!-- END SOLUTION --> without a BEGIN above it")
+            if _wanted(exercise_id, remove):
+                out.append(markdown_pointer(exercise_id, (files or {}).get(exercise_id, "")))
+                if report is not None:
+                    report.replaced.append((exercise_id, path, open_at))
+            else:
+                out.append(line)
+            open_at = None
+            continue
+        if open_at is None or not _wanted(exercise_id, remove):
+            out.append(line)
+    if open_at is not None:
+        raise ExerciseError(f"{path}:{open_at}: <!-- BEGIN SOLUTION {exercise_id} --> is never closed")
+    return "".join(out)
+
+
 def write_edition(root: str | Path, out_dir: str | Path, remove: set[str] | None = None) -> Edition:
     """Copy the repository at ``root`` to ``out_dir`` with the solutions of ``remove`` (default all) taken out.
 
@@ -169,15 +285,22 @@ def write_edition(root: str | Path, out_dir: str | Path, remove: set[str] | None
     if out_dir.exists() and any(out_dir.iterdir()):
         raise FileExistsError(f"{out_dir} is not empty; give a new or empty folder for the edition")
     report = Edition(out_dir)
+    try:
+        files = {e.id: e.file for e in load_exercises(root)}
+    except ExerciseError:
+        files = {}
     skip_prefix = out_dir.relative_to(root).as_posix() + "/" if out_dir.is_relative_to(root) else None
     for name in repository_files(root):
         if skip_prefix and name.startswith(skip_prefix):
             continue
         source, target = root / name, out_dir / name
         target.parent.mkdir(parents=True, exist_ok=True)
-        if name.endswith((".py", ".ipynb")) and not source.is_symlink():
+        if name.endswith((".py", ".ipynb", ".md")) and not source.is_symlink():
             text = source.read_bytes().decode("utf-8")
-            new = (strip_python if name.endswith(".py") else strip_notebook)(text, name, remove, report)
+            if name.endswith(".md"):
+                new = strip_markdown(text, name, remove, report, files)
+            else:
+                new = (strip_python if name.endswith(".py") else strip_notebook)(text, name, remove, report)
             if new != text:
                 target.write_bytes(new.encode("utf-8"))
                 shutil.copymode(source, target)

@@ -3,16 +3,25 @@
     MT_EXERCISE_RESULTS=/tmp/results.json python -m pytest -p minitransformer.exercises.pytest_results ...
 
 The file maps each test id to {"outcome": "passed" | "failed" | "skipped",
-"message": the failure text}; test modules skipped as a whole (an
+"message": the failure text, "exception": "Type: message" of the exception
+that failed it, "ratio": analytic ÷ numeric gradient when a gradient check
+failed by one constant factor}; test modules skipped as a whole (an
 ``importorskip`` at module level) are listed under "skipped_modules".
 ``tools/exercise_map.py``, ``python -m minitransformer.exercises check`` and
 the classroom tests read it. It works with pytest-xdist: the controller,
-which sees every report, writes the file.
+which sees every report, writes the file (the extra fields travel as report
+attributes).
+
+"exception" is taken from the exception object, not from pytest's text: that
+text also echoes the source lines around the failure, which a pattern could
+mistake for the error.
 """
 from __future__ import annotations
 
 import json
 import os
+
+import pytest
 
 ENVIRONMENT = "MT_EXERCISE_RESULTS"
 _MESSAGE_LIMIT = 6000
@@ -20,6 +29,39 @@ _MESSAGE_LIMIT = 6000
 _tests: dict[str, dict] = {}
 _skipped_modules: list[str] = []
 _collection_errors: dict[str, str] = {}
+
+
+def constant_ratio(analytic, numeric) -> float | None:
+    """analytic ÷ numeric when it is one number at every position where the gradient is not ~0, else None."""
+    import numpy as np
+
+    analytic, numeric = np.asarray(analytic, dtype=float).ravel(), np.asarray(numeric, dtype=float).ravel()
+    if analytic.shape != numeric.shape or not numeric.size:
+        return None
+    scale = np.abs(numeric).max()
+    large = np.abs(numeric) > 1e-3 * scale if scale > 0 else np.zeros_like(numeric, dtype=bool)
+    if large.sum() < 2 or not np.isfinite(analytic[large]).all():
+        return None
+    ratios = analytic[large] / numeric[large]
+    ratio = float(np.median(ratios))
+    if abs(ratio - 1) < 1e-3 or not np.allclose(ratios, ratio, rtol=1e-3, atol=1e-6):
+        return None
+    return ratio
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if call.excinfo is None or not report.failed:
+        return
+    error = call.excinfo.value
+    report.mt_exception = f"{type(error).__name__}: {error}"[:_MESSAGE_LIMIT]
+    if hasattr(error, "analytic") and hasattr(error, "numeric"):   # a GradcheckError
+        try:
+            report.mt_ratio = constant_ratio(error.analytic, error.numeric)
+        except Exception:   # the verdict only loses a hint
+            report.mt_ratio = None
 
 
 def pytest_collectreport(report) -> None:
@@ -35,6 +77,8 @@ def pytest_runtest_logreport(report) -> None:
         if entry["outcome"] != "failed":   # keep the first failure (the call's, not a teardown's)
             entry["outcome"] = "failed"
             entry["message"] = report.longreprtext[-_MESSAGE_LIMIT:]
+            entry["exception"] = getattr(report, "mt_exception", None)
+            entry["ratio"] = getattr(report, "mt_ratio", None)
     elif report.skipped and entry["outcome"] == "passed":
         entry["outcome"] = "skipped"
 

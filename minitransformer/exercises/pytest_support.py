@@ -1,10 +1,11 @@
 """What tests/conftest.py needs for the classroom: markers, the exercise map, readable failures.
 
-* ``register_markers``: one marker per exercise, ``ex_5_1`` for Exercise 5.1.
+* ``register_markers``: two markers per exercise: ``grades_5_1``, which the
+  grading tests of Exercise 5.1 in tests/test_exercises.py carry (the tests
+  that score it), and ``ex_5_1``, the wider set of every test that needs it.
 * ``apply_exercise_map``: puts ``ex_X`` on every test listed for X in
   tests/exercise_map.json (the tests that fail when only X is unsolved; see
-  tools/exercise_map.py). The grading tests in tests/test_exercises.py carry
-  their marker explicitly as well.
+  tools/exercise_map.py) and on every test marked ``grades_X``.
 * ``explain_unsolved``: a test that fails because some exercise still raises
   NotImplementedError("Exercise 5.1: ...") gets a short report naming the
   exercise, instead of a traceback through code the student has not read yet.
@@ -14,7 +15,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .registry import RAISED, Exercise, load_exercises
+from .registry import RAISED, Exercise, grading_marker, load_exercises
 
 MAP_FILE = Path("tests") / "exercise_map.json"
 
@@ -31,8 +32,10 @@ def register_markers(config) -> None:
     _exercises.clear()
     for exercise in exercises:
         _exercises[exercise.id] = exercise
-        config.addinivalue_line("markers", f"{exercise.marker}: grades Exercise {exercise.id}, {exercise.title} "
+        config.addinivalue_line("markers", f"{exercise.marker}: needs Exercise {exercise.id}, {exercise.title} "
                                            f"({exercise.chapter})")
+        config.addinivalue_line("markers", f"{grading_marker(exercise.id)}: a grading test of Exercise "
+                                           f"{exercise.id} (its score)")
 
 
 def load_map(root: Path) -> dict[str, list[str]]:
@@ -52,8 +55,13 @@ def apply_exercise_map(config, items) -> None:
         for test in tests:
             by_test.setdefault(test, []).append(exercise_id)
     for item in items:
-        for exercise_id in by_test.get(item.nodeid, ()):
-            item.add_marker(getattr(pytest.mark, "ex_" + exercise_id.replace(".", "_")))
+        wanted = set(by_test.get(item.nodeid, ()))
+        wanted |= {mark.name.removeprefix("grades_").replace("_", ".") for mark in item.iter_markers()
+                   if mark.name.startswith("grades_")}
+        for exercise_id in sorted(wanted):
+            marker = "ex_" + exercise_id.replace(".", "_")
+            if item.get_closest_marker(marker) is None:
+                item.add_marker(getattr(pytest.mark, marker))
 
 
 def _unsolved_in(error: BaseException, seen: set[int] | None = None):
@@ -109,6 +117,5 @@ def explain_unsolved(item, call, report) -> None:
         if match is None:
             return
         exercise_id, where = match.group(1), ""
-    own = item.get_closest_marker("ex_" + exercise_id.replace(".", "_")) is not None and \
-        item.nodeid.startswith("tests/test_exercises.py")
+    own = item.get_closest_marker(grading_marker(exercise_id)) is not None
     report.longrepr = unsolved_message(exercise_id, where, own) + "\n"

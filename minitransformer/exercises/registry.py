@@ -51,6 +51,7 @@ class Block:
     begin: int | None      # None in a student edition, where the block is gone
     end: int | None
     indent: str
+    stub: bool = False     # the student edition's raise still stands under the header (not attempted)
 
 
 @dataclass
@@ -74,6 +75,15 @@ class Exercise:
         """True when every block still holds its solution (the teacher's edition)."""
         return all(b.begin is not None for b in self.blocks)
 
+    @property
+    def grading_marker(self) -> str:
+        return grading_marker(self.id)
+
+    @property
+    def unsolved(self) -> bool:
+        """True while a block still holds the student edition's raise (nobody has written code there yet)."""
+        return any(b.stub for b in self.blocks)
+
     def message(self) -> str:
         """The text of the NotImplementedError that replaces the solution in the student edition."""
         return f"Exercise {self.id}: {self.title} — see {self.chapter}"
@@ -86,6 +96,11 @@ class Exercise:
 def marker_for(exercise_id: str) -> str:
     """"5.1" -> "ex_5_1"."""
     return "ex_" + exercise_id.replace(".", "_")
+
+
+def grading_marker(exercise_id: str) -> str:
+    """"5.1" -> "grades_5_1": the marker of the tests that score the exercise (tests/test_exercises.py)."""
+    return "grades_" + exercise_id.replace(".", "_")
 
 
 def comment_lines(text: str) -> dict[int, str] | None:
@@ -181,7 +196,10 @@ def parse_file(text: str, path: str) -> list[tuple[dict, Block]]:
             _check_inside_function(text, path, below, end, indent)
             block = Block(path, index + 1, below, end, indent)
         else:
-            block = Block(path, index + 1, None, None, info["indent"])
+            following = [line.strip() for line in lines[index + 1:index + 4]]
+            code = next((line for line in following if line and not line.startswith("#")), "")
+            stub = code.startswith(f'raise NotImplementedError("Exercise {info["id"]}:')
+            block = Block(path, index + 1, None, None, info["indent"], stub)
         found.append((info, block))
     if blocks:
         begin = min(blocks)

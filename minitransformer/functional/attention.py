@@ -60,6 +60,7 @@ class ScaledDotProductAttention(Function):
         scores = q @ k.swapaxes(-1, -2)                         # (B, h, T, S)
         scores *= self.scale
         if self.mask is not None:
+            # in place: scores where self.mask is False become −∞ (their weight is then exactly 0)
             # Exercise 6.1 — masking the attention scores (chapters/06-attention.md; graded by pytest -m ex_6_1)
             ### BEGIN SOLUTION
             xp.copyto(scores, -xp.inf, where=~self.mask)        # masked: weight exactly 0 after exp
@@ -93,6 +94,8 @@ class ScaledDotProductAttention(Function):
         g_v = unbroadcast(dropped.swapaxes(-1, -2) @ g_out, v.shape) if need_v else None   # gV = Aᵀ gO
         if not (need_q or need_k):
             return None, None, g_v
+        # set g_q and g_k (None when not needed); with dropout the weights used were A ⊙ keep, so the gradient
+        # reaching A is gA = (gO Vᵀ) ⊙ self.keep (self.keep is None without dropout); self.scale is 1/√d_k
         # Exercise 6.2 — attention backward to the queries and keys (chapters/06-attention.md; graded by pytest -m ex_6_2)
         ### BEGIN SOLUTION
         g_scores = g_out @ v.swapaxes(-1, -2)                   # gA = gO Vᵀ   (B, h, T, S)

@@ -77,6 +77,8 @@ class CrossEntropy(Function):
         n_rows, num_classes = log_probs.shape
         grad = xp.exp(log_probs)                                        # softmax(x), (N, V)
         rows = xp.arange(n_rows)
+        # turn grad = softmax into the gradient in place: minus the smoothed target q (K = spread =
+        # self._smoothing_classes(num_classes) classes share ε), times gy / self.n_valid, 0 on ignored rows
         # Exercise 4.3 — label-smoothed cross-entropy backward (chapters/04-softmax-cross-entropy.md; graded by pytest -m ex_4_3)
         ### BEGIN SOLUTION
         grad[rows, self.safe_targets] -= 1 - self.epsilon               # − (1−ε) onehot
