@@ -195,8 +195,24 @@ class ndarray:  # noqa: N801 - named as CuPy names it
             return _on_device(attribute(*_to_host_args(args), **_to_host_args(kwargs)))
         return method
 
+    @property
+    def device(self):
+        return _DEVICE
+
     def scatter_add(self, slices, value):
         cupyx.scatter_add(self, slices, value)
+
+
+class _Device:
+    """What ``cupy.ndarray.device`` is: the GPU the array lives on (never NumPy's "cpu")."""
+
+    id = 0
+
+    def __repr__(self):
+        return "<CUDA Device 0>"
+
+
+_DEVICE = _Device()
 
 
 def _operand(other):

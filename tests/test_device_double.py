@@ -313,3 +313,123 @@ def test_a_training_step_with_dropout_runs_on_the_device(monkeypatch):
 def model_dropout_generators(model):
     from minitransformer.train import dropout_generators  # noqa: PLC0415
     return dropout_generators(model)
+
+
+# -- decoding: KV cache, greedy and beam search ---------------------------------------------------
+
+def test_greedy_and_beam_search_on_the_device_match_the_cpu(monkeypatch):
+    from minitransformer.decode import beam_search, greedy_decode  # noqa: PLC0415
+
+    src = batch()[0]
+    found = {}
+    for device in ("cpu", "cuda"):
+        monkeypatch.setattr(backend, "_default_device", device)
+        nn.init.set_seed(1)
+        model = tiny_model().to(np.float64)
+        greedy = greedy_decode(model, src, bos_id=1, eos_id=2, max_len=6)
+        uncached = greedy_decode(model, src, bos_id=1, eos_id=2, max_len=6, use_cache=False)
+        beams = beam_search(model, on_device(src) if device == "cuda" else src, bos_id=1, eos_id=2,
+                            beam_size=3, max_len=6, n_best=2)
+        assert greedy == uncached                 # the KV cache changes the cost, not the result
+        found[device] = greedy, [[(h.tokens, round(h.score, 9)) for h in best] for best in beams]
+    assert found["cuda"] == found["cpu"]
+    assert any(found["cpu"][0])
+
+
+# -- checkpoints: save, load, average; arrays come home only through the backend ---------------------
+
+def test_checkpoints_save_load_and_average_from_the_device(tmp_path, monkeypatch):
+    from minitransformer import checkpoint as ckpt  # noqa: PLC0415
+
+    losses, model = train_two_steps("cuda", monkeypatch)
+    optimizer = optim.Adam(model.parameters())
+    loss_of(model, *batch()).backward()
+    optimizer.step()
+    first = ckpt.save_checkpoint(tmp_path, 1, model.state_dict(), {"note": "device"}, optimizer.state_dict())
+    for p in model.parameters():
+        p.data = p.data * 0.5
+    second = ckpt.save_checkpoint(tmp_path, 2, model.state_dict(), {"note": "halved"})
+
+    loaded = ckpt.load_checkpoint(first)
+    assert all(type(a) is np.ndarray for a in loaded.weights.values())
+    nn.init.set_seed(7)
+    fresh = tiny_model()
+    fresh.load_state_dict(loaded.weights)
+    assert all(p.device == "cuda" for p in fresh.parameters())
+    fresh_optimizer = optim.Adam(fresh.parameters())
+    fresh_optimizer.load_state_dict(loaded.optimizer)
+    assert all(backend.get_device(m) == "cuda" for m in fresh_optimizer.exp_avg if m is not None)
+
+    averaged = ckpt.average_checkpoints([first, second])
+    fresh.load_state_dict(averaged)
+    for name, weight in fresh.state_dict().items():
+        np.testing.assert_allclose(weight, 0.75 * loaded.weights[name], rtol=1e-6, err_msg=name)
+
+
+# -- what the classroom exercises grade, on the device ----------------------------------------------
+
+def test_the_graded_functions_run_on_the_device(rng):
+    """The subjects of tests/test_exercises.py, on device arrays: a student's NumPy call fails here."""
+    from minitransformer.nn.attention import merge_heads, split_heads  # noqa: PLC0415
+    from minitransformer.nn.positional import sinusoidal_table  # noqa: PLC0415
+
+    x, upstream = leaf(rng, 3, 4), on_device(rng.standard_normal((3, 4)))
+    numeric = mt.numerical_gradient(lambda t: t * t * t, [x], 0, upstream, 1e-6)          # Exercise 1.1
+    np.testing.assert_allclose(host(numeric), 3 * host(x) ** 2 * host(upstream), rtol=1e-6, atol=1e-8)
+    grad = unbroadcast(on_device(np.ones((2, 3, 4))), (3, 1))
+    assert backend.get_device(grad) == "cuda" and host(grad).tolist() == [[8.0]] * 3
+    tied = mt.Tensor(on_device([[1.0, 3.0, 3.0]]), requires_grad=True)                    # tied maxima share
+    tied.max().backward()
+    np.testing.assert_allclose(host(tied.grad), [[0.0, 0.5, 0.5]])
+    heads = split_heads(leaf(rng, 2, 3, 8), 2)
+    assert heads.shape == (2, 2, 3, 4) and heads.device == "cuda"
+    assert mt.gradcheck(lambda t: merge_heads(split_heads(t, 2)) * 2.0, [leaf(rng, 2, 3, 8)])
+    table = sinusoidal_table(6, 8)
+    assert table.shape == (6, 8)
+    positions = nn.PositionalEncoding(8, max_len=6, dropout=0.0)
+    assert backend.get_device(positions.table) == "cuda"
+
+
+# -- the command line: a short training run with --device cuda ---------------------------------------
+
+def test_train_on_the_command_line_with_device_cuda(tmp_path, monkeypatch, capsys):
+    from minitransformer.__main__ import main  # noqa: PLC0415
+
+    monkeypatch.setenv("MINITRANSFORMER_MALLOC", "0")
+    monkeypatch.setattr(backend, "_default_device", "cpu")     # the flag, not the test, picks the device
+    out = tmp_path / "run"
+    status = main(["train", "--device", "cuda", "--out", str(out), "--steps", "3", "--preset", "toy",
+                   "--limit", "12", "--average", "2"])
+    printed = capsys.readouterr()
+    assert status == 0, printed.err
+    assert backend.default_device() == "cuda"
+    assert (out / "final").is_dir()
+    assert "BLEU" in printed.out
+
+
+# -- host synchronisations: each one stalls a GPU until its queue drains ----------------------------
+
+def test_clipping_the_gradients_waits_for_the_device_once(monkeypatch):
+    """The global norm is summed on the device and read once, not once per parameter."""
+    losses, model = train_two_steps("cuda", monkeypatch)
+    loss_of(model, *batch()).backward()
+    assert len(model.parameters()) > 30
+    device_double.host_syncs.clear()
+    norm = optim.clip_grad_norm(model.parameters(), 1e-3)
+    assert sum(device_double.host_syncs.values()) == 1
+    clipped = np.sqrt(sum(float((host(p.grad).astype(np.float64) ** 2).sum()) for p in model.parameters()))
+    assert norm > 1e-3 and abs(clipped - 1e-3) < 1e-6
+
+
+def test_a_training_step_waits_for_the_device_a_handful_of_times(monkeypatch):
+    """loss.item(), and the input checks (ids and targets in range, the count of real tokens)."""
+    losses, model = train_two_steps("cuda", monkeypatch)
+    optimizer = optim.Adam(model.parameters())
+    device_double.host_syncs.clear()
+    loss = loss_of(model, *batch())
+    optimizer.zero_grad()
+    loss.backward()
+    optim.clip_grad_norm(model.parameters(), 1.0)
+    optimizer.step()
+    loss.item()
+    assert sum(device_double.host_syncs.values()) <= 6, dict(device_double.host_syncs)
