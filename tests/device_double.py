@@ -110,6 +110,11 @@ class ndarray:  # noqa: N801 - named as CuPy names it
         raise TypeError(IMPLICIT)
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        others = [x for x in inputs if x is not self]
+        if method == "__call__" and ufunc.nin == 2 and not kwargs and len(others) == 1 \
+                and isinstance(others[0], numpy.generic):
+            # `numpy.float32(2) * x`: a NumPy scalar on the left of an operator. CuPy serves it.
+            return _on_device(ufunc(*(x._host if x is self else x for x in inputs)))
         raise TypeError(f"numpy.{ufunc.__name__} was given a device array: {IMPLICIT} "
                         "(in the package: xp = backend.xp_of(x))")
 
@@ -168,7 +173,10 @@ class ndarray:  # noqa: N801 - named as CuPy names it
             yield _on_device(row)
 
     def __getitem__(self, key):
-        return _on_device(self._host[_to_host_args(key, host_data_ok=True)])
+        key = _to_host_args(key, host_data_ok=True)
+        if any(getattr(k, "dtype", None) == bool for k in (key if isinstance(key, tuple) else (key,))):
+            host_syncs["boolean index"] += 1     # the result's size depends on the data: CuPy waits for it
+        return _on_device(self._host[key])
 
     def __setitem__(self, key, value):
         self._host[_to_host_args(key, host_data_ok=True)] = _to_host_args(value, host_data_ok=True)
@@ -277,6 +285,18 @@ def _function(name: str, numpy_function, host_data_ok: bool = False):
     return function
 
 
+def _counting_sync(name: str, function):
+    """Functions whose output size depends on the data: on CuPy they wait for the device."""
+    def counted(*args, **kwargs):
+        host_syncs[name] += 1
+        return function(*args, **kwargs)
+    counted.__name__ = name
+    return counted
+
+
+DATA_SIZED = {"nonzero", "flatnonzero", "argwhere", "unique", "compress", "extract"}
+
+
 def einsum(subscripts, *operands, dtype=None, optimize=False, **kwargs):
     """CuPy's einsum: no out/order/casting, and optimize only False or an explicit contraction path."""
     if kwargs:
@@ -314,7 +334,8 @@ def _numpy_member(namespace_name: str, name: str, numpy_namespace):
         return ufunc(value)
     if isinstance(value, type) or not callable(value):
         return value                      # dtypes, exceptions, constants: CuPy shares NumPy's
-    return _function(name, value, host_data_ok=name in UPLOADS)
+    function = _function(name, value, host_data_ok=name in UPLOADS)
+    return _counting_sync(name, function) if name in DATA_SIZED else function
 
 
 # -- random: CuPy's generators and their methods -----------------------------------------
@@ -410,12 +431,12 @@ cupyx = types.ModuleType("cupyx (device double)")
 cupyx.scatter_add = _scatter_add
 
 
-def on_device_double(monkeypatch) -> types.ModuleType:
-    """Put the double in the backend's CuPy slots and make "cuda" the default device, until the test ends."""
+def on_device_double(monkeypatch, default_device: str = "cuda") -> types.ModuleType:
+    """Put the double in the backend's CuPy slots and make ``default_device`` the default, until the test ends."""
     from minitransformer import backend  # noqa: PLC0415
 
     monkeypatch.setattr(backend, "_cupy", cupy)
     monkeypatch.setattr(backend, "_cupyx", cupyx)
-    monkeypatch.setattr(backend, "_default_device", "cuda")
+    monkeypatch.setattr(backend, "_default_device", default_device)
     host_syncs.clear()
     return cupy

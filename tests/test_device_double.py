@@ -66,6 +66,7 @@ def test_device_arrays_refuse_every_implicit_trip_to_the_host(cupy):
         float(x)                                          # six values are not one number
     with pytest.raises(TypeError, match="Unsupported type"):
         cupy.exp(np.ones(3))                              # a host array where CuPy wants a device one
+    assert isinstance(np.float32(2.0) * x, cupy.ndarray)   # a NumPy scalar operand is fine on CuPy too
 
 
 def test_explicit_trips_home_work_and_are_counted(cupy):
@@ -78,6 +79,9 @@ def test_explicit_trips_home_work_and_are_counted(cupy):
     np.testing.assert_array_equal(cupy.asnumpy(x), np.arange(6.0).reshape(2, 3))
     np.testing.assert_array_equal(x.get(), backend.asnumpy(x))
     assert dict(device_double.host_syncs) == {"float": 1, "item": 1, "tolist": 1, "asnumpy": 2, "get": 1}
+    x[x > 2.0]                                               # a data-sized result: CuPy waits for it
+    cupy.nonzero(x)
+    assert device_double.host_syncs["boolean index"] == 1 and device_double.host_syncs["nonzero"] == 1
 
 
 def test_only_the_names_cupy_has_are_offered(cupy):
