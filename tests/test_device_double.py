@@ -219,6 +219,21 @@ def test_attention_with_a_padding_mask_and_broadcast_keys(rng):
     assert mt.gradcheck(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, mask)[0], [q, k, v])
 
 
+LONG_SEQUENCE_ATTENTION = [   # chapter 13's attention functions, checked here once they exist
+    ("flash_attention", dict(causal=True, block_size=2)),
+    ("local_attention", dict(window=1, causal=True)),
+    ("linear_attention", dict(causal=True)),
+]
+
+
+@pytest.mark.parametrize("name,options", LONG_SEQUENCE_ATTENTION, ids=[n for n, _ in LONG_SEQUENCE_ATTENTION])
+def test_long_sequence_attention_gradchecks_on_the_device(name, options, rng):
+    if not hasattr(F, name):
+        pytest.skip(f"minitransformer.functional has no {name} yet")
+    attend = getattr(F, name)
+    assert mt.gradcheck(lambda q, k, v: attend(q, k, v, **options), [leaf(rng, 1, 2, 5, 4) for _ in range(3)])
+
+
 def check_module(module, x, *extra):
     inputs = ([x] if isinstance(x, mt.Tensor) else []) + list(module.parameters())
     assert all(p.device == "cuda" for p in module.parameters())
