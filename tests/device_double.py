@@ -17,7 +17,8 @@ check. It plays CuPy at the host-device boundary:
   method, array method, ``random`` and ``linalg`` name is checked against
   tests/cupy_names.json, read from an installed CuPy by tools/cupy_names.py;
 * where CuPy differs from NumPy in a way our code meets, it follows CuPy: a
-  repeated-index add is ``cupyx.scatter_add``; ``random.RandomState`` draws
+  repeated-index add is ``cupyx.scatter_add``; an integer-array index out of
+  range wraps around instead of raising; ``random.RandomState`` draws
   with a ``dtype``; ``einsum`` takes no ``out``/``order``/``casting`` and only
   ``optimize=False`` or an explicit path; a reduction or a scalar index gives a
   0-d device array, not a host scalar.
@@ -176,10 +177,11 @@ class ndarray:  # noqa: N801 - named as CuPy names it
         key = _to_host_args(key, host_data_ok=True)
         if any(getattr(k, "dtype", None) == bool for k in (key if isinstance(key, tuple) else (key,))):
             host_syncs["boolean index"] += 1     # the result's size depends on the data: CuPy waits for it
-        return _on_device(self._host[key])
+        return _on_device(self._host[_wrap_like_cupy(self._host.shape, key)])
 
     def __setitem__(self, key, value):
-        self._host[_to_host_args(key, host_data_ok=True)] = _to_host_args(value, host_data_ok=True)
+        key = _wrap_like_cupy(self._host.shape, _to_host_args(key, host_data_ok=True))
+        self._host[key] = _to_host_args(value, host_data_ok=True)
 
     def __copy__(self):
         return ndarray._adopt(self._host.copy())
@@ -209,6 +211,18 @@ class ndarray:  # noqa: N801 - named as CuPy names it
 
     def scatter_add(self, slices, value):
         cupyx.scatter_add(self, slices, value)
+
+
+def _wrap_like_cupy(shape: tuple, key):
+    """CuPy wraps an out-of-range integer-array index around instead of raising IndexError (one of its
+    documented differences from NumPy): ``x[[3]]`` of a length-3 ``x`` reads ``x[0]``. So only our own
+    range checks stand between a bad id and a wrong row; the double wraps too, so the tests see that."""
+    keys = key if isinstance(key, tuple) else (key,)
+    if any(k is Ellipsis or k is None or getattr(k, "dtype", None) == bool for k in keys):
+        return key                                  # axes no longer line up one to one: leave as is
+    wrapped = tuple(numpy.mod(k, shape[axis]) if isinstance(k, numpy.ndarray) and k.dtype.kind in "iu"
+                    and axis < len(shape) and shape[axis] > 0 else k for axis, k in enumerate(keys))
+    return wrapped if isinstance(key, tuple) else wrapped[0]
 
 
 class _Device:

@@ -10,7 +10,6 @@ before a student with a GPU meets it.
 """
 from __future__ import annotations
 
-import copy
 
 import numpy as np
 import pytest
@@ -110,6 +109,15 @@ def test_cupyx_scatter_add_accumulates_repeated_indices(cupy):
     target = cupy.zeros(3)
     backend.scatter_add(target, on_device([0, 0, 2]), on_device([1.0, 2.0, 5.0]))
     np.testing.assert_array_equal(host(target), [3.0, 0.0, 5.0])
+
+
+def test_an_index_out_of_range_wraps_as_on_cupy_so_our_range_checks_matter(cupy):
+    x = cupy.arange(3.0)
+    assert host(x[on_device([3, -1])]).tolist() == [0.0, 2.0]     # NumPy would raise IndexError
+    with pytest.raises(IndexError, match=r"ids range over \[1, 4\] but the table has 4 rows"):
+        nn.Embedding(4, 2)(on_device([[1, 4]]))
+    with pytest.raises(IndexError, match="target id 5 is outside the vocabulary"):
+        F.cross_entropy(mt.Tensor(cupy.zeros((2, 5))), on_device([1, 5]))
 
 
 def test_the_name_list_matches_the_installed_cupy():
@@ -441,7 +449,7 @@ def test_clipping_the_gradients_waits_for_the_device_once(monkeypatch):
 
 
 def test_a_training_step_waits_for_the_device_a_handful_of_times(monkeypatch):
-    """loss.item(), and the input checks (ids and targets in range, the count of real tokens)."""
+    """loss.item(), the gradient norm, the range checks of the ids and targets, the count of real tokens."""
     losses, model = train_two_steps("cuda", monkeypatch)
     optimizer = optim.Adam(model.parameters())
     device_double.host_syncs.clear()
