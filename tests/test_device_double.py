@@ -157,8 +157,24 @@ def test_a_stray_numpy_asarray_inside_an_op_is_caught(rng):
         mt.gradcheck(lambda x: HostExp()(x), [leaf(rng, 3)])         # the double can
 
 
+def test_a_stray_numpy_asarray_planted_in_a_package_op_is_caught(rng, monkeypatch):
+    """The same mistake planted in the package's own Exp: the ops' gradchecks on the double fail."""
+    from minitransformer.ops.elementwise import Exp  # noqa: PLC0415
+
+    def forward_through_the_host(self, x):
+        self.y = np.exp(np.asarray(x))
+        return self.y
+
+    monkeypatch.setattr(Exp, "forward", forward_through_the_host)
+    on_cpu = mt.Tensor(rng.standard_normal((2, 3)), requires_grad=True)
+    assert mt.gradcheck(lambda x: x.exp(), [on_cpu])
+    with pytest.raises(TypeError, match="Implicit conversion to a NumPy array is not allowed"):
+        test_every_op_gradchecks_on_the_device(*EXP, rng)       # the op's own case in the table below
+
+
 # -- every op's gradient on the device -------------------------------------------------------------
 
+EXP = (lambda a: a.exp(), [(2, 3)], False)
 OPS = [
     (lambda a, b: a + b, [(2, 3, 4), (3, 1)], False),
     (lambda a, b: a - b, [(3, 4), (4,)], False),
@@ -167,7 +183,7 @@ OPS = [
     (lambda a: 2.0 / a - 1.0, [(3,)], True),
     (lambda a: -a ** 3, [(2, 3)], False),
     (lambda a: a ** 0.5, [(2, 3)], True),
-    (lambda a: a.exp(), [(2, 3)], False),
+    EXP,
     (lambda a: a.log(), [(2, 3)], True),
     (lambda a: a.sqrt(), [(2, 3)], True),
     (lambda a: a.tanh(), [(2, 3)], False),
