@@ -185,7 +185,9 @@ def cmd_translate(args) -> int:
 
 
 def cmd_evaluate(args) -> int:
+    from .bleu import tokenization_for  # noqa: PLC0415
     from .checkpoint import load_checkpoint  # noqa: PLC0415
+    from .chrf import corpus_chrf_score  # noqa: PLC0415
     from .data.source import load_data  # noqa: PLC0415
     from .presets import DEFAULT_PRESET, PRESETS, RENAMED_PRESETS, unknown_preset_message  # noqa: PLC0415
 
@@ -207,10 +209,13 @@ def cmd_evaluate(args) -> int:
         raise _Refusal(f"the split {args.split!r} of corpus {corpus.name!r} is empty")
     beam = 1 if args.greedy else args.beam
     started = time.monotonic()
-    score, hypotheses = translator.bleu(pairs, beam_size=beam, alpha=args.alpha)
+    tokenize = tokenization_for(direction.split("-")[-1], [ref for _, ref in pairs])
+    score, hypotheses = translator.bleu(pairs, beam_size=beam, alpha=args.alpha, tokenize=tokenize)
+    chrf = corpus_chrf_score(hypotheses, [ref for _, ref in pairs])
     exact = sum(h.split() == ref.split() for h, (_, ref) in zip(hypotheses, pairs)) / len(pairs)
     print(f"{corpus.name} {args.split} ({direction}, {len(pairs)} sentences, "
-          f"{'greedy' if beam == 1 else f'beam {beam}, α {args.alpha}'}): BLEU {score.score:.2f}  "
+          f"{'greedy' if beam == 1 else f'beam {beam}, α {args.alpha}'}): BLEU {score.score:.2f} "
+          f"({tokenize} tokens), {chrf}  "
           f"[{'/'.join(f'{p:.1f}' for p in score.precisions)}, BP {score.bp:.3f}, ratio {score.ratio:.3f}], "
           f"{100 * exact:.1f}% exact, {time.monotonic() - started:.1f} s")
     return 0

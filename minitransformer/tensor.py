@@ -53,29 +53,31 @@ class Function:
 
     Subclasses implement ``forward(*arrays) -> array`` and
     ``backward(gy) -> gradients``: one gradient per input, in order, or None
-    for an input that needs none. Anything backward needs (inputs, outputs,
-    masks) is saved on ``self`` during forward; non-array arguments (axis,
-    ids, probabilities) are given to ``__init__``.
+    for an input that needs none. What backward needs from forward (an input,
+    the output, a mask) is kept with ``self.save_for_backward(...)`` and read
+    back from ``self.saved_arrays``; settings that are not arrays (an axis,
+    ids, a probability) are given to ``__init__``.
     """
 
-    inputs: tuple[Tensor, ...] | None = None  # set when the graph is recorded, cleared when freed
+    inputs: tuple[Tensor, ...] | None = None  # the graph's edges back to the inputs; None once freed
+    saved_arrays: tuple | None = ()           # what forward kept for backward; None once freed
 
     def __call__(self, *inputs: Any) -> Tensor:
-        tensors = _as_tensors(inputs)
+        tensors = _as_tensors(inputs)                  # Python numbers become Tensors
         arrays = [t.data for t in tensors]
         if len(arrays) > 1:
             _check_same_device(self, arrays)
         output = Tensor(self.forward(*arrays))
-        if _GradMode.enabled:
-            for t in tensors:
-                if t.requires_grad:
-                    if output.data.dtype.kind not in "fc":  # integer/bool results carry no gradient
-                        break
-                    output.requires_grad = True
-                    output.creator = self
-                    self.inputs = tensors
-                    break
+        # record the graph: only when asked, and only for a floating-point result (ints have no gradient)
+        if _GradMode.enabled and _any_requires_grad(tensors) and output.data.dtype.kind in "fc":
+            output.requires_grad = True
+            output.creator = self    # output -> this Function -> its inputs: that is the whole graph
+            self.inputs = tensors
         return output
+
+    def save_for_backward(self, *arrays) -> None:
+        """Keep ``arrays`` for backward, as ``self.saved_arrays``; backward() frees them afterwards."""
+        self.saved_arrays = arrays
 
     def forward(self, *arrays):
         raise NotImplementedError(f"{type(self).__name__}.forward is not implemented")
@@ -96,11 +98,11 @@ class Tensor:
     def __init__(self, data: Any, requires_grad: bool = False, name: str | None = None) -> None:
         if isinstance(data, Tensor):
             data = data.data
-        if not backend.is_array(data):
-            if isinstance(data, numpy.generic):  # a NumPy scalar (what NumPy ops return for 0-d results)
-                data = numpy.asarray(data)       # stays on the host, whatever the default device
-            else:
-                data = backend.xp_for(backend.default_device()).asarray(data)
+        elif not backend.is_array(data):
+            data = _array_from(data)  # Python numbers and lists, NumPy scalars
+        if data.dtype.kind not in "biufc":
+            raise TypeError(f"Tensor: expected numbers (bool, int, float or complex), got an array of dtype "
+                            f"{data.dtype}")
         if requires_grad and data.dtype.kind not in "fc":
             raise TypeError(f"only floating-point tensors can require gradients, got dtype {data.dtype}")
         self.data = data
@@ -187,59 +189,33 @@ class Tensor:
 
     # -- reverse-mode differentiation ---------------------------------------------------
     def backward(self, grad=None, retain_graph: bool = False) -> None:
-        """Accumulate d(self)/d(leaf) · grad into every leaf that requires a gradient.
+        """Add ∂L/∂leaf into the ``.grad`` of every leaf that requires a gradient.
 
-        ``grad`` defaults to 1 for a tensor of one element. The graph is freed
-        afterwards unless ``retain_graph=True``; a second backward through a
-        freed graph raises instead of silently counting twice.
+        ``grad`` is ∂L/∂self for some scalar L; it defaults to 1 for a tensor of
+        one element (then L is self). The graph is freed on the way unless
+        ``retain_graph=True``; a second backward through a freed graph raises
+        instead of silently counting twice.
         """
-        if not self.requires_grad:
-            raise RuntimeError("backward() on a tensor that does not require grad: "
-                               "no input had requires_grad=True, or it was computed under no_grad()")
-        xp = backend.xp_of(self.data)
-        if grad is None:
-            if self.size != 1:
-                raise RuntimeError(f"backward() without a gradient needs a tensor of one element, "
-                                   f"got shape {self.shape}; pass grad= of that shape")
-            grad = xp.ones_like(self.data)
-        else:
-            grad = grad.data if isinstance(grad, Tensor) else xp.asarray(grad, dtype=self.dtype)
-            if grad.shape != self.shape:
-                raise ValueError(f"backward(): grad has shape {grad.shape} but the tensor has shape {self.shape}")
-
-        grads: dict[int, Any] = {id(self): grad}
-        summed: set[int] = set()           # tensors whose entry in grads is a sum this loop allocated
-        given_to_leaves: set[int] = set()  # arrays already stored as some leaf's .grad
-        for tensor in _topological_order(self):
-            summed.discard(id(tensor))
+        grads = _Gradients(self, _initial_gradient(self, grad))  # ∂L/∂t for each tensor t reached so far
+        order = _topological_order(self)
+        while order:
+            tensor = order.pop()                        # consumers first (rule 2)
             gy = grads.pop(id(tensor), None)
-            if gy is None:  # every path to it returned None
+            if gy is None:                              # no path from self brought a gradient here
                 continue
             function = tensor.creator
-            if function is None or tensor._keeps_grad:
-                _accumulate(tensor, gy, given_to_leaves)
+            if function is None or tensor._keeps_grad:  # a leaf, or retain_grad() was called
+                grads.keep(tensor, gy)                  # into tensor.grad
             if function is None:
                 continue
             gxs = function.backward(gy)
-            if not isinstance(gxs, tuple):
-                gxs = (gxs,)
-            for x, gx in zip(function.inputs, gxs):
-                if gx is None or not x.requires_grad:
-                    continue
-                if gx.shape != x.shape:
-                    raise ValueError(f"{type(function).__name__}.backward returned a gradient of shape "
-                                     f"{gx.shape} for an input of shape {x.shape} "
-                                     "(a broadcast that was not summed back?)")
-                key = id(x)
-                if key not in grads:
-                    grads[key] = gx
-                elif key in summed and grads[key].dtype == gx.dtype:
-                    grads[key] += gx          # our own buffer: add in place, no new array
-                else:                         # a tensor used twice: gradients add; gx may be
-                    grads[key] = grads[key] + gx   # another input's gradient too, so not in place
-                    summed.add(key)
+            for x, gx in zip(function.inputs, gxs if isinstance(gxs, tuple) else (gxs,)):
+                if gx is not None and x.requires_grad:
+                    if gx.shape != x.shape:
+                        raise _gradient_shape_error(function, gx, x)
+                    grads.add(x, gx)                    # rule 1: sum over paths
             if not retain_graph:
-                function.__dict__.clear()  # free the saved arrays; inputs falls back to None
+                function.inputs = function.saved_arrays = None  # free the graph as we go
 
     # -- operators (the ops live in ops/; these are their spellings) -------------------
     def __add__(self, other): return _ops.add(self, other)
@@ -287,13 +263,25 @@ class Tensor:
     def masked_fill(self, mask, value): return _ops.masked_fill(self, mask, value)
 
 
+# -- helpers of Tensor() and Function.__call__ -------------------------------------------
 def _raw(value):
     return value.data if isinstance(value, Tensor) else value
 
 
+def _array_from(data):
+    """Python data as an array on the default device; a NumPy scalar stays on the host."""
+    array = numpy.asarray(data)
+    if array.dtype.kind not in "biufc":  # "abc", None, {}: NumPy keeps them as str or object arrays
+        raise TypeError(f"Tensor: expected numbers (bool, int, float or complex), got {type(data).__name__} "
+                        f"data, which NumPy stores as dtype {array.dtype}")
+    if isinstance(data, numpy.generic):  # what NumPy ops return for 0-d results
+        return array
+    return backend.to_device(array, backend.default_device())
+
+
 def _as_tensors(inputs) -> tuple[Tensor, ...]:
     """Wrap non-Tensor inputs; Python numbers take the dtype of the first Tensor (no silent upcast)."""
-    if all(type(x) is Tensor or isinstance(x, Tensor) for x in inputs):
+    if _all_tensors(inputs):
         return inputs
     like = next((x.data for x in inputs if isinstance(x, Tensor)), None)
     wrapped = []
@@ -308,6 +296,20 @@ def _as_tensors(inputs) -> tuple[Tensor, ...]:
     return tuple(wrapped)
 
 
+def _all_tensors(inputs) -> bool:
+    for x in inputs:
+        if not isinstance(x, Tensor):
+            return False
+    return True
+
+
+def _any_requires_grad(tensors) -> bool:
+    for t in tensors:
+        if t.requires_grad:
+            return True
+    return False
+
+
 def _check_same_device(function: Function, arrays) -> None:
     first = type(arrays[0])
     for array in arrays[1:]:
@@ -318,24 +320,26 @@ def _check_same_device(function: Function, arrays) -> None:
                                    f"({', '.join(devices)}); move them with .to('cpu') or .to('cuda')")
 
 
-def _accumulate(tensor: Tensor, gy, given_to_leaves: set[int]) -> None:
-    """Add ``gy`` into ``tensor.grad``; never store a view or an array another leaf holds."""
-    if tensor.grad is None:
-        if gy.base is not None or id(gy) in given_to_leaves:
-            gy = gy.copy()
-        given_to_leaves.add(id(gy))
-        tensor.grad = _host_scalar_to_array(gy)
-    else:
-        tensor.grad = _host_scalar_to_array(tensor.grad + gy)
-
-
-def _host_scalar_to_array(value):
-    """NumPy turns 0-d results into scalars (numpy.float64); a .grad is always an array."""
-    return numpy.asarray(value) if isinstance(value, numpy.generic) else value
+# -- helpers of Tensor.backward ----------------------------------------------------------
+def _initial_gradient(tensor: Tensor, grad):
+    """The gradient backward() starts from: ``grad`` checked, or 1 for a tensor of one element."""
+    if not tensor.requires_grad:
+        raise RuntimeError("backward() on a tensor that does not require grad: "
+                           "no input had requires_grad=True, or it was computed under no_grad()")
+    xp = backend.xp_of(tensor.data)
+    if grad is None:
+        if tensor.size != 1:
+            raise RuntimeError(f"backward() without a gradient needs a tensor of one element, "
+                               f"got shape {tensor.shape}; pass grad= of that shape")
+        return xp.ones_like(tensor.data)
+    grad = grad.data if isinstance(grad, Tensor) else xp.asarray(grad, dtype=tensor.dtype)
+    if grad.shape != tensor.shape:
+        raise ValueError(f"backward(): grad has shape {grad.shape} but the tensor has shape {tensor.shape}")
+    return grad
 
 
 def _topological_order(root: Tensor) -> list[Tensor]:
-    """Tensors that need a gradient, each after every tensor computed from it.
+    """Tensors that need a gradient, each after every tensor it was computed from.
 
     An iterative depth-first search: a recursive one hits Python's recursion
     limit on deep graphs (a chain of 100,000 ops).
@@ -344,8 +348,8 @@ def _topological_order(root: Tensor) -> list[Tensor]:
     visited: set[int] = set()
     stack: list[tuple[Tensor, bool]] = [(root, False)]
     while stack:
-        tensor, children_done = stack.pop()
-        if children_done:
+        tensor, inputs_done = stack.pop()
+        if inputs_done:
             order.append(tensor)
             continue
         if id(tensor) in visited:
@@ -361,8 +365,54 @@ def _topological_order(root: Tensor) -> list[Tensor]:
             for x in function.inputs:
                 if x.requires_grad and id(x) not in visited:
                     stack.append((x, False))
-    order.reverse()
     return order
+
+
+class _Gradients(dict):
+    """∂L/∂t for each tensor t that one backward() has reached so far, keyed by id(t).
+
+    A backward may return one array for several inputs (Add hands gy to both),
+    so an array is added into only if this sweep allocated it, and every .grad
+    gets an array of its own.
+    """
+
+    def __init__(self, root: Tensor, gy) -> None:
+        super().__init__({id(root): gy})
+        self.owned: set[int] = set()  # tensors whose gradient is a sum this sweep allocated
+        self.kept: set[int] = set()   # arrays that some tensor already keeps as its .grad
+
+    def add(self, x: Tensor, gx) -> None:
+        """One more path into x: gradients add up (the multivariable chain rule)."""
+        key = id(x)
+        total = self.get(key)
+        if total is None:
+            self[key] = gx
+        elif key in self.owned and total.dtype == gx.dtype:
+            total += gx                  # our own array: add in place, no new allocation
+        else:
+            self[key] = total + gx       # a new array, which later paths add into
+            self.owned.add(key)
+
+    def keep(self, tensor: Tensor, gy) -> None:
+        """Add gy into tensor.grad. A new .grad is never a view nor an array another tensor keeps
+        (an optimizer may scale one .grad in place)."""
+        if tensor.grad is not None:
+            tensor.grad = _host_scalar_to_array(tensor.grad + gy)
+            return
+        if gy.base is not None or id(gy) in self.kept:
+            gy = gy.copy()
+        self.kept.add(id(gy))
+        tensor.grad = _host_scalar_to_array(gy)
+
+
+def _gradient_shape_error(function: Function, gx, x: Tensor) -> ValueError:
+    return ValueError(f"{type(function).__name__}.backward returned a gradient of shape {gx.shape} for an "
+                      f"input of shape {x.shape} (a broadcast that was not summed back?)")
+
+
+def _host_scalar_to_array(value):
+    """NumPy turns 0-d results into scalars (numpy.float64); a .grad is always an array."""
+    return numpy.asarray(value) if isinstance(value, numpy.generic) else value
 
 
 from . import ops as _ops  # noqa: E402  (ops need Tensor and Function, defined above)

@@ -34,10 +34,12 @@ from tqdm.auto import tqdm
 from . import backend
 from . import checkpoint as ckpt
 from . import functional as F
-from .bleu import corpus_bleu_score
+from .bleu import corpus_bleu_score, tokenization_for
+from .chrf import corpus_chrf_score
 from .data import source
 from .data.batching import epoch_batches, iterate_batches
 from .data.bpe import BPETokenizer
+from .data.raw_bpe import RawBPETokenizer, choose_tokenizer
 from .data.corpus import Corpus
 from .data.loaders import CorpusError
 from .decode import decode_sentences
@@ -82,6 +84,7 @@ class Run:
     dev_examples: list
     state: TrainState
     say: Callable[[str], None]
+    bleu_tokenize: str = "13a"    # how BLEU cuts the target language into tokens (bleu.tokenization_for)
 
     @property
     def out(self) -> Path:
@@ -137,8 +140,11 @@ def prepare_run(opts: TrainOptions, saved: dict | None, say: Callable[[str], Non
                                 + "; ".join(differences))
     else:
         t0 = time.monotonic()
-        tokenizer = BPETokenizer.train([s for pair in train_pairs for s in pair], opts.vocab_size)
-        say(f"BPE: {tokenizer.vocab_size} tokens shared by both languages (learned in {time.monotonic() - t0:.1f} s)")
+        kind, why = choose_tokenizer(opts.tokenizer, [[s for s, _ in train_pairs], [t for _, t in train_pairs]])
+        learner = RawBPETokenizer if kind == "raw" else BPETokenizer
+        tokenizer = learner.train([s for pair in train_pairs for s in pair], opts.vocab_size)
+        say(f"BPE ({'raw text, SentencePiece-style' if kind == 'raw' else 'within words'}: {why}): "
+            f"{tokenizer.vocab_size} tokens shared by both languages (learned in {time.monotonic() - t0:.1f} s)")
         config = _model_config(opts, tokenizer.vocab_size)
         start_run_folder(out, opts, config, tokenizer)
 
@@ -152,7 +158,8 @@ def prepare_run(opts: TrainOptions, saved: dict | None, say: Callable[[str], Non
     recipe = PRESETS[opts.preset]
     schedule = NoamSchedule(optimizer, config.d_model, warmup=recipe["warmup"], factor=recipe["factor"])
     run = Run(opts, corpus, tokenizer, model, optimizer, schedule, train_examples,
-              encode_pairs(tokenizer, corpus.pairs("dev", opts.direction), config.max_len), TrainState(), say)
+              encode_pairs(tokenizer, corpus.pairs("dev", opts.direction), config.max_len), TrainState(), say,
+              tokenization_for(opts.direction.split("-")[-1], [t for _, t in train_pairs]))
     if checkpoint is not None:
         restore(run, checkpoint)
         say(f"resuming {out} at step {run.state.step} (epoch {run.state.epoch + 1}, batch {run.state.position})")
@@ -287,12 +294,12 @@ def end_of_epoch(run: Run, losses: list[float], elapsed: float) -> None:
     """Dev cross-entropy and greedy dev BLEU of the epoch just finished, kept in the history."""
     state, n = run.state, min(run.recipe["eval_sentences"], len(run.dev_pairs))
     dev_loss = evaluate_loss(run.model, run.dev_examples, run.options.max_tokens, run.tokenizer)
-    dev_bleu, _ = bleu_of(run.model, run.tokenizer, run.dev_pairs[:n], beam=1)
+    dev_bleu, _ = bleu_of(run.model, run.tokenizer, run.dev_pairs[:n], beam=1, tokenize=run.bleu_tokenize)
     state.history.append({"epoch": state.epoch + 1, "step": state.step, "train_loss": _mean_tail(losses),
                           "dev_loss": dev_loss, "dev_bleu_greedy": dev_bleu.score})
     run.say(f"epoch {state.epoch + 1} done at step {state.step}: train loss {_mean_tail(losses):.3f}, "
             f"dev loss {dev_loss:.3f} (ppl {math.exp(min(dev_loss, 50)):.2f}), "
-            f"dev BLEU {dev_bleu.score:.1f} (greedy, {n} sentences), {_format_time(elapsed)}")
+            f"dev BLEU {dev_bleu.score:.1f} ({run.bleu_tokenize} tokens, greedy, {n} sentences), {_format_time(elapsed)}")
 
 
 def save_checkpoint(run: Run) -> Path:
@@ -311,7 +318,8 @@ def finish(run: Run, record: dict, started: float) -> dict:
     opts, config = run.options, run.model.config
     summary: dict[str, Any] = {"out": str(run.out), "steps": run.state.step, "epochs": record["epochs"],
                                "train_seconds": round(record["seconds"], 1), "losses": record["losses"],
-                               "history": run.state.history, "config": dataclasses.asdict(config),
+                               "history": run.state.history, "dev_bleu_tokenize": run.bleu_tokenize,
+                               "config": dataclasses.asdict(config),
                                "training": run_settings(opts), "options": result_settings(opts)}
     weights, summary["final_model"] = choose_final_weights(run)
     run.model.load_state_dict(weights)
@@ -336,11 +344,11 @@ def choose_final_weights(run: Run) -> tuple[dict, str]:
         return last, "last checkpoint"
     averaged = ckpt.average_checkpoints(checkpoints)
     n = min(run.recipe["eval_sentences"], len(run.dev_pairs))
-    last_bleu, _ = bleu_of(model, run.tokenizer, run.dev_pairs[:n], beam=1)
+    last_bleu, _ = bleu_of(model, run.tokenizer, run.dev_pairs[:n], beam=1, tokenize=run.bleu_tokenize)
     model.load_state_dict(averaged)
-    averaged_bleu, _ = bleu_of(model, run.tokenizer, run.dev_pairs[:n], beam=1)
+    averaged_bleu, _ = bleu_of(model, run.tokenizer, run.dev_pairs[:n], beam=1, tokenize=run.bleu_tokenize)
     names = ", ".join(p.name for p in checkpoints)
-    run.say(f"dev BLEU (greedy, {n} sentences): last checkpoint {last_bleu.score:.2f}, "
+    run.say(f"dev BLEU ({run.bleu_tokenize} tokens, greedy, {n} sentences): last checkpoint {last_bleu.score:.2f}, "
             f"average of {len(checkpoints)} ({names}) {averaged_bleu.score:.2f}")
     if averaged_bleu.score >= last_bleu.score:
         return averaged, f"average of the last {len(checkpoints)} checkpoints"
@@ -358,11 +366,15 @@ def final_evaluation(run: Run) -> dict:
         if not pairs:
             continue
         t0 = time.monotonic()
-        score, hypotheses = bleu_of(model, tokenizer, pairs, beam=opts.beam, alpha=opts.alpha)
+        score, hypotheses = bleu_of(model, tokenizer, pairs, beam=opts.beam, alpha=opts.alpha,
+                                    tokenize=run.bleu_tokenize)
+        chrf = corpus_chrf_score(hypotheses, [ref for _, ref in pairs])
         exact = sum(h.split() == ref.split() for h, (_, ref) in zip(hypotheses, pairs)) / len(pairs)
         results[f"{split}_bleu"] = round(score.score, 2)
+        results[f"{split}_bleu_tokenize"] = score.tokenize
+        results[f"{split}_chrf"] = round(chrf.score, 2)
         results[f"{split}_exact_match"] = round(exact, 4)
-        say(f"{label}: BLEU {score.score:.2f} (beam {opts.beam}, α {opts.alpha}), "
+        say(f"{label}: BLEU {score.score:.2f} ({score.tokenize} tokens), {chrf}, (beam {opts.beam}, α {opts.alpha}), "
             f"{100 * exact:.1f}% exact, {len(pairs)} sentences, {time.monotonic() - t0:.1f} s")
         if split == "test":
             examples = []
@@ -494,7 +506,9 @@ def set_rng_state(model: Transformer, states: dict | list, step: int | None = No
 
 
 
-def bleu_of(model: Transformer, tokenizer: BPETokenizer, pairs, beam: int, alpha: float = 0.6):
-    """Corpus BLEU of the model on (source, reference) text pairs; returns (BLEUScore, hypotheses)."""
-    return Translator(model, tokenizer).bleu(pairs, beam_size=beam, alpha=alpha)
+def bleu_of(model: Transformer, tokenizer: BPETokenizer, pairs, beam: int, alpha: float = 0.6,
+            tokenize: str | None = None):
+    """Corpus BLEU of the model on (source, reference) text pairs; returns (BLEUScore, hypotheses).
+    ``tokenize``: BLEU's tokenization (bleu.TOKENIZATIONS); None: chosen from the references."""
+    return Translator(model, tokenizer).bleu(pairs, beam_size=beam, alpha=alpha, tokenize=tokenize)
 

@@ -24,22 +24,24 @@ from typing import Callable, Sequence
 import numpy as np
 
 from . import backend
-from .bleu import BLEUScore, corpus_bleu_score
+from .bleu import BLEUScore, corpus_bleu_score, tokenization_for
 from .checkpoint import Checkpoint, CheckpointError, check_weights_match, load_checkpoint
 from .data.bpe import END_OF_WORD, SPECIAL_TOKENS, BPETokenizer
+from .data.raw_bpe import RawBPETokenizer
 from .data.writing import CorpusWriting, describe_unseen
 from .decode import decode_sentences, searching
 from .nn.attention import record_attention
 from .nn.transformer import Transformer, TransformerConfig
 
 
-def tokenizer_to_dict(tokenizer: BPETokenizer) -> dict:
-    """The tokenizer as JSON-ready data (``BPETokenizer.to_dict``)."""
+def tokenizer_to_dict(tokenizer: BPETokenizer | RawBPETokenizer) -> dict:
+    """The tokenizer as JSON-ready data (``to_dict``; its "kind" says which tokenizer wrote it)."""
     return tokenizer.to_dict()
 
 
-def tokenizer_from_dict(data: dict, where: str = "tokenizer") -> BPETokenizer:
-    """``BPETokenizer.from_dict``, refusing a broken one as a CheckpointError that names ``where``."""
+def tokenizer_from_dict(data: dict, where: str = "tokenizer") -> BPETokenizer | RawBPETokenizer:
+    """``BPETokenizer.from_dict`` (a ``RawBPETokenizer`` for data of kind "raw"), refusing a broken
+    one as a CheckpointError that names ``where``."""
     try:
         return BPETokenizer.from_dict(data)
     except ValueError as error:
@@ -83,11 +85,14 @@ def warn_translation(message: str) -> None:
 @dataclass
 class Translator:
     model: Transformer
-    tokenizer: BPETokenizer
+    tokenizer: BPETokenizer | RawBPETokenizer
     warn: Callable[[str], None] = warn_translation
 
     def __post_init__(self) -> None:
-        self.writing = CorpusWriting.of_tokenizer(self.tokenizer)   # how the training text is written
+        if isinstance(self.tokenizer, RawBPETokenizer):   # raw text: no words to recall, only characters
+            self.writing = CorpusWriting(None, self.tokenizer.characters)
+        else:
+            self.writing = CorpusWriting.of_tokenizer(self.tokenizer)   # how the training text is written
 
     @classmethod
     def load(cls, path, device: str = "cpu") -> Translator:
@@ -116,7 +121,8 @@ class Translator:
             if warn_unseen:
                 words, characters = self.writing.unseen(text)
                 if words or characters:
-                    self.warn(f"sentence {number}: {describe_unseen(words, characters)}")
+                    read_as = "its UTF-8 bytes" if isinstance(self.tokenizer, RawBPETokenizer) else "<unk>"
+                    self.warn(f"sentence {number}: {describe_unseen(words, characters, read_as)}")
             ids = self.tokenizer.encode(text)
             if len(ids) > self.max_source_length:
                 self.warn(f"sentence {number} has {len(ids)} tokens; the model reads at most "
@@ -135,14 +141,18 @@ class Translator:
                                    max_tokens=max_tokens)
         return [tok.decode(ids) for ids in outputs]
 
-    def bleu(self, pairs: Sequence[tuple[str, str]], beam_size: int = 4, alpha: float = 0.6
-             ) -> tuple[BLEUScore, list[str]]:
+    def bleu(self, pairs: Sequence[tuple[str, str]], beam_size: int = 4, alpha: float = 0.6,
+             tokenize: str | None = None) -> tuple[BLEUScore, list[str]]:
         """Corpus BLEU of the translations of the sources against the references; also the translations.
 
-        Test sets are corpus text, in which unseen words are expected: they are not warned about.
+        ``tokenize`` is BLEU's tokenization (bleu.TOKENIZATIONS); None: "char" for references written
+        without spaces, else "13a". Test sets are corpus text, in which unseen words are expected: they
+        are not warned about.
         """
         hypotheses = self.translate([src for src, _ in pairs], beam_size=beam_size, alpha=alpha, warn_unseen=False)
-        return corpus_bleu_score(hypotheses, [ref for _, ref in pairs]), hypotheses
+        references = [ref for _, ref in pairs]
+        tokenize = tokenize or tokenization_for(None, references)
+        return corpus_bleu_score(hypotheses, references, tokenize=tokenize), hypotheses
 
     def cross_attention(self, source: str, output_ids: Sequence[int] | None = None, layer: int = -1):
         """The encoder–decoder attention of one sentence, averaged over heads.
@@ -169,9 +179,10 @@ class Translator:
     def display_tokens(self, ids: Sequence[int]) -> list[str]:
         """Subwords for pictures: a word's last piece as is, earlier pieces with a trailing '-'."""
         labels = []
+        raw = isinstance(self.tokenizer, RawBPETokenizer)     # its tokens show their spaces as "▁"
         for i in ids:
             token = self.tokenizer.vocab[i]
-            labels.append(token[:-len(END_OF_WORD)] if token.endswith(END_OF_WORD) else
+            labels.append(token if raw else token[:-len(END_OF_WORD)] if token.endswith(END_OF_WORD) else
                           token if i < len(SPECIAL_TOKENS) else token + "-")
         return labels
 

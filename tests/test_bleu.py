@@ -9,10 +9,14 @@ import pytest
 
 from minitransformer.bleu import (
     BLEUScore, bleu_stats, brevity_penalty, clipped_ngram_matches, corpus_bleu,
-    corpus_bleu_score, sentence_bleu,
+    corpus_bleu_score, sentence_bleu, tokenization_for, tokenize,
 )
+from minitransformer.chrf import chrf_words, corpus_chrf, corpus_chrf_score
 
-DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
+ROOT = Path(__file__).resolve().parents[1]
+# ../shared/data from the project root (from a worktree one level deeper: ../../shared/data)
+DATA = next((p / "shared" / "data" for p in (ROOT.parent, ROOT.parent.parent) if (p / "shared" / "data").is_dir()),
+            ROOT.parent / "shared" / "data")
 
 
 def test_clipped_matches_clip_repeated_words():
@@ -127,7 +131,7 @@ def test_matches_sacrebleu_on_random_sentences(seed):
     vocab = [f"w{i}" for i in range(rng.choice([3, 6, 20]))]
     hyps, refs = _random_corpus(rng, rng.choice([1, 2, 5, 40]), vocab)
     expected = sb.corpus_bleu(hyps, [refs], tokenize="none", force=True)
-    ours = corpus_bleu_score(hyps, refs)
+    ours = corpus_bleu_score(hyps, refs, tokenize="none")
     assert ours.score == pytest.approx(expected.score, abs=0.01)
     assert ours.bp == pytest.approx(expected.bp, abs=1e-9)
     for n in range(4):
@@ -141,7 +145,7 @@ def test_sentence_bleu_matches_sacrebleu(seed):
     hyps, refs = _random_corpus(rng, 10, ["a", "b", "c", "d", "e"])
     for hyp, ref in zip(hyps, refs):
         expected = sb.sentence_bleu(hyp, [ref], tokenize="none")
-        assert sentence_bleu(hyp, ref).score == pytest.approx(expected.score, abs=0.01)
+        assert sentence_bleu(hyp, ref, tokenize="none").score == pytest.approx(expected.score, abs=0.01)
 
 
 def test_matches_sacrebleu_on_real_sentences():
@@ -162,4 +166,149 @@ def test_matches_sacrebleu_on_real_sentences():
                              for w in words if rng.random() < 0.9))
     for h in (hyps, unrelated):
         expected = sb.corpus_bleu(h, [refs], tokenize="none", force=True).score
-        assert corpus_bleu(h, refs) == pytest.approx(expected, abs=0.01)
+        assert corpus_bleu(h, refs, tokenize="none") == pytest.approx(expected, abs=0.01)
+
+
+# --- tokenizations: 13a (the default), char, none, ja-mecab ----------------------------------------
+
+PIECES = ["the", "cat", "Cat", "fish", "milk?", "it's", "3.5", "1,000", "a-b", "9-", "(hi)", "&amp;", "<skipped>",
+          "é", "私は", "学生", "です", "。", "、", "猫", "🎉", "\u3000", "x.y", "--", "\t"]
+
+
+def _random_raw_corpus(rng: random.Random, n: int) -> tuple[list[str], list[str]]:
+    """Raw sentences: mixed scripts, ASCII punctuation glued to words, numbers, entities, odd spaces."""
+    refs = ["".join(rng.choice(PIECES) + rng.choice([" ", " ", "", "  "]) for _ in range(rng.randint(0, 10)))
+            for _ in range(n)]
+    hyps = []
+    for ref in refs:
+        chars = [c if rng.random() < 0.85 else rng.choice("ab .,?私猫") for c in ref if rng.random() < 0.9]
+        hyps.append("".join(chars))
+    return hyps, refs
+
+
+@pytest.mark.parametrize("tokenize", ["13a", "char", "none"])
+@pytest.mark.parametrize("seed", range(5))
+def test_every_tokenization_matches_sacrebleu_on_random_raw_sentences(tokenize, seed):
+    sb = pytest.importorskip("sacrebleu")
+    hyps, refs = _random_raw_corpus(random.Random(seed), random.Random(seed).choice([1, 3, 30]))
+    expected = sb.corpus_bleu(hyps, [refs], tokenize=tokenize, force=True)
+    ours = corpus_bleu_score(hyps, refs, tokenize=tokenize)
+    assert ours.score == pytest.approx(expected.score, abs=0.01)
+    assert (ours.hyp_len, ours.ref_len) == (expected.sys_len, expected.ref_len)
+    assert ours.tokenize == tokenize and f"tokenize {tokenize}" in str(ours)
+
+
+def test_13a_is_the_default_and_sets_punctuation_apart():
+    assert tokenize("Did the dog drink the milk? It's 3.5 km, a-b &amp; 9-5.") == \
+        ["Did", "the", "dog", "drink", "the", "milk", "?", "It's", "3.5", "km", ",", "a-b", "&", "9", "-", "5", "."]
+    assert corpus_bleu(["the milk?"], ["the milk ?"]) == pytest.approx(
+        corpus_bleu(["the milk ?"], ["the milk ?"], tokenize="none"))
+    assert tokenize("私は 学生です。", "char") == ["私", "は", "学", "生", "で", "す", "。"]
+
+
+def test_unknown_tokenization_is_refused_by_name():
+    with pytest.raises(ValueError, match="unknown tokenize 'intl'"):
+        corpus_bleu(["a"], ["a"], tokenize="intl")
+
+
+def test_unsegmented_languages_are_scored_on_characters():
+    assert tokenization_for("ja") == "char" and tokenization_for("zh") == "char"
+    assert tokenization_for("en") == "13a" and tokenization_for(None) == "13a"
+    assert tokenization_for("ja", ["私は学生です。"]) == "char" and tokenization_for(None, ["私は学生です。"]) == "char"
+    assert tokenization_for("ja", ["私 は 学生 です 。"]) == "none"   # already in words: its own words
+    assert tokenization_for("en", ["I am a student."]) == "13a"
+    # one Japanese sentence with one wrong character: 0 as whitespace "words", high on characters
+    hyp, ref = ["私は学生です。"], ["私は先生です。"]
+    assert corpus_bleu(hyp, ref) == 0.0
+    assert corpus_bleu(hyp, ref, tokenize="char") > 40
+
+
+def _tatoeba(pair: str, n: int = 300) -> list[tuple[str, str]]:
+    path = DATA / "tatoeba_manythings" / pair / "test.tsv.gz"
+    if not path.is_file():
+        pytest.skip(f"real data not found at {path}")
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        return [tuple(line.rstrip("\n").split("\t")[:2]) for line in f][:n]
+
+
+def _damaged(sentences: list[str], others: list[str], seed: int = 0) -> list[str]:
+    """Hypotheses: the sentences with characters dropped or taken from unrelated sentences."""
+    rng = random.Random(seed)
+    out = []
+    for sentence, other in zip(sentences, others):
+        out.append("".join(c if rng.random() < 0.85 else rng.choice(other or "x")
+                           for c in sentence if rng.random() < 0.92))
+    return out
+
+
+@pytest.mark.parametrize("pair", ["jpn-eng", "fra-eng"])
+def test_every_tokenization_matches_sacrebleu_on_real_raw_sentences(pair):
+    sb = pytest.importorskip("sacrebleu")
+    pairs = _tatoeba(pair)
+    for side in (0, 1):
+        refs = [p[side] for p in pairs]
+        hyps = _damaged(refs, refs[::-1])
+        for tokenize in ("13a", "char", "none"):
+            expected = sb.corpus_bleu(hyps, [refs], tokenize=tokenize, force=True).score
+            assert corpus_bleu(hyps, refs, tokenize=tokenize) == pytest.approx(expected, abs=0.01), tokenize
+
+
+def test_ja_mecab_words_match_sacrebleus_tokenizer_where_both_are_installed():
+    pytest.importorskip("fugashi")
+    pytest.importorskip("unidic_lite")
+    words = tokenize("私は学生です。", "ja-mecab")
+    assert "".join(words) == "私は学生です。" and 3 <= len(words) <= 7
+    sb = pytest.importorskip("sacrebleu")
+    try:
+        sb.corpus_bleu(["私は学生です。"], [["私は学生です。"]], tokenize="ja-mecab")
+    except Exception as error:  # noqa: BLE001 - sacrebleu's MeCab packages are another optional install
+        pytest.skip(f"sacrebleu's ja-mecab is not usable here: {error}")
+    hyps, refs = ["私は学生です。", "猫が魚を食べた。"], ["私は先生です。", "猫は魚を食べた。"]
+    ours = corpus_bleu(hyps, refs, tokenize="ja-mecab")
+    theirs = sb.corpus_bleu(hyps, [refs], tokenize="ja-mecab").score
+    assert abs(ours - theirs) < 15     # another dictionary (unidic-lite, not ipadic): close, not equal
+
+
+# --- chrF and chrF++ ------------------------------------------------------------------------------
+
+def test_chrf_hand_computed():
+    # "ab" against "abc", orders 1-2: unigrams P 2/2 R 2/3, bigrams P 1/1 R 1/2;
+    # P = 1, R = 7/12, chrF2 = 5 P R / (4 P + R) = 35/55
+    assert corpus_chrf(["ab"], ["abc"], char_order=2) == pytest.approx(100 * 35 / 55)
+    assert corpus_chrf(["a b c"], ["abc"]) == pytest.approx(100.0)      # spaces do not count
+    assert corpus_chrf(["xyz"], ["abc"]) == 0.0
+    score = corpus_chrf_score(["ab"], ["abc"], word_order=2)
+    assert score.name == "chrF2++" and float(score) == score.score and "chrF2++ = " in str(score)
+
+
+def test_chrf_plus_plus_words_set_final_punctuation_apart():
+    assert chrf_words("Did the dog drink (milk)? a") == ["Did", "the", "dog", "drink", "(milk)", "?", "a"]
+
+
+@pytest.mark.parametrize("word_order", [0, 2])
+@pytest.mark.parametrize("seed", range(5))
+def test_chrf_matches_sacrebleu_on_random_sentences(word_order, seed):
+    sb = pytest.importorskip("sacrebleu")
+    rng = random.Random(seed)
+    hyps, refs = _random_raw_corpus(rng, rng.choice([1, 3, 30]))
+    expected = sb.corpus_chrf(hyps, [refs], word_order=word_order).score
+    assert corpus_chrf(hyps, refs, word_order=word_order) == pytest.approx(expected, abs=0.01)
+
+
+@pytest.mark.parametrize("pair", ["jpn-eng", "fra-eng"])
+def test_chrf_matches_sacrebleu_on_real_sentences(pair):
+    sb = pytest.importorskip("sacrebleu")
+    pairs = _tatoeba(pair)
+    for side in (0, 1):
+        refs = [p[side] for p in pairs]
+        for hyps in (_damaged(refs, refs[::-1]), refs[::-1]):
+            for word_order in (0, 2):
+                expected = sb.corpus_chrf(hyps, [refs], word_order=word_order).score
+                assert corpus_chrf(hyps, refs, word_order=word_order) == pytest.approx(expected, abs=0.01)
+
+
+def test_chrf_refuses_mismatched_lists():
+    with pytest.raises(ValueError, match="one reference per hypothesis"):
+        corpus_chrf(["a", "b"], ["a"])
+    with pytest.raises(TypeError, match="lists of sentences"):
+        corpus_chrf("a", "a")

@@ -18,6 +18,7 @@ import pytest
 import minitransformer as mt
 import minitransformer.functional as F
 from minitransformer.bleu import clipped_ngram_matches
+from minitransformer.data.raw_bpe import merge_pair
 from minitransformer.decode import beam_search, greedy_decode, length_penalty
 from minitransformer.nn.attention import merge_heads, split_heads
 from minitransformer.nn.positional import sinusoidal_table
@@ -480,3 +481,26 @@ def test_a_repeated_word_counts_at_most_as_often_as_in_the_reference():
     hypothesis, reference = ["the"] * 7, "the cat is on the mat".split()
     matches, total = clipped_ngram_matches(hypothesis, reference, 1)
     assert (matches, total) == (reference.count("the"), len(hypothesis))
+
+
+# -- Exercise 11.3: one merge step of the raw-text BPE ----------------------------------------------------------
+@pytest.mark.ex_11_3
+def test_a_merge_replaces_every_occurrence_left_to_right():
+    space, a, b, c, ab = 262, 260, 261, 263, 300
+    assert merge_pair([space, a, b, c, a, b], (a, b), ab) == [space, ab, c, ab]
+    assert merge_pair([a, a, a], (a, a), ab) == [ab, a]                 # the overlap is left, as in training
+    assert merge_pair([a, a, a, a], (a, a), ab) == [ab, ab]
+    assert merge_pair([b, a], (a, b), ab) == [b, a] and merge_pair([], (a, b), ab) == []
+
+
+@pytest.mark.ex_11_3
+@pytest.mark.parametrize("seed", range(3))
+def test_a_merge_keeps_the_text_and_leaves_no_mergeable_pair(seed):
+    rng = np.random.default_rng(seed)
+    for _ in range(50):
+        ids = [int(i) for i in rng.integers(0, 3, size=rng.integers(0, 12))]
+        merged = merge_pair(ids, (0, 1), 9)
+        spelled = [x for i in merged for x in ([0, 1] if i == 9 else [i])]
+        assert spelled == ids                                           # nothing lost, nothing added
+        assert (0, 1) not in set(zip(merged, merged[1:]))               # every occurrence was merged
+        assert merged.count(9) == "".join(map(str, ids)).count("01")

@@ -50,6 +50,8 @@ def test_log_softmax_is_log_of_softmax(rng):
 
 
 # -- mutation tests: a broken backward must fail the gradient check ---------------------------
+WRONG = "gradient of input .* is wrong at"  # a wrong value, not a crash: a crashing mutant proves nothing
+
 
 class ZeroSoftmax(F.Softmax):
     def backward(self, gy):
@@ -93,14 +95,15 @@ class LayerNormWithoutMeanTerm(F.LayerNormFunction):
 
     def backward(self, gy):
         gx, gw, gb = super().backward(gy)
-        g = gy * self.weight
-        return gx + self.inv_std * g.mean(axis=-1, keepdims=True), gw, gb
+        _, inv_std, weight = self.saved_arrays
+        g = gy * weight
+        return gx + inv_std * g.mean(axis=-1, keepdims=True), gw, gb
 
 
 @pytest.mark.parametrize("broken", [ZeroSoftmax, FlippedSoftmax, ZeroLogSoftmax])
 def test_broken_softmax_backward_fails_gradcheck(rng, broken):
     x = leaf(rng.standard_normal((3, 4)))
-    with pytest.raises(mt.GradcheckError):
+    with pytest.raises(mt.GradcheckError, match=WRONG):
         mt.gradcheck(lambda x: broken(-1)(x), [x])
 
 
@@ -108,14 +111,14 @@ def test_broken_softmax_backward_fails_gradcheck(rng, broken):
 def test_broken_cross_entropy_backward_fails_gradcheck(rng, broken):
     x = leaf(rng.standard_normal((4, 5)))
     targets = np.array([1, 0, 4, 2])
-    with pytest.raises(mt.GradcheckError):
+    with pytest.raises(mt.GradcheckError, match=WRONG):
         mt.gradcheck(lambda x: broken(targets, 0.1, 0)(x), [x])
 
 
 @pytest.mark.parametrize("broken", [FlippedLayerNorm, ZeroLayerNormWeight, LayerNormWithoutMeanTerm])
 def test_broken_layer_norm_backward_fails_gradcheck(rng, broken):
     x, w, b = leaf(rng.standard_normal((3, 5))), leaf(rng.standard_normal(5)), leaf(rng.standard_normal(5))
-    with pytest.raises(mt.GradcheckError):
+    with pytest.raises(mt.GradcheckError, match=WRONG):
         mt.gradcheck(lambda x, w, b: broken(1e-5)(x, w, b), [x, w, b])
 
 
@@ -222,6 +225,90 @@ def test_layer_norm_applies_weight_and_bias_after_normalizing(rng):
 def test_layer_norm_rejects_a_weight_of_the_wrong_size():
     with pytest.raises(ValueError, match=r"weight has shape \(4,\).*must be \(5,\)"):
         F.layer_norm(mt.Tensor(np.zeros((2, 5))), mt.Tensor(np.ones(4)))
+
+
+# -- linear and embedding -------------------------------------------------------------------
+
+@pytest.mark.parametrize("shape", [(4, 3), (2, 3, 3)])
+def test_linear_gradcheck_of_x_weight_and_bias(rng, shape):
+    x, w, b = leaf(rng.standard_normal(shape)), leaf(rng.standard_normal((3, 2))), leaf(rng.standard_normal(2))
+    assert mt.gradcheck(lambda x, w, b: F.linear(x, w, b), [x, w, b])
+    assert mt.gradcheck(lambda x, w: F.linear(x, w), [x, w])
+
+
+class LinearWithUntransposedInputGradient(F.LinearFunction):
+    """gX = gY W instead of gY Wᵀ: the shapes still fit when W is square."""
+
+    def backward(self, gy):
+        _, weight = self.saved_arrays
+        gx, gw, gb = super().backward(gy)
+        return (gy.reshape(-1, weight.shape[1]) @ weight).reshape(gx.shape), gw, gb
+
+
+class LinearWithoutBiasSum(F.LinearFunction):
+    """gb taken from the first row only, instead of the sum over every row."""
+
+    def backward(self, gy):
+        gx, gw, gb = super().backward(gy)
+        return gx, gw, gy.reshape(-1, gb.shape[0])[0]
+
+
+@pytest.mark.parametrize("broken", [LinearWithUntransposedInputGradient, LinearWithoutBiasSum])
+def test_broken_linear_backward_fails_gradcheck(rng, broken):
+    x, w, b = leaf(rng.standard_normal((2, 3, 4))), leaf(rng.standard_normal((4, 4))), leaf(rng.standard_normal(4))
+    with pytest.raises(mt.GradcheckError, match=WRONG):
+        mt.gradcheck(lambda x, w, b: broken()(x, w, b), [x, w, b])
+
+
+def test_embedding_gradcheck_with_repeated_ids_and_a_padding_row(rng):
+    weight = leaf(rng.standard_normal((5, 3)))
+    ids = np.array([[1, 4, 1], [0, 1, 2]])
+    assert mt.gradcheck(lambda w: F.embedding(ids, w), [weight])
+    not_padding = mt.Tensor((ids != 0)[..., None].astype(np.float64))  # the output ignores row 0, as
+    assert mt.gradcheck(lambda w: F.embedding(ids, w, padding_idx=0) * not_padding, [weight])  # its gradient does
+
+
+class EmbeddingAssigningInsteadOfAdding(F.EmbeddingFunction):
+    """gw[ids] = gy: a row read several times keeps one contribution, not their sum."""
+
+    def backward(self, gy):
+        gw = np.zeros(self.weight_shape, dtype=gy.dtype)
+        gw[self.ids.reshape(-1)] = gy.reshape(-1, self.weight_shape[1])
+        return gw
+
+
+def test_broken_embedding_backward_fails_gradcheck(rng):
+    weight = leaf(rng.standard_normal((5, 3)))
+    ids = np.array([[1, 4, 1], [0, 1, 2]])
+    with pytest.raises(mt.GradcheckError, match=WRONG):
+        mt.gradcheck(lambda w: EmbeddingAssigningInsteadOfAdding(ids)(w), [weight])
+
+
+def test_linear_and_embedding_live_in_functional_and_keep_their_old_names():
+    import minitransformer.nn as nn
+    from minitransformer.nn.embedding import EmbeddingFunction
+    from minitransformer.nn.linear import LinearFunction, linear
+
+    assert LinearFunction is nn.LinearFunction is F.LinearFunction
+    assert linear is nn.linear is F.linear
+    assert EmbeddingFunction is nn.EmbeddingFunction is F.EmbeddingFunction
+    assert F.LinearFunction.__module__ == "minitransformer.functional.linear"
+    assert F.EmbeddingFunction.__module__ == "minitransformer.functional.embedding"
+
+
+# -- floating-point only ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("name,call", [
+    ("softmax", lambda x: F.softmax(x)),
+    ("log_softmax", lambda x: F.log_softmax(x, axis=0)),
+    ("cross_entropy", lambda x: F.cross_entropy(x, np.array([0, 2]))),
+    ("layer_norm", lambda x: F.layer_norm(x)),
+])
+@pytest.mark.parametrize("dtype", [np.int64, np.int32, np.bool_])
+def test_floating_only_functions_refuse_integers_and_name_themselves_and_the_dtype(name, call, dtype):
+    x = mt.Tensor(np.arange(6).reshape(2, 3).astype(dtype))
+    with pytest.raises(TypeError, match=rf"^{name}: input must be floating point, got dtype {np.dtype(dtype)}"):
+        call(x)
 
 
 # -- dropout ---------------------------------------------------------------------------------

@@ -56,7 +56,8 @@ class ExpWrongAtOnePosition(Exp):
     """Exp whose gradient is zeroed at index (1, 2) only."""
 
     def backward(self, gy):
-        gx = gy * self.y
+        (y,) = self.saved_arrays
+        gx = gy * y
         gx[1, 2] = 0.0
         return gx
 
@@ -93,17 +94,20 @@ class ZeroedTanh(Tanh):
 
 class WrongSignExp(Exp):
     def backward(self, gy):
-        return -gy * self.y
+        (y,) = self.saved_arrays
+        return -gy * y
 
 
 class ForgottenChainRuleTanh(Tanh):
     def backward(self, gy):
-        return 1 - self.y * self.y  # the local derivative, without multiplying by gy
+        (y,) = self.saved_arrays
+        return 1 - y * y  # the local derivative, without multiplying by gy
 
 
 class MatMulWithoutTranspose(MatMul):
     def backward(self, gy):
-        return gy @ self.b, self.a @ gy  # should be gy @ bᵀ and aᵀ @ gy
+        a, b = self.saved_arrays
+        return gy @ b, a @ gy  # should be gy @ bᵀ and aᵀ @ gy
 
 
 class AddWithoutUnbroadcast(Add):
@@ -119,7 +123,8 @@ class AddSummingTheWrongAxes(Add):
 
 class MulWithSwappedFactors(Mul):
     def backward(self, gy):
-        return unbroadcast(gy * self.a, self.a.shape), unbroadcast(gy * self.b, self.b.shape)
+        a, b = self.saved_arrays
+        return unbroadcast(gy * a, a.shape), unbroadcast(gy * b, b.shape)
 
 
 class MaxLosingHalfTheGradient(Max):
@@ -128,23 +133,26 @@ class MaxLosingHalfTheGradient(Max):
         return gx * 0.5  # half the gradient lost
 
 
+WRONG = "gradient of input .* is wrong at"  # a wrong value, not a crash: a crashing mutant proves nothing
 MUTANTS = [
-    pytest.param(Tanh, ZeroedTanh, [(3, 4)], id="zeroed"),
-    pytest.param(Exp, WrongSignExp, [(3, 4)], id="wrong-sign"),
-    pytest.param(Tanh, ForgottenChainRuleTanh, [(3, 4)], id="no-chain-rule"),
-    pytest.param(MatMul, MatMulWithoutTranspose, [(3, 3), (3, 3)], id="matmul-untransposed"),
-    pytest.param(Add, AddWithoutUnbroadcast, [(2, 3), (3,)], id="missing-unbroadcast"),
-    pytest.param(Add, AddSummingTheWrongAxes, [(4, 3), (3,)], id="mean-not-sum"),
-    pytest.param(Mul, MulWithSwappedFactors, [(3, 2), (3, 2)], id="mul-swapped"),
-    pytest.param(lambda: Max(axis=-1), lambda: MaxLosingHalfTheGradient(axis=-1), [(3, 4)], id="max-halved"),
+    pytest.param(Tanh, ZeroedTanh, [(3, 4)], WRONG, id="zeroed"),
+    pytest.param(Exp, WrongSignExp, [(3, 4)], WRONG, id="wrong-sign"),
+    pytest.param(Tanh, ForgottenChainRuleTanh, [(3, 4)], WRONG, id="no-chain-rule"),
+    pytest.param(MatMul, MatMulWithoutTranspose, [(3, 3), (3, 3)], WRONG, id="matmul-untransposed"),
+    pytest.param(Add, AddWithoutUnbroadcast, [(2, 3), (3,)],
+                 r"AddWithoutUnbroadcast.backward returned a gradient of shape \(2, 3\) for an input of shape \(3,\)",
+                 id="missing-unbroadcast"),
+    pytest.param(Add, AddSummingTheWrongAxes, [(4, 3), (3,)], WRONG, id="mean-not-sum"),
+    pytest.param(Mul, MulWithSwappedFactors, [(3, 2), (3, 2)], WRONG, id="mul-swapped"),
+    pytest.param(lambda: Max(axis=-1), lambda: MaxLosingHalfTheGradient(axis=-1), [(3, 4)], WRONG, id="max-halved"),
 ]
 
 
-@pytest.mark.parametrize("correct,broken,shapes", MUTANTS)
-def test_gradcheck_catches_a_broken_backward(correct, broken, shapes, rng):
+@pytest.mark.parametrize("correct,broken,shapes,error", MUTANTS)
+def test_gradcheck_catches_a_broken_backward(correct, broken, shapes, error, rng):
     inputs = [leaf(rng, s) for s in shapes]
     assert mt.gradcheck(lambda *xs: correct()(*xs), inputs)
-    with pytest.raises(mt.GradcheckError):
+    with pytest.raises(mt.GradcheckError, match=error):
         mt.gradcheck(lambda *xs: broken()(*xs), inputs)
 
 
@@ -155,11 +163,13 @@ class Softmax(mt.Function):
     def forward(self, x):
         xp = xp_of(x)
         e = xp.exp(x - x.max(axis=-1, keepdims=True))
-        self.y = e / e.sum(axis=-1, keepdims=True)
-        return self.y
+        y = e / e.sum(axis=-1, keepdims=True)
+        self.save_for_backward(y)
+        return y
 
     def backward(self, gy):
-        return self.y * (gy - (gy * self.y).sum(axis=-1, keepdims=True))
+        (y,) = self.saved_arrays
+        return y * (gy - (gy * y).sum(axis=-1, keepdims=True))
 
 
 class SoftmaxWithZeroedBackward(Softmax):

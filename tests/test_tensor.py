@@ -1,6 +1,9 @@
 """The engine's behaviour: how gradients flow, accumulate and are freed (chapter 1)."""
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -93,6 +96,16 @@ def test_second_backward_through_a_freed_graph_raises_clearly():
     y.backward()
     with pytest.raises(RuntimeError, match="already freed.*retain_graph=True"):
         y.backward()
+
+
+def test_backward_drops_each_functions_inputs_and_saved_arrays():
+    x = leaf([1.0, 2.0])
+    y = x.exp()
+    z = y * 2.0
+    assert len(y.creator.saved_arrays) == 1 and y.creator.inputs == (x,)
+    z.backward(np.ones(2))
+    for function in (y.creator, z.creator):
+        assert function.inputs is None and function.saved_arrays is None
 
 
 def test_retain_graph_allows_a_second_backward():
@@ -223,6 +236,27 @@ def test_tensor_from_python_data_and_from_a_tensor():
     assert same.data is t.data
 
 
+@pytest.mark.parametrize("data,named", [
+    ("abc", "str"), (None, "NoneType"), ({}, "dict"), ({"a": 1.0}, "dict"), ([1.0, "a"], "list"),
+    (object(), "object"), (b"bytes", "bytes"),
+])
+def test_non_numeric_data_is_refused_at_the_door(data, named):
+    with pytest.raises(TypeError, match=rf"Tensor: expected numbers .*got {named} data.*dtype"):
+        mt.Tensor(data)
+
+
+@pytest.mark.parametrize("array", [np.array(["a", "b"]), np.array([None, 1.0]), np.array([b"x"]),
+                                   np.array(["2026-01-01"], dtype="datetime64[D]")])
+def test_a_non_numeric_numpy_array_is_refused_naming_its_dtype(array):
+    with pytest.raises(TypeError, match=rf"Tensor: expected numbers .*dtype {re.escape(str(array.dtype))}"):
+        mt.Tensor(array)
+
+
+def test_numbers_of_every_kind_are_welcome():
+    for data in (True, 3, 2.5, 1 + 2j, [[1, 2], [3, 4]], np.float32(1.5), np.array([1, 2], dtype=np.uint8)):
+        assert mt.Tensor(data).dtype.kind in "biufc"
+
+
 def test_a_numpy_array_on_the_left_defers_to_the_tensor():
     x = leaf([1.0, 2.0])
     y = np.array([3.0, 4.0]) * x
@@ -305,3 +339,22 @@ def test_a_function_without_backward_says_so():
 
     with pytest.raises(NotImplementedError, match="Forgetful.backward"):
         Forgetful()(leaf([1.0])).sum().backward()
+
+
+# -- chapter 1 shows the engine's own code ------------------------------------------------
+def _listings(chapter: Path, source: str) -> list[list[str]]:
+    """The code lines of every listing in ``chapter`` whose first line names ``source``."""
+    blocks = re.findall(r"```python\n(.*?)```", chapter.read_text(encoding="utf-8"), re.S)
+    return [block.split("\n")[1:] for block in blocks if block.startswith(f"# {source}")]
+
+
+@pytest.mark.parametrize("source", ["minitransformer/tensor.py", "minitransformer/ops/elementwise.py"])
+def test_chapter_1_listings_are_the_code_line_for_line(source):
+    root = Path(__file__).resolve().parents[1]
+    code = [line.strip() for line in (root / source).read_text(encoding="utf-8").split("\n") if line.strip()]
+    listings = _listings(root / "chapters" / "01-autograd.md", source)
+    assert listings
+    for listing in listings:
+        lines = [line.strip() for line in listing if line.strip()]
+        start = code.index(lines[0])
+        assert code[start:start + len(lines)] == lines, f"chapter 1's listing of {source} is not the code"

@@ -26,6 +26,7 @@ from typing import Iterable, Sequence
 END_OF_WORD = "</w>"
 SPECIAL_TOKENS = ("<pad>", "<s>", "</s>", "<unk>")
 FORMAT = "minitransformer-bpe"
+KIND = "words"          # the "kind" field of the file: this tokenizer splits at spaces (raw_bpe.py: "raw")
 
 
 def _word_symbols(word: str) -> list[str]:
@@ -40,6 +41,7 @@ class BPETokenizer:
     """
 
     pad_id, bos_id, eos_id, unk_id = 0, 1, 2, 3
+    kind = KIND
 
     def __init__(self, vocab: Sequence[str], merges: Sequence[tuple[str, str]],
                  words: Iterable[str] | None = None) -> None:
@@ -179,16 +181,26 @@ class BPETokenizer:
     # --- files ------------------------------------------------------------------------
     def to_dict(self) -> dict:
         """The tokenizer as JSON-ready data: vocabulary, merges and (when known) the training words."""
-        data = {"format": FORMAT, "version": 1, "vocab": self.vocab, "merges": [list(m) for m in self.merges]}
+        data = {"format": FORMAT, "kind": KIND, "version": 1, "vocab": self.vocab, "merges": [list(m) for m in self.merges]}
         if self.words is not None:
             data["words"] = sorted(self.words)
         return data
 
     @classmethod
     def from_dict(cls, data: dict) -> "BPETokenizer":
-        """The tokenizer ``to_dict`` wrote; ValueError naming what is wrong otherwise."""
+        """The tokenizer ``to_dict`` wrote; ValueError naming what is wrong otherwise.
+
+        The ``kind`` field says which tokenizer wrote the data: "words" (this one; files written
+        before the field existed are this kind) or "raw" (``RawBPETokenizer``, which is returned).
+        """
         if not isinstance(data, dict) or data.get("format") != FORMAT:
             raise ValueError(f"not a {FORMAT} tokenizer")
+        kind = data.get("kind", KIND)
+        if kind != KIND:
+            from .raw_bpe import KIND as RAW, RawBPETokenizer  # noqa: PLC0415 - raw_bpe imports this module
+            if kind != RAW:
+                raise ValueError(f"unknown tokenizer kind {kind!r}; expected {KIND!r} or {RAW!r}")
+            return RawBPETokenizer.from_dict(data)
         for key in ("vocab", "merges"):
             if key not in data:
                 raise ValueError(f"missing key {key!r}")

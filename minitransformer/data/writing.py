@@ -99,13 +99,14 @@ def _once(items: Iterable[str]) -> list[str]:
     return list(dict.fromkeys(items))
 
 
-def describe_unseen(words: list[str], characters: list[str]) -> str:
-    """One line naming what the model never saw, for a warning."""
+def describe_unseen(words: list[str], characters: list[str], read_as: str = "<unk>") -> str:
+    """One line naming what the model never saw, for a warning; ``read_as`` says what the tokenizer
+    makes of an unseen character (the raw-text BPE: "its UTF-8 bytes")."""
     parts = []
     if words:
         parts.append(f"word{'s' if len(words) > 1 else ''} never seen in training: "
                      + ", ".join(repr(w) for w in words))
     if characters:
-        parts.append(f"character{'s' if len(characters) > 1 else ''} never seen (read as <unk>): "
+        parts.append(f"character{'s' if len(characters) > 1 else ''} never seen (read as {read_as}): "
                      + ", ".join(repr(c) for c in characters))
     return "; ".join(parts) + " — the translation may be invented"

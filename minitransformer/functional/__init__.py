@@ -4,19 +4,22 @@
     F.softmax(scores, axis=-1)
     F.cross_entropy(logits, targets, label_smoothing=0.1, ignore_index=pad_id)
 
-Each of softmax, log_softmax, cross_entropy, layer_norm and dropout is ONE
-fused Function whose backward is written from its derivation.
+Each of softmax, log_softmax, cross_entropy, layer_norm, dropout, linear and
+embedding is ONE fused Function whose backward is written from its derivation.
+The Functions live here; the Modules that hold their parameters live in nn/.
 """
 from .activation import ReLU, relu
 from .dropout import Dropout, Generator, default_generator, dropout, set_dropout_seed
+from .embedding import EmbeddingFunction, embedding
+from .linear import LinearFunction, linear
 from .loss import CrossEntropy, cross_entropy
 from .normalization import LayerNormFunction, layer_norm
 from .softmax import LogSoftmax, Softmax, log_softmax, softmax
 
 __all__ = [
-    "softmax", "log_softmax", "cross_entropy", "layer_norm", "dropout", "relu", "set_dropout_seed",
-    "default_generator", "Generator", "Softmax", "LogSoftmax", "CrossEntropy", "LayerNormFunction",
-    "Dropout", "ReLU",
+    "softmax", "log_softmax", "cross_entropy", "layer_norm", "dropout", "relu", "linear", "embedding",
+    "set_dropout_seed", "default_generator", "Generator", "Softmax", "LogSoftmax", "CrossEntropy",
+    "LayerNormFunction", "Dropout", "ReLU", "LinearFunction", "EmbeddingFunction",
 ]
 from .attention import ScaledDotProductAttention, scaled_dot_product_attention  # noqa: E402  (chapter 6)
 from .masks import causal_mask, padding_mask  # noqa: E402

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from ..backend import xp_of
 from ..tensor import Function, Tensor
+from .checks import require_floating_point
 
 
 class LayerNormFunction(Function):
@@ -36,15 +37,16 @@ class LayerNormFunction(Function):
         # several times faster than .mean(axis=1) over rows of a few hundred entries
         centered = x - (x @ xp.ones(dim, dtype=x.dtype))[:, None] / dim            # x − μ
         variance = xp.einsum("nd,nd->n", centered, centered)[:, None] / dim        # (N, 1) biased, as defined
-        self.inv_std = 1 / xp.sqrt(variance + self.eps)             # (N, 1) 1/σ, eps inside the root
-        centered *= self.inv_std
-        self.x_hat, self.weight = centered, weight                   # (N, D) x̂, reusing the array
-        y = self.x_hat * weight
+        inv_std = 1 / xp.sqrt(variance + self.eps)                  # (N, 1) 1/σ, eps inside the root
+        x_hat = centered                                             # (N, D), reusing the array:
+        x_hat *= inv_std                                             # x̂ = (x − μ)/σ
+        self.save_for_backward(x_hat, inv_std, weight)
+        y = x_hat * weight
         y += bias
         return y.reshape(self.x_shape)
 
     def backward(self, gy):
-        x_hat, inv_std, weight = self.x_hat, self.inv_std, self.weight
+        x_hat, inv_std, weight = self.saved_arrays
         dim = weight.shape[0]
         gy = gy.reshape(-1, dim)                                     # (N, D)
         # Exercise 5.1 — layer-norm backward (chapters/05-layers.md; graded by pytest -m ex_5_1)
@@ -70,6 +72,7 @@ def layer_norm(x, weight=None, bias=None, eps: float = 1e-5) -> Tensor:
     """
     if not isinstance(x, Tensor):
         x = Tensor(x)
+    require_floating_point("layer_norm", x.data)
     dim = x.shape[-1]
     xp = xp_of(x.data)
     weight = weight if weight is not None else Tensor(xp.ones(dim, dtype=x.dtype))

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from ..backend import xp_of
 from ..tensor import Function, Tensor
+from .checks import require_floating_point
 
 
 class Softmax(Function):
@@ -28,15 +29,16 @@ class Softmax(Function):
         self.axis = axis
 
     def forward(self, x):
+        require_floating_point("softmax", x)
         xp = xp_of(x)
         y = x - x.max(axis=self.axis, keepdims=True)   # every exponent ≤ 0: no overflow
         xp.exp(y, out=y)                               # in place: one array of x's size, not three
         y /= y.sum(axis=self.axis, keepdims=True)
-        self.y = y
+        self.save_for_backward(y)
         return y
 
     def backward(self, gy):
-        y = self.y
+        (y,) = self.saved_arrays
         # Exercise 4.1 — softmax backward (chapters/04-softmax-cross-entropy.md; graded by pytest -m ex_4_1)
         ### BEGIN SOLUTION
         gx = gy * y
@@ -52,17 +54,19 @@ class LogSoftmax(Function):
         self.axis = axis
 
     def forward(self, x):
+        require_floating_point("log_softmax", x)
         xp = xp_of(x)
         z = x - x.max(axis=self.axis, keepdims=True)
         z -= xp.log(xp.exp(z).sum(axis=self.axis, keepdims=True))   # log Σ ≥ log 1 = 0: finite
-        self.z = z
+        self.save_for_backward(z)
         return z
 
     def backward(self, gy):
         xp = xp_of(gy)
+        (z,) = self.saved_arrays
         # Exercise 4.2 — log-softmax backward (chapters/04-softmax-cross-entropy.md; graded by pytest -m ex_4_2)
         ### BEGIN SOLUTION
-        gx = xp.exp(self.z)                                # softmax, recovered from the output
+        gx = xp.exp(z)                                     # softmax, recovered from the output
         gx *= -gy.sum(axis=self.axis, keepdims=True)
         gx += gy                                           # gy − softmax · Σ gy
         ### END SOLUTION

@@ -1,55 +1,19 @@
-"""Token embeddings: a lookup table whose backward is a scatter-add (chapter 5, §3.4).
+"""The Embedding layer: a (num_embeddings, dim) table of learned vectors (chapter 5, §3.4).
 
-Forward reads rows: y[b, t] = W[ids[b, t]]. Backward must ADD the gradient
-of every position into the row it read; a token that appears five times in a
-batch receives five contributions. ``W[ids] += g`` would keep only one of
-them (fancy-index assignment does not accumulate), so we use scatter_add.
+The lookup and its scatter-add backward are ``functional/embedding.py``
+(Functions live in functional/, Modules in nn/).
 """
 from __future__ import annotations
 
 import math
 
 from .. import backend
-from ..backend import scatter_add, xp_of
-from ..tensor import Function, Tensor
+from ..functional.embedding import EmbeddingFunction, embedding
+from ..tensor import Tensor
 from . import init
 from .module import Module, Parameter
 
-
-class EmbeddingFunction(Function):
-    """weight (num, dim) gathered at integer ``ids`` (...) -> (..., dim)."""
-
-    def __init__(self, ids, padding_idx: int | None = None) -> None:
-        self.ids = ids
-        self.padding_idx = padding_idx
-
-    def forward(self, weight):
-        self.weight_shape = weight.shape
-        return weight[self.ids]                                    # (..., dim)
-
-    def backward(self, gy):
-        xp = xp_of(gy)
-        gw = xp.zeros(self.weight_shape, dtype=gy.dtype)           # (num, dim)
-        scatter_add(gw, self.ids.reshape(-1), gy.reshape(-1, self.weight_shape[1]))  # repeats accumulate
-        if self.padding_idx is not None:
-            gw[self.padding_idx] = 0                               # the pad row never learns
-        return gw
-
-
-def _as_ids(ids, num_embeddings: int, device: str):
-    """Integer ids as an array on ``device``, checked to lie in [0, num_embeddings)."""
-    if isinstance(ids, Tensor):
-        ids = ids.data
-    if not backend.is_array(ids):
-        ids = backend.asnumpy(ids)  # a Python list: to an array on the host
-    if ids.dtype.kind not in "iu":
-        raise TypeError(f"Embedding: ids must be integers, got dtype {ids.dtype}")
-    ids = backend.to_device(ids, device)
-    if ids.size and bool(((ids < 0) | (ids >= num_embeddings)).any()):   # one wait for a GPU, not two
-        low, high = int(ids.min()), int(ids.max())
-        raise IndexError(f"Embedding: ids range over [{low}, {high}] but the table has "
-                         f"{num_embeddings} rows (valid ids 0..{num_embeddings - 1})")
-    return ids
+__all__ = ["Embedding", "EmbeddingFunction"]  # the Function re-exported from its old home
 
 
 class Embedding(Module):
@@ -72,8 +36,7 @@ class Embedding(Module):
             self.weight.data[padding_idx] = 0
 
     def forward(self, ids) -> Tensor:
-        ids = _as_ids(ids, self.num_embeddings, self.weight.device)
-        return EmbeddingFunction(ids, self.padding_idx)(self.weight)
+        return embedding(ids, self.weight, self.padding_idx)
 
     def extra_repr(self) -> str:
         pad = "" if self.padding_idx is None else f", padding_idx={self.padding_idx}"

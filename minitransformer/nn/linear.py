@@ -1,50 +1,17 @@
-"""Linear layer y = x W + b, as ONE matrix product (chapter 5).
+"""The Linear layer: y = x W + b with W and b as Parameters (chapter 5).
 
-Every projection in the Transformer — W^Q, W^K, W^V, W^O (§3.2.2), the two
-FFN matrices (§3.3) and the pre-softmax projection (§3.4) — is a Linear. Input
-x (..., in) is folded to a 2-D matrix (N, in) with N = product of the leading
-axes, so forward and backward are each one GEMM, the fastest thing an
-array library does, instead of a batch of small products:
-
-    Y = X W + b          (N, out) = (N, in)(in, out) + (out,)
-    gX = gY Wᵀ           gW = Xᵀ gY            gb = Σ_rows gY
+The Function that computes it, one matrix product each way, is
+``functional/linear.py`` (Functions live in functional/, Modules in nn/).
 """
 from __future__ import annotations
 
 from .. import backend
-from ..tensor import Function, Tensor
+from ..functional.linear import LinearFunction, linear
+from ..tensor import Tensor
 from . import init
 from .module import Module, Parameter
 
-
-class LinearFunction(Function):
-    """x (..., in), weight (in, out), optional bias (out,) -> (..., out), one 2-D GEMM each way."""
-
-    def forward(self, x, weight, bias=None):
-        if x.shape[-1] != weight.shape[0]:
-            raise ValueError(f"Linear: input has {x.shape[-1]} features (shape {x.shape}) but the weight "
-                             f"{weight.shape} expects {weight.shape[0]}")
-        self.x2d = x.reshape(-1, weight.shape[0])        # (N, in)
-        self.weight, self.x_shape = weight, x.shape
-        y = self.x2d @ weight                            # (N, out)
-        if bias is not None:
-            y += bias
-        return y.reshape(*x.shape[:-1], weight.shape[1])  # (..., out)
-
-    def backward(self, gy):
-        gy2d = gy.reshape(-1, self.weight.shape[1])      # (N, out)
-        needs = [t.requires_grad for t in self.inputs]
-        gx = (gy2d @ self.weight.T).reshape(self.x_shape) if needs[0] else None   # gY Wᵀ
-        gw = self.x2d.T @ gy2d if needs[1] else None                              # Xᵀ gY
-        if len(needs) == 2:
-            return gx, gw
-        gb = gy2d.sum(axis=0) if needs[2] else None                               # Σ_rows gY
-        return gx, gw, gb
-
-
-def linear(x, weight, bias=None) -> Tensor:
-    """y = x @ weight + bias for x of any leading shape."""
-    return LinearFunction()(x, weight) if bias is None else LinearFunction()(x, weight, bias)
+__all__ = ["Linear", "LinearFunction", "linear"]  # the last two re-exported from their old home
 
 
 class Linear(Module):

@@ -43,11 +43,11 @@ class Mul(Function):
             y = a * b
         except ValueError as error:
             raise broadcast_error("mul", a, b, error) from None
-        self.a, self.b = a, b
+        self.save_for_backward(a, b)
         return y
 
     def backward(self, gy):
-        a, b = self.a, self.b
+        a, b = self.saved_arrays
         ga = unbroadcast(gy * b, a.shape) if self.inputs[0].requires_grad else None  # d(ab)/da = b
         gb = unbroadcast(gy * a, b.shape) if self.inputs[1].requires_grad else None  # d(ab)/db = a
         return ga, gb
@@ -59,11 +59,11 @@ class Div(Function):
             y = a / b
         except ValueError as error:
             raise broadcast_error("div", a, b, error) from None
-        self.a, self.b = a, b
+        self.save_for_backward(a, b)
         return y
 
     def backward(self, gy):
-        a, b = self.a, self.b
+        a, b = self.saved_arrays
         # Exercise 1.2 — Div backward (chapters/01-autograd.md; graded by pytest -m ex_1_2)
         ### BEGIN SOLUTION
         ga = unbroadcast(gy / b, a.shape) if self.inputs[0].requires_grad else None  # d(a/b)/da = 1/b
@@ -87,12 +87,13 @@ class Pow(Function):
         self.c = exponent
 
     def forward(self, x):
-        self.x = x
+        self.save_for_backward(x)
         return x ** self.c
 
     def backward(self, gy):
+        (x,) = self.saved_arrays
         c = self.c
-        return gy * (c * self.x ** (c - 1))  # d(x^c)/dx = c x^(c-1)
+        return gy * (c * x ** (c - 1))  # d(x^c)/dx = c x^(c-1)
 
 
 def add(a, b) -> Tensor: return Add()(a, b)

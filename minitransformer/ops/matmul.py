@@ -22,11 +22,11 @@ class MatMul(Function):
             raise ValueError(f"matmul: shapes {a.shape} and {b.shape} do not multiply "
                              f"(inner sizes {a.shape[-1]} and {b.shape[-2] if b.ndim > 1 else b.shape[0]} "
                              "must agree; batch axes must broadcast)") from None
-        self.a, self.b = a, b
+        self.save_for_backward(a, b)
         return y
 
     def backward(self, gy):
-        a, b = self.a, self.b
+        a, b = self.saved_arrays
         # vectors are treated as a 1-row / 1-column matrix, as numpy does
         a2 = a.reshape(1, -1) if a.ndim == 1 else a          # (…, n, k)
         b2 = b.reshape(-1, 1) if b.ndim == 1 else b          # (…, k, m)

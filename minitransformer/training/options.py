@@ -49,6 +49,10 @@ class TrainOptions:
     seed: int | None = _option(None, "seed of the model, the batches and dropout (default 0)", type=int)
     max_tokens: int | None = _option(None, "padded tokens per batch side (§5.1 used ~25,000)", type=positive_int)
     vocab_size: int | None = _option(None, "BPE vocabulary size", type=positive_int)
+    tokenizer: str | None = _option(None, "subword model: words (BPE within space-separated words), raw "
+                                          "(SentencePiece-style BPE over raw text, for text without spaces) or "
+                                          "auto (default: raw when a side has almost no spaces)",
+                                    choices=["auto", "words", "raw"])
     minutes: float | None = _option(None, "time budget for the training steps of this invocation",
                                     type=positive_float)
     epochs: int | None = _option(None, "stop after this many epochs in total", type=positive_int)
@@ -68,7 +72,7 @@ class TrainOptions:
 
 
 # The settings that define a run's model and data: a resumed run must keep them.
-DEFINING = ("data", "direction", "preset", "seed", "max_tokens", "vocab_size", "limit")
+DEFINING = ("data", "direction", "preset", "seed", "max_tokens", "vocab_size", "limit", "tokenizer")
 # Options that change nothing in the result of a run (where it lives, how it talks, how to start it).
 NOT_RESULT = ("out", "device", "resume", "overwrite", "quiet")
 

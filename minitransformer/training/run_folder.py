@@ -57,7 +57,9 @@ def same_finished_run(opts: TrainOptions, say: Callable[[str], None]) -> dict:
     if differences:
         raise TrainingError(f"{out} already holds a training run with other settings ({'; '.join(differences)}); "
                             f"pass --resume to continue it, --overwrite to replace it, or choose another --out")
-    scores = ", ".join(f"{name} {results[name]}" for name in ("test_bleu", "test_heldout_bleu") if name in results)
+    scores = ", ".join(f"{name} {results[name]}" + (f" ({results[name + '_tokenize']} tokens)"
+                                                   if name + "_tokenize" in results else "")
+                       for name in ("test_bleu", "test_heldout_bleu") if name in results)
     say(f"{out} already holds this run, finished{f' ({scores})' if scores else ''}: nothing to train "
         f"(--overwrite trains it again)")
     return {**results, "already_trained": True}

@@ -110,7 +110,8 @@ assert abs(sw.grad - dy_dw) < 1e-12 and abs(sx.grad - dy_dx) < 1e-12 and abs(sb.
 # ## 3. The engine: Tensor and Function
 #
 # `mt.Tensor` is the same idea with arrays. A `Function` does one operation on raw NumPy arrays:
-# `forward` computes the output and saves what `backward` will need; `backward` receives
+# `forward` computes the output and keeps what `backward` will need with
+# `self.save_for_backward(...)`; `backward` reads it back from `self.saved_arrays`, receives
 # $\partial L/\partial\text{output}$ and returns $\partial L/\partial\text{input}$ for each input.
 
 # %%
@@ -223,11 +224,13 @@ print("x.grad =", x_leaf.grad, "  by hand:", expected)
 np.testing.assert_allclose(x_leaf.grad, [expected])
 
 # %% [markdown]
-# After `backward()` the graph is freed (the Functions drop their saved arrays), so a second call
-# raises instead of silently counting twice. `retain_graph=True` keeps it; then gradients
+# After `backward()` the graph is freed: each Function drops its `inputs` and its `saved_arrays`,
+# so a second call raises instead of silently counting twice. `retain_graph=True` keeps it; then gradients
 # **accumulate** into `.grad`, which is why training loops reset gradients every step.
 
 # %%
+mul = y_out.creator
+print(f"{mul}: inputs {mul.inputs}, saved_arrays {mul.saved_arrays}")
 try:
     y_out.sum().backward()
 except RuntimeError as error:
@@ -303,29 +306,33 @@ print("gradcheck:", mt.gradcheck(lambda a: (a * 2.0 + 1.0).tanh() * a, [a]))
 # %% [markdown]
 # ## 5. A new op in a few lines
 #
-# A Function subclass needs `forward` (arrays in, array out; save what backward needs) and
-# `backward` (one gradient per input). The engine's own `Exp` is exactly this — re-derived here
+# A Function subclass needs `forward` (arrays in, array out; `self.save_for_backward(...)` what
+# backward needs) and `backward` (one gradient per input). The engine's own `Exp` is exactly this — re-derived here
 # as `MyExp`: $\frac{d}{dx}e^x = e^x$, so the output is all backward needs.
 
 # %%
 class MyExp(mt.Function):
     def forward(self, x):
-        self.y = mt.backend.xp_of(x).exp(x)  # numpy or cupy, whichever owns x
-        return self.y
+        y = mt.backend.xp_of(x).exp(x)  # numpy or cupy, whichever owns x
+        self.save_for_backward(y)
+        return y
 
     def backward(self, gy):
-        return gy * self.y  # d(e^x)/dx = e^x
+        (y,) = self.saved_arrays
+        return gy * y  # d(e^x)/dx = e^x
 
 
 class Sigmoid(mt.Function):
     """σ(x) = 1 / (1 + e^{−x});  dσ/dx = σ (1 − σ)."""
 
     def forward(self, x):
-        self.y = 1 / (1 + mt.backend.xp_of(x).exp(-x))
-        return self.y
+        y = 1 / (1 + mt.backend.xp_of(x).exp(-x))
+        self.save_for_backward(y)
+        return y
 
     def backward(self, gy):
-        return gy * self.y * (1 - self.y)
+        (y,) = self.saved_arrays
+        return gy * y * (1 - y)
 
 
 s = mt.Tensor(rng.standard_normal(5), requires_grad=True)
@@ -340,13 +347,15 @@ np.testing.assert_allclose(out.data, np.exp(s.data))
 # %%
 class BrokenSigmoid(Sigmoid):
     def backward(self, gy):
-        return gy * self.y
+        (y,) = self.saved_arrays
+        return gy * y
 
 
 try:
     mt.gradcheck(lambda s: BrokenSigmoid()(s), [s])
 except mt.GradcheckError as error:
     print("caught:", error)
+    assert "is wrong at" in str(error)  # a wrong gradient, not a crash
 else:
     raise AssertionError("gradcheck should have caught BrokenSigmoid")
 

@@ -110,7 +110,9 @@ for dim in (4, 512):
 #
 # `nn.Linear(in, out)` stores $W$ as (in, out) so that $y = xW + b$ reads like the paper. An input
 # of any leading shape — (batch, time, $d_{model}$) — is folded into one matrix of rows, so forward
-# and backward are each a single matrix product.
+# and backward are each a single matrix product. The Module only owns $W$ and $b$; the Function
+# with the hand-written backward is `F.linear` (`minitransformer/functional/linear.py`), for
+# Functions live in `functional/` and Modules in `nn/`.
 #
 # Xavier/Glorot initialisation draws $W \sim U(-a, a)$ with $a = \sqrt{6/(n_{in}+n_{out})}$, so
 # $\mathrm{Var}(W) = 2/(n_{in}+n_{out})$. For a square layer that is $1/n$, and then
@@ -291,5 +293,5 @@ print("all gradient checks passed")
 #    number of steps needed for a tenfold drop?
 # 4. Implement the FFN with a real kernel of width 3 (`conv1d` above). How many positions now
 #    influence each output, and how would that change the Transformer's need for attention?
-# 5. The embedding backward uses a scatter-add. Replace it with `gw[ids] += gy` and find the test
-#    in `tests/test_nn.py` that fails. Why does it fail?
+# 5. The embedding backward (`functional/embedding.py`) uses a scatter-add. Replace it with
+#    `gw[ids] += gy` and find the test in `tests/test_nn.py` that fails. Why does it fail?

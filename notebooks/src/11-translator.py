@@ -11,7 +11,8 @@
 # 5. compute BLEU by hand for one sentence, and for the corpus,
 # 6. average the last checkpoints (§6.1),
 # 7. look at the encoder–decoder attention of one sentence,
-# 8. gradient-check the translation loss on real subword ids.
+# 8. gradient-check the translation loss on real subword ids,
+# 9. tokenize raw Japanese without spaces, and score one set of outputs three ways.
 
 # %%
 import os
@@ -30,8 +31,10 @@ import numpy as np
 import minitransformer as mt
 import minitransformer.functional as F
 from minitransformer import checkpoint as ckpt
-from minitransformer.bleu import corpus_bleu_score, sentence_bleu
+from minitransformer.bleu import corpus_bleu, corpus_bleu_score, sentence_bleu
+from minitransformer.chrf import corpus_chrf
 from minitransformer.data.bpe import BPETokenizer
+from minitransformer.data.raw_bpe import RawBPETokenizer
 from minitransformer.data.corpus import make_builtin_corpus
 from minitransformer.decode import beam_search, greedy_decode, length_penalty
 from minitransformer.nn.transformer import Transformer, TransformerConfig
@@ -130,8 +133,8 @@ greedy = [tok.decode(ids) for ids in greedy_decode(model, batch, tok.bos_id, tok
 beams = beam_search(model, batch, tok.bos_id, tok.eos_id, beam_size=4, alpha=0.6, n_best=4)
 beam = [tok.decode(h[0].tokens) for h in beams]
 references = [ja for _, ja in test_pairs]
-print(f"greedy     BLEU {corpus_bleu_score(greedy, references).score:6.2f}")
-print(f"beam 4     BLEU {corpus_bleu_score(beam, references).score:6.2f}")
+print(f"greedy     BLEU {corpus_bleu_score(greedy, references, tokenize='none').score:6.2f}")
+print(f"beam 4     BLEU {corpus_bleu_score(beam, references, tokenize='none').score:6.2f}")
 print("\n".join(f"  {h.score:7.3f}  {tok.decode(h.tokens)}" for h in beams[0]))
 print("lp(|Y|) for |Y| = 1, 10, 20:", [round(length_penalty(n, 0.6), 3) for n in (1, 10, 20)])
 assert [h.score for h in beams[0]] == sorted((h.score for h in beams[0]), reverse=True)
@@ -158,8 +161,8 @@ print("clipped matches / n-grams:", precisions)
 if all(m > 0 for m, _ in precisions):
     by_hand = 100 * min(1.0, math.exp(1 - len(reference) / len(hypothesis))) * \
         math.exp(sum(math.log(m / t) for m, t in precisions) / 4)
-    print(f"by hand {by_hand:.2f}  library {sentence_bleu(beam[0], references[0]).score:.2f}")
-    assert math.isclose(by_hand, sentence_bleu(beam[0], references[0]).score, rel_tol=1e-9)
+    print(f"by hand {by_hand:.2f}  library {sentence_bleu(beam[0], references[0], tokenize='none').score:.2f}")
+    assert math.isclose(by_hand, sentence_bleu(beam[0], references[0], tokenize="none").score, rel_tol=1e-9)
 
 # %% [markdown]
 # ## 6. Averaging the last checkpoints
@@ -176,7 +179,7 @@ for name, weights in [("last", ckpt.load_checkpoint(checkpoints[-1]).weights),
                       (f"average of {len(checkpoints)}", ckpt.average_checkpoints(checkpoints))]:
     model.load_state_dict(weights)
     outputs = translator.translate([en for en, _ in test_pairs], beam_size=1)
-    scores[name] = corpus_bleu_score(outputs, references).score
+    scores[name] = corpus_bleu_score(outputs, references, tokenize="none").score
 print({k: round(v, 2) for k, v in scores.items()})
 
 # %% [markdown]
@@ -236,6 +239,37 @@ checked = [tiny.embedding.weight, tiny.decoder.layers[0].cross_attn.w_k.weight]
 assert mt.gradcheck(translation_loss, checked)
 print(f"gradcheck passed: the tied embedding ({k} subwords × 4) and the cross-attention W_K")
 print("subwords in the batch:", [tok.vocab[i] for i in used[3:]])
+
+# %% [markdown]
+# ## 9. Raw text: SentencePiece-style BPE, and BLEU three ways
+#
+# Real Japanese has no spaces. The raw-text BPE (`data/raw_bpe.py`) treats the space as a symbol of
+# its own, "▁", merges across what would be word boundaries, and falls back to UTF-8 bytes for a
+# character it never saw, so that decoding gives back the exact input. Here it learns from the
+# corpus's Japanese with the spaces taken out.
+
+# %%
+raw_japanese = [ja.replace(" ", "") for _, ja in corpus.train[:2000]]
+raw_tok = RawBPETokenizer.train(raw_japanese, vocab_size=600)
+for sentence in raw_japanese[:2] + ["魑魅魍魎!"]:
+    ids = raw_tok.encode(sentence)
+    assert raw_tok.decode(ids) == sentence                              # exact, even for unseen characters
+    print(sentence, "->", " ".join(raw_tok.tokens(sentence)))
+
+# %% [markdown]
+# BLEU counts n-grams of *tokens*. On Japanese without spaces, whitespace tokens are whole sentences:
+# the same four outputs score 0 that way, and quite different numbers on words and on characters.
+# chrF compares character n-grams and needs no segmenter.
+
+# %%
+references_raw = ["私は学生です。", "猫が魚を食べた。", "明日東京に行きます。", "この本はとても面白かった。"]
+outputs_raw = ["私は先生です。", "猫が魚を食べました。", "明日東京へ行きます。", "この本はとても面白かった。"]
+references_words = ["私 は 学生 です 。", "猫 が 魚 を 食べ た 。", "明日 東京 に 行き ます 。", "この 本 は とても 面白かっ た 。"]
+outputs_words = ["私 は 先生 です 。", "猫 が 魚 を 食べ まし た 。", "明日 東京 へ 行き ます 。", "この 本 は とても 面白かっ た 。"]
+print(f"BLEU on whitespace tokens: {corpus_bleu(outputs_raw, references_raw, tokenize='none'):6.2f}")
+print(f"BLEU on words:             {corpus_bleu(outputs_words, references_words, tokenize='none'):6.2f}")
+print(f"BLEU on characters:        {corpus_bleu(outputs_raw, references_raw, tokenize='char'):6.2f}")
+print(f"chrF:                      {corpus_chrf(outputs_raw, references_raw):6.2f}")
 
 # %% [markdown]
 # ## Exercises

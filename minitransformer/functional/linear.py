@@ -1,0 +1,47 @@
+"""The affine map y = x W + b, as ONE matrix product (chapter 5).
+
+Every projection in the Transformer — W^Q, W^K, W^V, W^O (§3.2.2), the two
+FFN matrices (§3.3) and the pre-softmax projection (§3.4) — is this map
+(``nn.Linear`` holds W and b). Input x (..., in) is folded to a 2-D matrix
+(N, in) with N = product of the leading axes, so forward and backward are
+each one GEMM, the fastest thing an array library does, instead of a batch
+of small products:
+
+    Y = X W + b          (N, out) = (N, in)(in, out) + (out,)
+    gX = gY Wᵀ           gW = Xᵀ gY            gb = Σ_rows gY
+"""
+from __future__ import annotations
+
+from ..tensor import Function, Tensor
+
+
+class LinearFunction(Function):
+    """x (..., in), weight (in, out), optional bias (out,) -> (..., out), one 2-D GEMM each way."""
+
+    def forward(self, x, weight, bias=None):
+        if x.shape[-1] != weight.shape[0]:
+            raise ValueError(f"Linear: input has {x.shape[-1]} features (shape {x.shape}) but the weight "
+                             f"{weight.shape} expects {weight.shape[0]}")
+        x2d = x.reshape(-1, weight.shape[0])             # (N, in)
+        y = x2d @ weight                                 # (N, out)
+        if bias is not None:
+            y += bias
+        self.save_for_backward(x2d, weight)              # all that backward needs, with x's shape
+        self.x_shape = x.shape
+        return y.reshape(*x.shape[:-1], weight.shape[1])  # (..., out)
+
+    def backward(self, gy):
+        x2d, weight = self.saved_arrays
+        gy2d = gy.reshape(-1, weight.shape[1])           # (N, out)
+        needs = [t.requires_grad for t in self.inputs]
+        gx = (gy2d @ weight.T).reshape(self.x_shape) if needs[0] else None   # gY Wᵀ
+        gw = x2d.T @ gy2d if needs[1] else None                              # Xᵀ gY
+        if len(needs) == 2:
+            return gx, gw
+        gb = gy2d.sum(axis=0) if needs[2] else None                          # Σ_rows gY
+        return gx, gw, gb
+
+
+def linear(x, weight, bias=None) -> Tensor:
+    """y = x @ weight + bias for x of any leading shape."""
+    return LinearFunction()(x, weight) if bias is None else LinearFunction()(x, weight, bias)
