@@ -436,7 +436,7 @@ def test_the_graded_functions_run_on_the_device(rng):
 
 # -- the command line: a short training run with --device cuda ---------------------------------------
 
-def test_train_on_the_command_line_with_device_cuda(tmp_path, monkeypatch, capsys):
+def test_train_translate_and_evaluate_on_the_command_line_with_device_cuda(tmp_path, monkeypatch, capsys):
     from minitransformer.__main__ import main  # noqa: PLC0415
 
     monkeypatch.setenv("MINITRANSFORMER_MALLOC", "0")
@@ -449,6 +449,11 @@ def test_train_on_the_command_line_with_device_cuda(tmp_path, monkeypatch, capsy
     assert backend.default_device() == "cuda"
     assert (out / "final").is_dir()
     assert "BLEU" in printed.out
+    # the trained model, loaded back onto the device, translates and scores there too
+    assert main(["translate", "--checkpoint", str(out), "--device", "cuda", "the cat sees a dog ."]) == 0
+    assert main(["evaluate", "--checkpoint", str(out), "--device", "cuda", "--limit", "4", "--greedy"]) == 0
+    printed = capsys.readouterr()
+    assert "BLEU" in printed.out, printed.err
 
 
 # -- host synchronisations: each one stalls a GPU until its queue drains ----------------------------
