@@ -14,6 +14,12 @@ Choosing the device
 * ``set_default_device("cuda")`` or the environment variable
   ``MINITRANSFORMER_DEVICE=cuda`` make new tensors built from Python data
   and new parameters start on the GPU.
+
+Tests
+-----
+``_cupy`` and ``_cupyx`` are the only places the module looks for CuPy. The
+tests put a strict stand-in there (tests/device_double.py) so that every run
+checks the GPU path's discipline, with no GPU: nothing else here changes.
 """
 from __future__ import annotations
 
@@ -23,6 +29,7 @@ from types import ModuleType
 import numpy
 
 _cupy: ModuleType | None = None  # imported on first use
+_cupyx: ModuleType | None = None  # CuPy's extras (scatter_add), imported with it
 _default_device = os.environ.get("MINITRANSFORMER_DEVICE", "cpu").lower()
 
 CUPY_HINT = (
@@ -34,7 +41,7 @@ CUPY_HINT = (
 
 def _import_cupy() -> ModuleType:
     """Import CuPy and check that it sees a GPU; raise a helpful error otherwise."""
-    global _cupy
+    global _cupy, _cupyx
     if _cupy is not None:
         return _cupy
     try:
@@ -48,7 +55,9 @@ def _import_cupy() -> ModuleType:
                            "check the NVIDIA driver, or stay on device 'cpu'") from error
     if count == 0:
         raise RuntimeError("CuPy is installed but sees no GPU; stay on device 'cpu'")
-    _cupy = cupy
+    import cupyx  # noqa: PLC0415
+
+    _cupy, _cupyx = cupy, cupyx
     return cupy
 
 
@@ -132,8 +141,6 @@ def scatter_add(target, indices, values) -> None:
     NumPy spells this ``numpy.add.at``; CuPy spells it ``cupyx.scatter_add``.
     """
     if _cupy is not None and isinstance(target, _cupy.ndarray):
-        import cupyx  # noqa: PLC0415
-
-        cupyx.scatter_add(target, indices, values)
+        _cupyx.scatter_add(target, indices, values)
     else:
         numpy.add.at(target, indices, values)

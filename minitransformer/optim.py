@@ -218,7 +218,13 @@ def clip_grad_norm(params: Iterable[Tensor], max_norm: float) -> float:
     grads = [p.grad for p in params if p.grad is not None]
     if not grads:
         return 0.0
-    total = math.sqrt(sum(float((g.astype("float64") ** 2).sum()) for g in grads))
+    # Σ over all gradients of Σ g², added up where the gradients live and read once per device:
+    # on a GPU each read of a number stalls until the device has caught up.
+    by_device: dict[str, list] = {}
+    for g in grads:
+        by_device.setdefault(get_device(g), []).append(g)
+    total = math.sqrt(sum(float(sum((g.astype("float64") ** 2).sum() for g in on_one))
+                          for on_one in by_device.values()))
     if max_norm > 0 and math.isfinite(total) and total > max_norm:
         scale = max_norm / (total + 1e-6)
         for g in grads:

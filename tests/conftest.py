@@ -1,4 +1,9 @@
-"""Shared test settings: the gpu marker skips cleanly where CuPy sees no device; the classroom markers.
+"""Shared test settings: the gpu marker; the classroom markers.
+
+A ``gpu`` test runs on CuPy where CuPy sees a GPU, and everywhere else on the
+device double (tests/device_double.py), a strict stand-in for CuPy with no GPU
+behind it: the same test then proves the device discipline, not the speed or
+the kernels.
 
 Classroom (see TEACHING.md): every exercise has a marker, ``pytest -m ex_5_1``,
 put on the tests listed for it in tests/exercise_map.json; a test that fails
@@ -24,14 +29,24 @@ def pytest_configure(config):
     classroom.register_markers(config)
 
 
+REAL_GPU = mt.cuda_available()
+
+
+def pytest_report_header(config):
+    return "gpu tests: on CuPy and a GPU" if REAL_GPU else \
+        "gpu tests: on the device double (no GPU here; tests/device_double.py)"
+
+
 def pytest_collection_modifyitems(config, items):
     classroom.apply_exercise_map(config, items)
-    if mt.cuda_available():
-        return
-    skip = pytest.mark.skip(reason="needs CuPy and a CUDA GPU (pip install cupy-cuda12x or cupy-cuda13x)")
-    for item in items:
-        if "gpu" in item.keywords:
-            item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _gpu_tests_without_a_gpu_use_the_device_double(request):
+    if "gpu" in request.node.keywords and not REAL_GPU:
+        import device_double  # noqa: PLC0415
+
+        device_double.on_device_double(request.getfixturevalue("monkeypatch"), default_device="cpu")
 
 
 @pytest.hookimpl(hookwrapper=True)

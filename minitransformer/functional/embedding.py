@@ -50,7 +50,7 @@ def _as_ids(ids, num_embeddings: int, device: str):
     if ids.dtype.kind not in "iu":
         raise TypeError(f"Embedding: ids must be integers, got dtype {ids.dtype}")
     ids = backend.to_device(ids, device)
-    if ids.size and (bool((ids < 0).any()) or bool((ids >= num_embeddings).any())):
+    if ids.size and bool(((ids < 0) | (ids >= num_embeddings)).any()):   # one wait for a GPU, not two
         low, high = int(ids.min()), int(ids.max())
         raise IndexError(f"Embedding: ids range over [{low}, {high}] but the table has "
                          f"{num_embeddings} rows (valid ids 0..{num_embeddings - 1})")

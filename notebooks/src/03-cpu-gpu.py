@@ -195,3 +195,44 @@ for device in devices:
     host = mt.Tensor(rng.standard_normal((2, 2)), requires_grad=True)
     assert mt.gradcheck(lambda h: (h.to(device) * 3.0).to("cpu"), [host])
     print(f"gradcheck passed on {device}")
+
+# %% [markdown]
+# ## 5. The device double: the GPU path, checked without a GPU
+#
+# A NumPy call hidden in an op works on the CPU and breaks only on CuPy. The tests carry a
+# stand-in for CuPy, `tests/device_double.py`, whose arrays live "on the device": they refuse
+# every implicit conversion to NumPy with CuPy's own error, and the module offers only the
+# names CuPy has. Put where the backend looks for CuPy, it makes `"cuda"` mean the double.
+# It also counts every trip from device to host: on a GPU each one makes the host wait.
+
+# %%
+import sys
+from pathlib import Path
+
+repository = next((p for p in [Path.cwd(), *Path.cwd().parents] if (p / "tests" / "device_double.py").is_file()),
+                  None)
+if repository is None:
+    print("tests/device_double.py not found from", Path.cwd(), "- skipping this section")
+else:
+    sys.path.insert(0, str(repository / "tests"))
+    import device_double
+
+    saved = backend._cupy, backend._cupyx
+    backend._cupy, backend._cupyx = device_double.cupy, device_double.cupyx   # "cuda" is now the double
+    try:
+        x = mt.Tensor(rng.standard_normal((2, 3)), requires_grad=True)
+        on_device = x.to("cuda")
+        print(on_device.device, type(on_device.data))
+        try:
+            np.asarray(on_device.data)                # what a stray NumPy call in an op does
+        except TypeError as error:
+            print("TypeError:", error)
+
+        layer = mt.nn.Linear(3, 4).to("cuda")
+        (layer(on_device).tanh() ** 2).sum().backward()
+        device_double.host_syncs.clear()
+        norm = mt.optim.clip_grad_norm(layer.parameters(), 1.0)
+        print(f"gradient norm {norm:.3f}, read with {sum(device_double.host_syncs.values())} host wait(s)")
+        print("x's gradient came home to", x.grad.__class__.__name__, "on the CPU:", backend.get_device(x.grad))
+    finally:
+        backend._cupy, backend._cupyx = saved
