@@ -4,10 +4,10 @@
     python tools/exercise_map.py --check      # recompute and fail if the committed map differs
     python tools/exercise_map.py --only 5.1   # recompute the entry of one exercise
 
-For every exercise X it writes an edition of the repository with X's
-solution taken out (and every other solution in place), runs the tests that
-fail in the student edition (found by one run of it first) there (without the notebooks and the classroom tests), and records the tests
-that fail. Those are the tests that need X: tests/conftest.py gives them the
+It first runs the suite (without the notebooks and the classroom tests) in
+the student edition, where every solution is taken out. Then, for every
+exercise X, it writes an edition with only X's solution taken out, runs the
+tests that failed in the student edition there, and records those that fail. Those are the tests that need X: tests/conftest.py gives them the
 marker ``ex_X``, and tests/test_classroom.py checks that the student edition
 fails exactly their union. Run it again whenever tests or solution blocks change;
 CI says when the map is out of date.
