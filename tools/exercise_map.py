@@ -7,9 +7,10 @@
 It first runs the suite (without the notebooks and the classroom tests) in
 the student edition, where every solution is taken out. Then, for every
 exercise X, it writes an edition with only X's solution taken out, runs the
-tests that failed in the student edition there, and records those that fail. Those are the tests that need X: tests/conftest.py gives them the
-marker ``ex_X``, and tests/test_classroom.py checks that the student edition
-fails exactly their union. Run it again whenever tests or solution blocks change;
+tests that failed in the student edition there, and records those that fail.
+Those are the tests that need X: tests/conftest.py gives them the marker
+``ex_X``, and tests/test_classroom.py checks that the student edition fails
+exactly their union. Run it again whenever tests or solution blocks change;
 CI says when the map is out of date.
 """
 from __future__ import annotations
