@@ -3,6 +3,7 @@
     python tools/exercise_map.py              # recompute and write the map
     python tools/exercise_map.py --check      # recompute and fail if the committed map differs
     python tools/exercise_map.py --only 5.1   # recompute the entry of one exercise
+    python tools/exercise_map.py --new-tests  # quicker: place only the tests the map does not know yet
 
 It first runs the suite (without the notebooks and the classroom tests) in
 the student edition, where every solution is taken out. Then, for every
@@ -56,6 +57,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--check", action="store_true", help="do not write; exit 1 if the map is out of date")
     parser.add_argument("--only", help="comma-separated exercise ids to recompute (the rest are kept)")
+    parser.add_argument("--new-tests", action="store_true",
+                        help="quicker: keep the map's entries, drop tests that no longer fail in the student "
+                             "edition, and look only for the exercises behind the tests the map does not know")
     parser.add_argument("--workers", type=int, default=2, help="pytest-xdist workers (default 2)")
     args = parser.parse_args(argv)
 
@@ -83,8 +87,18 @@ def main(argv: list[str] | None = None) -> int:
     candidates, seconds = failing_tests({e.id for e in exercises}, args.workers)
     print(f"student edition: {len(candidates)} failing tests ({seconds:.0f} s)", flush=True)
     exercise_map = {e.id: previous.get(e.id, []) for e in exercises}
+    if args.new_tests:
+        known = {test for tests in previous.values() for test in tests}
+        unknown_tests = [test for test in candidates if test not in known]
+        print(f"{len(unknown_tests)} failing tests the map does not know", flush=True)
     for exercise_id in wanted:
-        failed, seconds = failing_tests({exercise_id}, args.workers, among=candidates)
+        if args.new_tests and exercise_id in previous:
+            kept = [test for test in previous[exercise_id] if test in candidates]
+            failed, seconds = failing_tests({exercise_id}, args.workers, among=unknown_tests) \
+                if unknown_tests else ([], 0.0)
+            failed = sorted(set(kept) | set(failed))
+        else:
+            failed, seconds = failing_tests({exercise_id}, args.workers, among=candidates)
         exercise_map[exercise_id] = failed
         print(f"Exercise {exercise_id}: {len(failed)} tests ({seconds:.0f} s)", flush=True)
 
