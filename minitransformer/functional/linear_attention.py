@@ -1,0 +1,155 @@
+"""Linear attention with the feature map φ(x) = elu(x) + 1 (Katharopoulos et al., 2020; chapter 13).
+
+Softmax attention weighs value j for query i by exp(q_i·k_j/√d_k). Replace that
+similarity by a dot product of positive features, sim(q, k) = φ(q)·φ(k), and the
+sum over keys can be regrouped (associativity of the matrix product):
+
+    o_i = Σ_j (φ(q_i)·φ(k_j)) v_j / Σ_j φ(q_i)·φ(k_j)
+        = φ(q_i)ᵀ [Σ_j φ(k_j) v_jᵀ] / φ(q_i)ᵀ [Σ_j φ(k_j)]  =  φ(q_i)ᵀ KV / φ(q_i)ᵀ z
+
+KV (d_k × d_v) and z (d_k) are computed once, so the cost is O(n·d_k·d_v)
+instead of O(n²·d). Causal: query i may only sum keys j ≤ i, so KV and z become
+prefix sums KV_i = Σ_{j≤i} φ(k_j) v_jᵀ, z_i = Σ_{j≤i} φ(k_j), taken chunk by
+chunk with the last chunk's totals carried forward (memory O(chunk·d_k·d_v)).
+
+This is a different model from softmax attention, not an approximation of it:
+φ(q)·φ(k) is not exp(q·k/√d_k), so the weights differ (chapter 13 shows how).
+
+Backward, with num_i = φ(q_i)ᵀ KV_i, den_i = φ(q_i)ᵀ z_i, o_i = num_i / den_i:
+
+    g_num_i = g_i / den_i,   g_den_i = −(g_i · o_i) / den_i
+    gφ(q_i) = KV_i g_num_i + g_den_i z_i
+    G_j = Σ_{i≥j} φ(q_i) g_num_iᵀ,   H_j = Σ_{i≥j} g_den_i φ(q_i)    (suffix sums; all i when not causal)
+    gφ(k_j) = G_j v_j + H_j,   g v_j = G_jᵀ φ(k_j)
+    and φ'(x) = 1 for x > 0, e^x = φ(x) otherwise.
+"""
+from __future__ import annotations
+
+from ..backend import xp_of
+from ..ops.broadcasting import unbroadcast
+from ..tensor import Function, Tensor
+from .flash_attention import _broadcast_leading
+
+CHUNK = 64  # positions per step of the causal prefix sums
+
+
+def elu_plus_one(x):
+    """φ(x) = elu(x) + 1: x + 1 for x > 0, e^x otherwise; always positive."""
+    xp = xp_of(x)
+    return xp.where(x > 0, x + 1, xp.exp(xp.minimum(x, 0)))
+
+
+def elu_plus_one_slope(x, phi):
+    """φ'(x): 1 for x > 0, e^x = φ(x) otherwise (so the forward's φ is reused)."""
+    return xp_of(x).where(x > 0, 1, phi)
+
+
+class LinearAttention(Function):
+    """φ(q)ᵀ KV / φ(q)ᵀ z; q, k (..., n, d_k), v (..., n, d_v) -> (..., n, d_v)."""
+
+    def __init__(self, causal: bool = False, chunk: int = CHUNK) -> None:
+        self.causal = bool(causal)
+        self.chunk = int(chunk)
+
+    def forward(self, q, k, v):
+        if q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2] or min(q.ndim, k.ndim, v.ndim) < 2:
+            raise ValueError(f"linear_attention: need q (..., T, d_k), k (..., S, d_k), v (..., S, d_v); got "
+                             f"q {q.shape}, k {k.shape}, v {v.shape}")
+        if self.causal and q.shape[-2] != k.shape[-2]:
+            raise ValueError(f"linear_attention: causal needs as many queries as keys; got q {q.shape}, k {k.shape}")
+        xp = xp_of(q, k, v)
+        lead = _broadcast_leading(q, k, v)
+        self.shapes = q.shape, k.shape, v.shape
+        q, k, v = (xp.broadcast_to(a, lead + a.shape[-2:]) for a in (q, k, v))
+        phi_q, phi_k = elu_plus_one(q), elu_plus_one(k)                     # (..., n, d_k), positive
+        if self.causal:
+            num, den = causal_prefix_attention(phi_q, phi_k, v, self.chunk)
+        else:
+            kv = phi_k.swapaxes(-1, -2) @ v                                 # KV = Σ_j φ(k_j) v_jᵀ  (..., d_k, d_v)
+            z = phi_k.sum(axis=-2, keepdims=True)                           # z = Σ_j φ(k_j)        (..., 1, d_k)
+            num, den = phi_q @ kv, (phi_q * z).sum(axis=-1, keepdims=True)  # (..., T, d_v), (..., T, 1)
+        out = num / den
+        self.q, self.k, self.v, self.phi_q, self.phi_k, self.den, self.out = q, k, v, phi_q, phi_k, den, out
+        return out
+
+    def backward(self, g_out):
+        q, k, v, phi_q, phi_k, den, out = self.q, self.k, self.v, self.phi_q, self.phi_k, self.den, self.out
+        g_num = g_out / den                                                 # (..., T, d_v)
+        g_den = -(g_out * out).sum(axis=-1, keepdims=True) / den            # (..., T, 1)
+        if self.causal:
+            g_phi_q, g_phi_k, g_v = _causal_backward(phi_q, phi_k, v, g_num, g_den, self.chunk)
+        else:
+            kv = phi_k.swapaxes(-1, -2) @ v
+            z = phi_k.sum(axis=-2, keepdims=True)
+            g_phi_q = g_num @ kv.swapaxes(-1, -2) + g_den * z               # KV g_num + g_den z
+            g_kv = phi_q.swapaxes(-1, -2) @ g_num                           # G = Σ_i φ(q_i) g_num_iᵀ
+            g_z = (g_den * phi_q).sum(axis=-2, keepdims=True)               # H = Σ_i g_den_i φ(q_i)
+            g_phi_k = v @ g_kv.swapaxes(-1, -2) + g_z
+            g_v = phi_k @ g_kv
+        g_q = g_phi_q * elu_plus_one_slope(q, phi_q)
+        g_k = g_phi_k * elu_plus_one_slope(k, phi_k)
+        q_shape, k_shape, v_shape = self.shapes
+        return unbroadcast(g_q, q_shape), unbroadcast(g_k, k_shape), unbroadcast(g_v, v_shape)
+
+
+def causal_prefix_attention(phi_q, phi_k, v, chunk: int = CHUNK):
+    """num_i = φ(q_i)ᵀ Σ_{j≤i} φ(k_j) v_jᵀ and den_i = φ(q_i)ᵀ Σ_{j≤i} φ(k_j), by prefix sums.
+
+    phi_q, phi_k (..., n, d_k), v (..., n, d_v) -> num (..., n, d_v), den (..., n, 1). The sums
+    are taken ``chunk`` positions at a time; the running totals kv (..., d_k, d_v) and z (..., d_k)
+    carry one chunk's end into the next, so no (n, d_k, d_v) array is ever held.
+    """
+    xp = xp_of(phi_q)
+    lead, (n, d_k), d_v = phi_q.shape[:-2], phi_q.shape[-2:], v.shape[-1]
+    num, den = xp.empty(lead + (n, d_v), phi_q.dtype), xp.empty(lead + (n, 1), phi_q.dtype)
+    kv, z = xp.zeros(lead + (d_k, d_v), phi_q.dtype), xp.zeros(lead + (d_k,), phi_q.dtype)
+    for start in range(0, n, chunk):
+        rows = slice(start, min(start + chunk, n))
+        fq, fk, fv = phi_q[..., rows, :], phi_k[..., rows, :], v[..., rows, :]
+        # Exercise 13.3 — causal linear attention by prefix sums (chapters/13-long-sequences.md; graded by pytest -m ex_13_3)
+        ### BEGIN SOLUTION
+        kv_prefix = kv[..., None, :, :] + xp.cumsum(fk[..., :, None] * fv[..., None, :], axis=-3)  # (..., c, d_k, d_v)
+        z_prefix = z[..., None, :] + xp.cumsum(fk, axis=-2)                                       # (..., c, d_k)
+        num[..., rows, :] = (fq[..., None, :] @ kv_prefix)[..., 0, :]      # φ(q_i)ᵀ KV_i
+        den[..., rows, :] = (fq * z_prefix).sum(axis=-1, keepdims=True)    # φ(q_i)ᵀ z_i
+        kv, z = kv_prefix[..., -1, :, :], z_prefix[..., -1, :]             # carried into the next chunk
+        ### END SOLUTION
+    return num, den
+
+
+def _causal_backward(phi_q, phi_k, v, g_num, g_den, chunk: int):
+    """gφ(q), gφ(k), g v of the causal form: prefix sums forward for gφ(q), suffix sums backward for the rest."""
+    xp = xp_of(phi_q)
+    lead, (n, d_k), d_v = phi_q.shape[:-2], phi_q.shape[-2:], v.shape[-1]
+    g_phi_q, g_phi_k, g_v = xp.empty_like(phi_q), xp.empty_like(phi_k), xp.empty_like(v)
+    starts = list(range(0, n, chunk))
+    kv, z = xp.zeros(lead + (d_k, d_v), phi_q.dtype), xp.zeros(lead + (d_k,), phi_q.dtype)
+    for start in starts:                                       # gφ(q_i) = KV_i g_num_i + g_den_i z_i
+        rows = slice(start, min(start + chunk, n))
+        fk, fv = phi_k[..., rows, :], v[..., rows, :]
+        kv_prefix = kv[..., None, :, :] + xp.cumsum(fk[..., :, None] * fv[..., None, :], axis=-3)
+        z_prefix = z[..., None, :] + xp.cumsum(fk, axis=-2)
+        g_phi_q[..., rows, :] = (kv_prefix @ g_num[..., rows, :, None])[..., 0] + g_den[..., rows, :] * z_prefix
+        kv, z = kv_prefix[..., -1, :, :], z_prefix[..., -1, :]
+    g_kv, g_z = xp.zeros(lead + (d_k, d_v), phi_q.dtype), xp.zeros(lead + (d_k,), phi_q.dtype)
+    for start in reversed(starts):                             # G_j, H_j: sums over i ≥ j, from the end
+        rows = slice(start, min(start + chunk, n))
+        fq, gn, gd = phi_q[..., rows, :], g_num[..., rows, :], g_den[..., rows, :]
+        terms = fq[..., :, None] * gn[..., None, :]                                   # φ(q_i) g_num_iᵀ
+        g_kv_suffix = g_kv[..., None, :, :] + xp.flip(xp.cumsum(xp.flip(terms, -3), axis=-3), -3)
+        g_z_suffix = g_z[..., None, :] + xp.flip(xp.cumsum(xp.flip(gd * fq, -2), axis=-2), -2)
+        fk, fv = phi_k[..., rows, :], v[..., rows, :]
+        g_phi_k[..., rows, :] = (g_kv_suffix @ fv[..., :, None])[..., 0] + g_z_suffix   # G_j v_j + H_j
+        g_v[..., rows, :] = (fk[..., None, :] @ g_kv_suffix)[..., 0, :]                # G_jᵀ φ(k_j)
+        g_kv, g_z = g_kv_suffix[..., 0, :, :], g_z_suffix[..., 0, :]
+    return g_phi_q, g_phi_k, g_v
+
+
+def linear_attention(q, k, v, causal: bool = False) -> Tensor:
+    """Linear attention, φ(x) = elu(x) + 1: o_i = φ(q_i)ᵀ Σ_j φ(k_j) v_jᵀ / φ(q_i)ᵀ Σ_j φ(k_j).
+
+    q (..., T, d_k), k (..., S, d_k), v (..., S, d_v) Tensors -> (..., T, d_v). ``causal``: sums
+    over j ≤ i only (T = S), by prefix sums. O(n·d_k·d_v) time; O(n·d) memory. Not softmax
+    attention: a different similarity, hence a different model.
+    """
+    return LinearAttention(causal)(q, k, v)
