@@ -543,7 +543,7 @@ def test_prefix_sums_equal_the_lower_triangle_of_the_similarities(rng, chunk):
 
     phi_q, phi_k, v = rng.random((2, 8, 3)), rng.random((2, 8, 3)), rng.standard_normal((2, 8, 4))
     similarity = np.tril(phi_q @ phi_k.swapaxes(-1, -2))       # φ(q_i)·φ(k_j) for j ≤ i
-    num, den = causal_prefix_attention(phi_q, phi_k, v, chunk)
+    num, den, _ = causal_prefix_attention(phi_q, phi_k, v, chunk)
     np.testing.assert_allclose(num, similarity @ v, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(den, similarity.sum(axis=-1, keepdims=True), rtol=1e-12)
 

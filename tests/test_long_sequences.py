@@ -361,7 +361,8 @@ def test_prefix_sums_not_carried_across_chunks_are_caught(rng, monkeypatch):
     def forgetful(phi_q, phi_k, v, chunk):                             # each chunk starts from zero
         parts = [real(phi_q[..., i:i + chunk, :], phi_k[..., i:i + chunk, :], v[..., i:i + chunk, :], chunk)
                  for i in range(0, phi_q.shape[-2], chunk)]
-        return np.concatenate([p[0] for p in parts], -2), np.concatenate([p[1] for p in parts], -2)
+        return (np.concatenate([p[0] for p in parts], -2), np.concatenate([p[1] for p in parts], -2),
+                [start for p in parts for start in p[2]])
 
     monkeypatch.setattr(linear_module, "causal_prefix_attention", forgetful)
     q, k, v = qkv(rng, 8, 8, batch=1)

@@ -9,8 +9,9 @@ sum over keys can be regrouped (associativity of the matrix product):
 
 KV (d_k × d_v) and z (d_k) are computed once, so the cost is O(n·d_k·d_v)
 instead of O(n²·d). Causal: query i may only sum keys j ≤ i, so KV and z become
-prefix sums KV_i = Σ_{j≤i} φ(k_j) v_jᵀ, z_i = Σ_{j≤i} φ(k_j), taken chunk by
-chunk with the last chunk's totals carried forward (memory O(chunk·d_k·d_v)).
+prefix sums KV_i = Σ_{j≤i} φ(k_j) v_jᵀ, z_i = Σ_{j≤i} φ(k_j). They are taken
+chunk by chunk: the totals of the earlier chunks are carried forward, and the
+part inside the chunk is a small lower-triangular product.
 
 This is a different model from softmax attention, not an approximation of it:
 φ(q)·φ(k) is not exp(q·k/√d_k), so the weights differ (chapter 13 shows how).
@@ -21,7 +22,7 @@ Backward, with num_i = φ(q_i)ᵀ KV_i, den_i = φ(q_i)ᵀ z_i, o_i = num_i / de
     gφ(q_i) = KV_i g_num_i + g_den_i z_i
     G_j = Σ_{i≥j} φ(q_i) g_num_iᵀ,   H_j = Σ_{i≥j} g_den_i φ(q_i)    (suffix sums; all i when not causal)
     gφ(k_j) = G_j v_j + H_j,   g v_j = G_jᵀ φ(k_j)
-    and φ'(x) = 1 for x > 0, e^x = φ(x) otherwise.
+    and φ'(x) = 1 for x > 0, e^x = φ(x) otherwise. (The causal code takes these sums chunk by chunk.)
 """
 from __future__ import annotations
 
@@ -63,7 +64,7 @@ class LinearAttention(Function):
         q, k, v = (xp.broadcast_to(a, lead + a.shape[-2:]) for a in (q, k, v))
         phi_q, phi_k = elu_plus_one(q), elu_plus_one(k)                     # (..., n, d_k), positive
         if self.causal:
-            num, den = causal_prefix_attention(phi_q, phi_k, v, self.chunk)
+            num, den, self.starts = causal_prefix_attention(phi_q, phi_k, v, self.chunk)
         else:
             kv = phi_k.swapaxes(-1, -2) @ v                                 # KV = Σ_j φ(k_j) v_jᵀ  (..., d_k, d_v)
             z = phi_k.sum(axis=-2, keepdims=True)                           # z = Σ_j φ(k_j)        (..., 1, d_k)
@@ -77,7 +78,7 @@ class LinearAttention(Function):
         g_num = g_out / den                                                 # (..., T, d_v)
         g_den = -(g_out * out).sum(axis=-1, keepdims=True) / den            # (..., T, 1)
         if self.causal:
-            g_phi_q, g_phi_k, g_v = _causal_backward(phi_q, phi_k, v, g_num, g_den, self.chunk)
+            g_phi_q, g_phi_k, g_v = _causal_backward(phi_q, phi_k, v, g_num, g_den, self.starts, self.chunk)
         else:
             kv = phi_k.swapaxes(-1, -2) @ v
             z = phi_k.sum(axis=-2, keepdims=True)
@@ -95,53 +96,57 @@ class LinearAttention(Function):
 def causal_prefix_attention(phi_q, phi_k, v, chunk: int = CHUNK):
     """num_i = φ(q_i)ᵀ Σ_{j≤i} φ(k_j) v_jᵀ and den_i = φ(q_i)ᵀ Σ_{j≤i} φ(k_j), by prefix sums.
 
-    phi_q, phi_k (..., n, d_k), v (..., n, d_v) -> num (..., n, d_v), den (..., n, 1). The sums
-    are taken ``chunk`` positions at a time; the running totals kv (..., d_k, d_v) and z (..., d_k)
-    carry one chunk's end into the next, so no (n, d_k, d_v) array is ever held.
+    phi_q, phi_k (..., n, d_k), v (..., n, d_v) -> num (..., n, d_v), den (..., n, 1), and the
+    running totals (kv, z) at the start of each chunk (kept for backward). Within a chunk of c
+    positions, KV_i = KV_start + Σ_{start≤j≤i} φ(k_j) v_jᵀ: the carried prefix sum plus a small
+    lower-triangular (c × c) product, so no (n, d_k, d_v) array is ever formed.
     """
     xp = xp_of(phi_q)
     lead, (n, d_k), d_v = phi_q.shape[:-2], phi_q.shape[-2:], v.shape[-1]
     num, den = xp.empty(lead + (n, d_v), phi_q.dtype), xp.empty(lead + (n, 1), phi_q.dtype)
-    kv, z = xp.zeros(lead + (d_k, d_v), phi_q.dtype), xp.zeros(lead + (d_k,), phi_q.dtype)
+    kv, z = xp.zeros(lead + (d_k, d_v), phi_q.dtype), xp.zeros(lead + (1, d_k), phi_q.dtype)
+    starts = []
     for start in range(0, n, chunk):
         rows = slice(start, min(start + chunk, n))
         fq, fk, fv = phi_q[..., rows, :], phi_k[..., rows, :], v[..., rows, :]
+        starts.append((kv, z))
         # Exercise 13.3 — causal linear attention by prefix sums (chapters/13-long-sequences.md; graded by pytest -m ex_13_3)
         ### BEGIN SOLUTION
-        kv_prefix = kv[..., None, :, :] + xp.cumsum(fk[..., :, None] * fv[..., None, :], axis=-3)  # (..., c, d_k, d_v)
-        z_prefix = z[..., None, :] + xp.cumsum(fk, axis=-2)                                       # (..., c, d_k)
-        num[..., rows, :] = (fq[..., None, :] @ kv_prefix)[..., 0, :]      # φ(q_i)ᵀ KV_i
-        den[..., rows, :] = (fq * z_prefix).sum(axis=-1, keepdims=True)    # φ(q_i)ᵀ z_i
-        kv, z = kv_prefix[..., -1, :, :], z_prefix[..., -1, :]             # carried into the next chunk
+        lower = xp.tri(fq.shape[-2], dtype=fq.dtype)                          # j ≤ i inside the chunk
+        similarity = (fq @ fk.swapaxes(-1, -2)) * lower                       # φ(q_i)·φ(k_j)   (..., c, c)
+        num[..., rows, :] = fq @ kv + similarity @ fv                         # φ(q_i)ᵀ KV_i
+        den[..., rows, :] = (fq * z).sum(axis=-1, keepdims=True) + similarity.sum(axis=-1, keepdims=True)
+        kv = kv + fk.swapaxes(-1, -2) @ fv                                    # carry the totals forward
+        z = z + fk.sum(axis=-2, keepdims=True)
         ### END SOLUTION
-    return num, den
+    return num, den, starts
 
 
-def _causal_backward(phi_q, phi_k, v, g_num, g_den, chunk: int):
-    """gφ(q), gφ(k), g v of the causal form: prefix sums forward for gφ(q), suffix sums backward for the rest."""
+def _causal_backward(phi_q, phi_k, v, g_num, g_den, starts, chunk: int):
+    """gφ(q), gφ(k), g v of the causal form, chunk by chunk.
+
+    Inside a chunk, with A = lower(φ(q) φ(k)ᵀ): num = φ(q) KV_start + A v, den = φ(q)·z_start + A 1, so
+    gA = lower(g_num vᵀ + g_den 1ᵀ), gφ(q) = gA φ(k) + g_num KV_startᵀ + g_den z_start,
+    gφ(k) = gAᵀ φ(q), g v = Aᵀ g_num. The chunk's keys also entered every later chunk's KV_start
+    and z_start: they get G v + H and φ(k) G, where G = Σ φ(q_i) g_num_iᵀ and H = Σ g_den_i φ(q_i)
+    over the later chunks' queries (suffix sums, gathered from the end).
+    """
     xp = xp_of(phi_q)
-    lead, (n, d_k), d_v = phi_q.shape[:-2], phi_q.shape[-2:], v.shape[-1]
+    lead, d_k, d_v = phi_q.shape[:-2], phi_q.shape[-1], v.shape[-1]
     g_phi_q, g_phi_k, g_v = xp.empty_like(phi_q), xp.empty_like(phi_k), xp.empty_like(v)
-    starts = list(range(0, n, chunk))
-    kv, z = xp.zeros(lead + (d_k, d_v), phi_q.dtype), xp.zeros(lead + (d_k,), phi_q.dtype)
-    for start in starts:                                       # gφ(q_i) = KV_i g_num_i + g_den_i z_i
-        rows = slice(start, min(start + chunk, n))
-        fk, fv = phi_k[..., rows, :], v[..., rows, :]
-        kv_prefix = kv[..., None, :, :] + xp.cumsum(fk[..., :, None] * fv[..., None, :], axis=-3)
-        z_prefix = z[..., None, :] + xp.cumsum(fk, axis=-2)
-        g_phi_q[..., rows, :] = (kv_prefix @ g_num[..., rows, :, None])[..., 0] + g_den[..., rows, :] * z_prefix
-        kv, z = kv_prefix[..., -1, :, :], z_prefix[..., -1, :]
-    g_kv, g_z = xp.zeros(lead + (d_k, d_v), phi_q.dtype), xp.zeros(lead + (d_k,), phi_q.dtype)
-    for start in reversed(starts):                             # G_j, H_j: sums over i ≥ j, from the end
-        rows = slice(start, min(start + chunk, n))
-        fq, gn, gd = phi_q[..., rows, :], g_num[..., rows, :], g_den[..., rows, :]
-        terms = fq[..., :, None] * gn[..., None, :]                                   # φ(q_i) g_num_iᵀ
-        g_kv_suffix = g_kv[..., None, :, :] + xp.flip(xp.cumsum(xp.flip(terms, -3), axis=-3), -3)
-        g_z_suffix = g_z[..., None, :] + xp.flip(xp.cumsum(xp.flip(gd * fq, -2), axis=-2), -2)
-        fk, fv = phi_k[..., rows, :], v[..., rows, :]
-        g_phi_k[..., rows, :] = (g_kv_suffix @ fv[..., :, None])[..., 0] + g_z_suffix   # G_j v_j + H_j
-        g_v[..., rows, :] = (fk[..., None, :] @ g_kv_suffix)[..., 0, :]                # G_jᵀ φ(k_j)
-        g_kv, g_z = g_kv_suffix[..., 0, :, :], g_z_suffix[..., 0, :]
+    g_kv, g_z = xp.zeros(lead + (d_k, d_v), phi_q.dtype), xp.zeros(lead + (1, d_k), phi_q.dtype)
+    for index in reversed(range(len(starts))):
+        rows = slice(index * chunk, min((index + 1) * chunk, phi_q.shape[-2]))
+        fq, fk, fv, gn, gd = (a[..., rows, :] for a in (phi_q, phi_k, v, g_num, g_den))
+        kv, z = starts[index]
+        lower = xp.tri(fq.shape[-2], dtype=fq.dtype)
+        similarity = (fq @ fk.swapaxes(-1, -2)) * lower                        # A
+        g_similarity = (gn @ fv.swapaxes(-1, -2) + gd) * lower                 # gA
+        g_phi_q[..., rows, :] = g_similarity @ fk + gn @ kv.swapaxes(-1, -2) + gd * z
+        g_phi_k[..., rows, :] = g_similarity.swapaxes(-1, -2) @ fq + fv @ g_kv.swapaxes(-1, -2) + g_z
+        g_v[..., rows, :] = similarity.swapaxes(-1, -2) @ gn + fk @ g_kv
+        g_kv = g_kv + fq.swapaxes(-1, -2) @ gn                                 # this chunk's queries, for earlier keys
+        g_z = g_z + (gd * fq).sum(axis=-2, keepdims=True)
     return g_phi_q, g_phi_k, g_v
 
 
