@@ -7,6 +7,11 @@ and by mutants, deliberately broken copies that these same checks must reject.
 from __future__ import annotations
 
 import importlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -378,3 +383,43 @@ def test_a_feature_map_slope_of_one_everywhere_is_caught(rng, monkeypatch):
     q, k, v = qkv(rng, 6, 6, batch=1)
     with pytest.raises(GradcheckError, match="is wrong at"):
         mt.gradcheck(lambda q, k, v: F.linear_attention(q, k, v, causal=True), [q, k, v])
+
+
+# -- the benchmark and the chapter that quotes it ------------------------------------------------------------------
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def benchmark_module(name):
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+
+
+@pytest.mark.parametrize("name", ["long_sequences", "table1"])
+def test_the_chapter_quotes_the_results_files_as_rendered(name):
+    module = benchmark_module(name)
+    results_file = f"benchmarks/results/{name}.json"
+    results = json.loads((ROOT / results_file).read_text(encoding="utf-8"))
+    chapter = (ROOT / "chapters" / "13-long-sequences.md").read_text(encoding="utf-8")
+    quoted = benchmark_module("long_sequences").region(chapter, results_file)
+    assert quoted == module.render_markdown(results), f"run python benchmarks/{name}.py --render"
+
+
+def test_the_results_show_what_the_chapter_claims():
+    results = json.loads((ROOT / "benchmarks/results/long_sequences.json").read_text(encoding="utf-8"))
+    summary = benchmark_module("long_sequences").summarize(results)
+    assert summary["flash_over_sdpa_memory_4096"] <= 1 / 8          # flash at 4,096: at most 1/8 of eq. 1's memory
+    by = {(r["function"], r["n"]): r for r in results["records"]}
+    assert "added_mib" in by[("flash", 16384)]                        # and it ran at 16,384
+    assert "skipped" in by[("sdpa", 16384)]
+
+
+@pytest.mark.skipif(mt.cuda_available(), reason="with a GPU this would run the whole GPU benchmark")
+def test_the_gpu_benchmark_skips_cleanly_without_a_gpu():
+    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "long_sequences.py"), "--gpu"],
+                            capture_output=True, text=True, timeout=120,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert result.returncode == 0, result.stderr
+    assert "skipping the GPU benchmark" in result.stdout
