@@ -231,8 +231,9 @@ def render_markdown(results: dict) -> str:
         notes.append(f"Linear attention was faster than eq. 1 from n = {first:,} on{shortest}.")
     machine_ = results["machine"]
     notes.append(f"Measured {results['date']} on {machine_['cpus']} CPU cores ({machine_['memory_gib']} GiB), "
-                 f"{machine_['threads_per_worker']} BLAS thread per process, NumPy {machine_['numpy']}; the 1-minute load "
-                 f"average was {min(loads):.1f}–{max(loads):.1f} during the runs (the cores are shared with other jobs). "
+                 f"{machine_['threads_per_worker']} BLAS thread per process, NumPy {machine_['numpy']}; the 1-minute "
+                 f"load average was {min(loads):.1f}–{max(loads):.1f} during the runs (the cores are shared with "
+                 "other jobs). "
                  f"Command: `{results['command']}`.")
     return "\n".join(lines + notes)
 

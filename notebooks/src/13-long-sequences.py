@@ -127,7 +127,8 @@ assert np.allclose(log_sum_exp[:, 0], np.log(np.exp(scores).sum(1)))
 q, k, v = qkv(300, dtype=np.float64)
 upstream = rng.standard_normal((1, 4, 300, 64))
 results = {}
-for name, attention in [("eq. 1", lambda q, k, v: F.scaled_dot_product_attention(q, k, v, mask=F.causal_mask(300, "cpu"))),
+causal = F.causal_mask(300, "cpu")
+for name, attention in [("eq. 1", lambda q, k, v: F.scaled_dot_product_attention(q, k, v, mask=causal)),
                         ("flash", lambda q, k, v: F.flash_attention(q, k, v, causal=True, block_size=64))]:
     for x in (q, k, v):
         x.grad = None
@@ -256,7 +257,8 @@ print(f"mean entropy of a row: softmax {entropy(softmax_weights):.2f} nats, line
 print("largest weight, mean over queries: softmax", softmax_weights.max(1).mean().round(3),
       " linear", linear_weights.max(1).mean().round(3))
 fig, axes = plt.subplots(1, 2, figsize=(8, 3.4))
-for ax, (name, w) in zip(axes, [("softmax(q·k/√d_k)", softmax_weights), ("φ(q)·φ(k), normalised", linear_weights)]):
+pairs = [("softmax(q·k/√d_k)", softmax_weights), ("φ(q)·φ(k), normalised", linear_weights)]
+for ax, (name, w) in zip(axes, pairs):
     image = ax.imshow(w, cmap="viridis")
     ax.set_title(name, fontsize=9)
     ax.set_xlabel("key")
