@@ -28,3 +28,6 @@ from .local_attention import band_mask, local_attention  # noqa: E402
 
 __all__ += ["flash_attention", "FlashAttention", "local_attention", "band_mask", "linear_attention",
             "LinearAttention", "elu_plus_one"]
+from .attention_kinds import ATTENTION_KINDS, attend  # noqa: E402
+
+__all__ += ["attend", "ATTENTION_KINDS"]

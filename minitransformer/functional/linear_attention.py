@@ -48,9 +48,10 @@ def elu_plus_one_slope(x, phi):
 class LinearAttention(Function):
     """φ(q)ᵀ KV / φ(q)ᵀ z; q, k (..., n, d_k), v (..., n, d_v) -> (..., n, d_v)."""
 
-    def __init__(self, causal: bool = False, chunk: int = CHUNK) -> None:
+    def __init__(self, causal: bool = False, chunk: int = CHUNK, mask=None) -> None:
         self.causal = bool(causal)
         self.chunk = int(chunk)
+        self.mask = mask.data if isinstance(mask, Tensor) else mask
 
     def forward(self, q, k, v):
         if q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2] or min(q.ndim, k.ndim, v.ndim) < 2:
@@ -63,12 +64,17 @@ class LinearAttention(Function):
         self.shapes = q.shape, k.shape, v.shape
         q, k, v = (xp.broadcast_to(a, lead + a.shape[-2:]) for a in (q, k, v))
         phi_q, phi_k = elu_plus_one(q), elu_plus_one(k)                     # (..., n, d_k), positive
+        self.keep = None
+        if self.mask is not None:                                           # a padded key adds nothing to the sums
+            self.keep = _key_keep(self.mask, k.shape[-2], q.dtype)    # (..., S, 1) of 0 and 1
+            phi_k = phi_k * self.keep
         if self.causal:
             num, den, self.starts = causal_prefix_attention(phi_q, phi_k, v, self.chunk)
         else:
             kv = phi_k.swapaxes(-1, -2) @ v                                 # KV = Σ_j φ(k_j) v_jᵀ  (..., d_k, d_v)
             z = phi_k.sum(axis=-2, keepdims=True)                           # z = Σ_j φ(k_j)        (..., 1, d_k)
             num, den = phi_q @ kv, (phi_q * z).sum(axis=-1, keepdims=True)  # (..., T, d_v), (..., T, 1)
+        den = xp.where(den == 0, 1, den)                                    # no key at all: output 0
         out = num / den
         self.q, self.k, self.v, self.phi_q, self.phi_k, self.den, self.out = q, k, v, phi_q, phi_k, den, out
         return out
@@ -87,10 +93,22 @@ class LinearAttention(Function):
             g_z = (g_den * phi_q).sum(axis=-2, keepdims=True)               # H = Σ_i g_den_i φ(q_i)
             g_phi_k = v @ g_kv.swapaxes(-1, -2) + g_z
             g_v = phi_k @ g_kv
+        if self.keep is not None:
+            g_phi_k = g_phi_k * self.keep
         g_q = g_phi_q * elu_plus_one_slope(q, phi_q)
         g_k = g_phi_k * elu_plus_one_slope(k, phi_k)
         q_shape, k_shape, v_shape = self.shapes
         return unbroadcast(g_q, q_shape), unbroadcast(g_k, k_shape), unbroadcast(g_v, v_shape)
+
+
+def _key_keep(mask, n_keys: int, dtype):
+    """A key-padding mask broadcastable to (B, 1, 1, S) as 0/1 factors (..., S, 1) for φ(k)."""
+    if not hasattr(mask, "dtype") or mask.dtype != bool or mask.ndim < 2 or mask.shape[-2] != 1 \
+            or mask.shape[-1] not in (1, n_keys):
+        raise ValueError(f"linear_attention: mask must be a boolean key-padding mask of shape (B, 1, 1, {n_keys}) "
+                         f"(True = real key); got {getattr(mask, 'dtype', type(mask).__name__)} "
+                         f"{getattr(mask, 'shape', '')}")
+    return mask[..., 0, :, None].astype(dtype)                              # (B, 1, S, 1): broadcasts over heads
 
 
 def causal_prefix_attention(phi_q, phi_k, v, chunk: int = CHUNK):
@@ -150,11 +168,12 @@ def _causal_backward(phi_q, phi_k, v, g_num, g_den, starts, chunk: int):
     return g_phi_q, g_phi_k, g_v
 
 
-def linear_attention(q, k, v, causal: bool = False) -> Tensor:
+def linear_attention(q, k, v, causal: bool = False, mask=None) -> Tensor:
     """Linear attention, φ(x) = elu(x) + 1: o_i = φ(q_i)ᵀ Σ_j φ(k_j) v_jᵀ / φ(q_i)ᵀ Σ_j φ(k_j).
 
     q (..., T, d_k), k (..., S, d_k), v (..., S, d_v) Tensors -> (..., T, d_v). ``causal``: sums
-    over j ≤ i only (T = S), by prefix sums. O(n·d_k·d_v) time; O(n·d) memory. Not softmax
+    over j ≤ i only (T = S), by prefix sums. ``mask``: a key-padding mask (B, 1, 1, S), True = real
+    key; a query with no key gets zeros. O(n·d_k·d_v) time; O(n·d) memory. Not softmax
     attention: a different similarity, hence a different model.
     """
-    return LinearAttention(causal)(q, k, v)
+    return LinearAttention(causal, mask=mask)(q, k, v)

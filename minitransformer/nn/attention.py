@@ -21,6 +21,7 @@ projects the memory once, on the first step, and reuses it.
 from __future__ import annotations
 
 from ..functional.attention import scaled_dot_product_attention
+from ..functional.attention_kinds import attend, check_attention
 from ..ops import concatenate
 from ..tensor import Tensor
 from .cache import AttentionCache
@@ -55,8 +56,13 @@ class MultiHeadAttention(Module):
     dropout sits on sub-layer outputs, §5.4).
     """
 
-    def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0) -> None:
+    def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, attention: str = "softmax",
+                 window: int | None = None) -> None:
         super().__init__()
+        check_attention(attention, window)          # "softmax" (eq. 1), "flash", "local", "linear": chapter 13
+        if attention != "softmax" and dropout:
+            raise ValueError(f"MultiHeadAttention: attention {attention!r} has no weights to drop; use dropout=0")
+        self.attention, self.window = attention, window
         if d_model % n_heads:
             raise ValueError(f"MultiHeadAttention: d_model={d_model} is not divisible by n_heads={n_heads} "
                              "(each head gets d_k = d_model / h features)")
@@ -96,12 +102,19 @@ class MultiHeadAttention(Module):
                     k = concatenate([cache.keys, k], axis=2)             # (B, h, t, d_k)
                     v = concatenate([cache.values, v], axis=2)           # (B, h, t, d_v)
                 cache.keys, cache.values = k, v
-        attended = scaled_dot_product_attention(q, k, v, mask=mask, return_weights=return_weights,
-                                                dropout_p=self.dropout, training=self.training)  # (B, h, T, d_v)
+        if self.attention != "softmax":
+            if return_weights:
+                raise ValueError(f"MultiHeadAttention: attention {self.attention!r} keeps no weights to return")
+            attended = attend(self.attention, q, k, v, mask=mask, window=self.window)          # (B, h, T, d_v)
+        else:
+            attended = scaled_dot_product_attention(q, k, v, mask=mask, return_weights=return_weights,
+                                                    dropout_p=self.dropout, training=self.training)
         if return_weights:
             attended, weights = attended
         out = self.w_o(merge_heads(attended))                            # (B, T, d_model)
         return (out, weights) if return_weights else out
 
     def extra_repr(self) -> str:
-        return f"d_model={self.d_model}, n_heads={self.n_heads}, d_k={self.d_k}, dropout={self.dropout}"
+        kind = "" if self.attention == "softmax" else f", attention={self.attention}" + (
+            f", window={self.window}" if self.window is not None else "")
+        return f"d_model={self.d_model}, n_heads={self.n_heads}, d_k={self.d_k}, dropout={self.dropout}{kind}"
