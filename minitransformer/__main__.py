@@ -95,6 +95,9 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--vocab-size", type=_positive_int, help="BPE vocabulary size")
     train.add_argument("--limit", type=_positive_int, help="read at most this many pairs per split")
     train.add_argument("--seed", type=int, help="seed of the model, the batches and dropout (default 0)")
+    train.add_argument("--attention", choices=["softmax", "flash", "local", "linear"],
+                       help="self-attention: softmax (eq. 1, default), flash, local or linear (chapter 13)")
+    train.add_argument("--attention-window", type=_positive_int, help="± positions seen with --attention local")
     train.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="cpu (default) or cuda (CuPy)")
     train.add_argument("--resume", action="store_true", help="continue the run in --out exactly where it stopped")
     train.add_argument("--overwrite", action="store_true", help="start a new run in a folder that holds one")
@@ -143,7 +146,8 @@ def cmd_train(args) -> int:
                            max_tokens=args.max_tokens, vocab_size=args.vocab_size, minutes=args.minutes,
                            epochs=args.epochs, steps=args.steps, device=args.device, resume=args.resume,
                            overwrite=args.overwrite, average=args.average, beam=args.beam, limit=args.limit,
-                           evaluate=not args.no_eval, quiet=args.quiet)
+                           evaluate=not args.no_eval, quiet=args.quiet, attention=args.attention,
+                           attention_window=args.attention_window)
     train(options)
     return 0
 

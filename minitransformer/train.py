@@ -97,6 +97,8 @@ class TrainOptions:
     beam: int = 4                      # §6.1
     alpha: float = 0.6                 # §6.1
     limit: int | None = None           # read at most this many pairs per split of a corpus folder
+    attention: str | None = None       # self-attention: softmax (default), flash, local, linear (chapter 13)
+    attention_window: int | None = None  # for attention "local"
     evaluate: bool = True              # final test BLEU, examples and the attention picture
     plot: bool = True
     quiet: bool = False
@@ -106,7 +108,8 @@ class TrainOptions:
 def _resolved(options: TrainOptions, saved: dict | None) -> TrainOptions:
     """Fill the None fields from the saved run (resume) or the preset; refuse conflicts on resume."""
     chosen = dataclasses.replace(options)
-    defining = ("data", "direction", "preset", "seed", "max_tokens", "vocab_size", "limit")
+    defining = ("data", "direction", "preset", "seed", "max_tokens", "vocab_size", "limit", "attention",
+                "attention_window")
     if saved is not None:
         conflicts = [f"{name}: {saved[name]!r} in the saved run, {getattr(options, name)!r} requested"
                      for name in defining
@@ -121,6 +124,7 @@ def _resolved(options: TrainOptions, saved: dict | None) -> TrainOptions:
         raise TrainingError(f"unknown preset {chosen.preset!r}; choose one of {', '.join(PRESETS)}")
     preset = PRESETS[chosen.preset]
     chosen.direction = chosen.direction or "en-ja"
+    chosen.attention = chosen.attention or "softmax"
     chosen.seed = 0 if chosen.seed is None else chosen.seed
     chosen.max_tokens = chosen.max_tokens or preset["max_tokens"]
     chosen.vocab_size = chosen.vocab_size or preset["vocab_size"]
@@ -481,12 +485,14 @@ def _mean_tail(values: list[float], n: int = 50) -> float:
 def _model_config(opts: TrainOptions, vocab_size: int) -> TransformerConfig:
     return TransformerConfig(src_vocab_size=vocab_size, tgt_vocab_size=vocab_size, tie_embeddings=True,
                              pad_id=BPETokenizer.pad_id, max_len=MAX_LEN, seed=opts.seed,
+                             attention=opts.attention or "softmax", attention_window=opts.attention_window,
                              **PRESETS[opts.preset]["model"])
 
 
 def _run_settings(opts: TrainOptions) -> dict:
     return {name: getattr(opts, name) for name in
-            ("data", "direction", "preset", "seed", "max_tokens", "vocab_size", "limit")}
+            ("data", "direction", "preset", "seed", "max_tokens", "vocab_size", "limit", "attention",
+             "attention_window")}
 
 
 def _load_resume_checkpoint(out: Path) -> ckpt.Checkpoint:

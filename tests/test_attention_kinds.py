@@ -161,3 +161,16 @@ def test_the_copy_task_is_learnt_with_each_kind(kind, window):
     outputs = greedy_decode(model, x, bos, eos, max_len=length + 1)
     accuracy = np.mean([np.mean(np.array((out + [0] * length)[:length]) == row) for out, row in zip(outputs, x)])
     assert accuracy >= 0.95, f"{kind}: copy accuracy {accuracy:.3f} after 300 steps"
+
+
+def test_train_attention_reaches_the_model_config():
+    from minitransformer.__main__ import build_parser
+    from minitransformer.train import TrainOptions, _model_config, _resolved
+
+    args = build_parser().parse_args(["train", "--attention", "local", "--attention-window", "4"])
+    assert (args.attention, args.attention_window) == ("local", 4)
+    chosen = _resolved(TrainOptions(preset="quick", attention=args.attention,
+                                    attention_window=args.attention_window), None)
+    config = _model_config(chosen, 100)
+    assert (config.attention, config.attention_window) == ("local", 4)
+    assert _model_config(_resolved(TrainOptions(preset="quick"), None), 100).attention == "softmax"
