@@ -397,10 +397,12 @@ def benchmark_module(name):
         sys.path.remove(str(ROOT / "benchmarks"))
 
 
-@pytest.mark.parametrize("name", ["long_sequences", "table1"])
+@pytest.mark.parametrize("name", ["long_sequences", "table1", "attention_kinds_bleu"])
 def test_the_chapter_quotes_the_results_files_as_rendered(name):
     module = benchmark_module(name)
     results_file = f"benchmarks/results/{name}.json"
+    if name == "attention_kinds_bleu" and not (ROOT / results_file).exists():
+        pytest.skip("the translation runs with each attention have not been made yet")
     results = json.loads((ROOT / results_file).read_text(encoding="utf-8"))
     chapter = (ROOT / "chapters" / "13-long-sequences.md").read_text(encoding="utf-8")
     quoted = benchmark_module("long_sequences").region(chapter, results_file)
@@ -423,3 +425,20 @@ def test_the_gpu_benchmark_skips_cleanly_without_a_gpu():
                             env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert result.returncode == 0, result.stderr
     assert "skipping the GPU benchmark" in result.stdout
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["flash", "local", "linear"])
+def test_the_same_code_runs_on_cupy_and_agrees_with_numpy(rng, name):
+    calls = {"flash": lambda q, k, v: F.flash_attention(q, k, v, causal=True, block_size=4),
+             "local": lambda q, k, v: F.local_attention(q, k, v, 3, causal=True),
+             "linear": lambda q, k, v: F.linear_attention(q, k, v, causal=True)}
+    inputs = qkv(rng, 11, 11)
+    upstream = rng.standard_normal((2, 2, 11, 4))
+    expected, expected_grads = values_and_gradients(calls[name], inputs, upstream)
+    on_gpu = [mt.Tensor(mt.backend.to_device(x.data, "cuda"), requires_grad=True) for x in inputs]
+    out = calls[name](*on_gpu)
+    out.backward(mt.backend.to_device(upstream, "cuda"))
+    np.testing.assert_allclose(out.numpy(), expected, atol=1e-10)
+    for x, want in zip(on_gpu, expected_grads):
+        np.testing.assert_allclose(mt.backend.asnumpy(x.grad), want, atol=1e-10)
