@@ -6,6 +6,7 @@ seed; only `--attention` (and `--attention-window` for "local") differs. The tes
 benchmarks/results/attention_kinds_bleu.json. Runs one after another (each takes minutes).
 
     python benchmarks/attention_kinds_bleu.py                  # preset "small" (the README's run), window 4
+    python benchmarks/attention_kinds_bleu.py --steps 400      # shorter runs, the same for every kind
     python benchmarks/attention_kinds_bleu.py --preset quick   # a short smoke run (writes nothing)
     python benchmarks/attention_kinds_bleu.py --render         # chapter 13's table from the JSON
 """
@@ -28,6 +29,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--preset", default="small")
     parser.add_argument("--window", type=int, default=4)
+    parser.add_argument("--steps", type=int, help="training steps of every run (default: the preset's)")
     parser.add_argument("--runs", default="runs/attention-kinds", help="folder for the four run folders")
     parser.add_argument("--kinds", default=",".join(KINDS))
     parser.add_argument("--render", action="store_true", help="fill chapter 13's table from the JSON")
@@ -47,6 +49,8 @@ def main() -> int:
                    "--out", str(out), "--overwrite", "--quiet"]
         if kind == "local":
             command += ["--attention-window", str(args.window)]
+        if args.steps:
+            command += ["--steps", str(args.steps)]
         load = os.getloadavg()[0]
         started = time.monotonic()
         subprocess.run(command, check=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
