@@ -8,6 +8,7 @@ benchmarks/results/attention_kinds_bleu.json. Runs one after another (each takes
     python benchmarks/attention_kinds_bleu.py                  # preset "small" (the README's run), window 4
     python benchmarks/attention_kinds_bleu.py --steps 400      # shorter runs, the same for every kind
     python benchmarks/attention_kinds_bleu.py --preset quick   # a short smoke run (writes nothing)
+    python benchmarks/attention_kinds_bleu.py --collect        # the JSON from the runs finished so far
     python benchmarks/attention_kinds_bleu.py --render         # chapter 13's table from the JSON
 """
 from __future__ import annotations
@@ -33,6 +34,8 @@ def main() -> int:
     parser.add_argument("--runs", default="runs/attention-kinds", help="folder for the four run folders")
     parser.add_argument("--kinds", default=",".join(KINDS))
     parser.add_argument("--render", action="store_true", help="fill chapter 13's table from the JSON")
+    parser.add_argument("--collect", action="store_true",
+                        help="write the JSON from the runs already finished under --runs (no training)")
     args = parser.parse_args()
     if args.render:
         sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -43,6 +46,12 @@ def main() -> int:
         print(f"wrote the table into {CHAPTER}")
         return 0
     rows = []
+    if args.collect:
+        for kind in args.kinds.split(","):
+            if (ROOT / args.runs / kind / "results.json").exists():
+                rows.append(row_of(kind, args, Path(args.runs) / kind))
+        write(rows, args)
+        return 0
     for kind in args.kinds.split(","):
         out = Path(args.runs) / kind
         command = [sys.executable, "-m", "minitransformer", "train", "--preset", args.preset, "--attention", kind,
@@ -54,22 +63,33 @@ def main() -> int:
         load = os.getloadavg()[0]
         started = time.monotonic()
         subprocess.run(command, check=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
-        results = json.loads((ROOT / out / "results.json").read_text(encoding="utf-8"))
-        row = {"attention": kind, "window": args.window if kind == "local" else None, "steps": results["steps"],
-               "train_seconds": results["train_seconds"], "wall_seconds": round(time.monotonic() - started, 1),
-               "load_before": round(load, 2), "load_after": round(os.getloadavg()[0], 2),
-               **{key: results.get(key) for key in ("test_bleu", "test_exact_match", "test_heldout_bleu",
-                                                    "test_heldout_exact_match")}}
+        row = row_of(kind, args, out)
+        row.update(wall_seconds=round(time.monotonic() - started, 1), load_before=round(load, 2),
+                   load_after=round(os.getloadavg()[0], 2))
         rows.append(row)
         print(json.dumps(row), flush=True)
     if args.preset != "quick":
-        RESULTS.parent.mkdir(parents=True, exist_ok=True)
-        RESULTS.write_text(json.dumps({"command": "python " + " ".join([Path(sys.argv[0]).as_posix(), *sys.argv[1:]]),
-                                       "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-                                       "preset": args.preset, "cpus": os.cpu_count(), "rows": rows}, indent=1) + "\n",
-                           encoding="utf-8")
-        print(f"wrote {RESULTS}")
+        write(rows, args)
     return 0
+
+
+def row_of(kind: str, args, out: Path) -> dict:
+    """What one run's results.json says about its test sets."""
+    results = json.loads((ROOT / out / "results.json").read_text(encoding="utf-8"))
+    return {"attention": kind, "window": results["config"].get("attention_window"), "steps": results["steps"],
+            "train_seconds": results["train_seconds"],
+            **{key: results.get(key) for key in ("test_bleu", "test_exact_match", "test_heldout_bleu",
+                                                 "test_heldout_exact_match")}}
+
+
+def write(rows: list, args) -> None:
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps({"command": "python " + " ".join([Path(sys.argv[0]).as_posix(), *sys.argv[1:]]),
+                                   "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                                   "preset": args.preset, "cpus": os.cpu_count(),
+                                   "load_when_written": round(os.getloadavg()[0], 2), "rows": rows}, indent=1) + "\n",
+                       encoding="utf-8")
+    print(f"wrote {RESULTS}")
 
 
 def render_markdown(results: dict) -> str:
@@ -81,10 +101,11 @@ def render_markdown(results: dict) -> str:
         lines.append(f"| {name} | {row['test_bleu']:.2f} | {100 * row['test_exact_match']:.1f} % | "
                      f"{row['test_heldout_bleu']:.2f} | {100 * row['test_heldout_exact_match']:.1f} % | "
                      f"{row['train_seconds']:.0f} s |")
-    loads = [row[key] for row in results["rows"] for key in ("load_before", "load_after")]
-    lines += ["", f"Preset `{results['preset']}`, {results['rows'][0]['steps']:,} steps each, seed 0; measured "
-                  f"{results['date']} on {results['cpus']} CPU cores, 1-minute load average {min(loads):.1f}–"
-                  f"{max(loads):.1f} (shared cores: the training times are not comparable with a quiet run). "
+    loads = [row[key] for row in results["rows"] for key in ("load_before", "load_after") if key in row] or \
+        [results["load_when_written"]]
+    lines += ["", f"Preset `{results['preset']}`, {results['rows'][0]['steps']:,} steps each, seed 0; written "
+                  f"{results['date']} on {results['cpus']} CPU cores shared with other jobs (1-minute load average "
+                  f"{min(loads):.1f}–{max(loads):.1f}), so the training times say little. "
                   f"Command: `{results['command']}`."]
     return "\n".join(lines)
 
