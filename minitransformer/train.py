@@ -468,6 +468,7 @@ def _mean_tail(values: list[float], n: int = 50) -> float:
 def _model_config(opts: TrainOptions, vocab_size: int) -> TransformerConfig:
     return TransformerConfig(src_vocab_size=vocab_size, tgt_vocab_size=vocab_size, tie_embeddings=True,
                              pad_id=BPETokenizer.pad_id, max_len=MAX_LEN, seed=opts.seed,
+                             attention=opts.attention or "softmax", attention_window=opts.attention_window,
                              **PRESETS[opts.preset]["model"])
 
 

@@ -516,3 +516,77 @@ def test_a_merge_keeps_the_text_and_leaves_no_mergeable_pair(seed):
         assert spelled == ids                                           # nothing lost, nothing added
         assert (0, 1) not in set(zip(merged, merged[1:]))               # every occurrence was merged
         assert merged.count(9) == "".join(map(str, ids)).count("01")
+
+
+# -- Exercise 13.1: the online-softmax merge of a new block --------------------------------------------------------
+def _online(scores, values, cuts):
+    from minitransformer.functional.flash_attention import finish_rows, online_softmax_step
+
+    rows = scores.shape[0]
+    state = (np.full((rows, 1), -np.inf), np.zeros((rows, 1)), np.zeros((rows, values.shape[1])))
+    for start, stop in zip(cuts[:-1], cuts[1:]):
+        state = online_softmax_step(*state, scores[:, start:stop], values[start:stop])
+    return finish_rows(*state)
+
+
+@pytest.mark.grades_13_1
+@pytest.mark.parametrize("cuts", [[0, 7], [0, 4, 7], [0, 1, 2, 5, 7]])
+def test_block_by_block_softmax_equals_the_softmax_of_the_whole_row(rng, cuts):
+    scores, values = 4 * rng.standard_normal((3, 7)), rng.standard_normal((7, 2))
+    weights = np.exp(scores - scores.max(axis=1, keepdims=True))
+    weights /= weights.sum(axis=1, keepdims=True)
+    out, log_sum_exp = _online(scores, values, cuts)
+    np.testing.assert_allclose(out, weights @ values, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(log_sum_exp[:, 0], np.log(np.exp(scores).sum(axis=1)), rtol=1e-12)
+
+
+@pytest.mark.grades_13_1
+def test_the_merge_survives_huge_scores_and_fully_masked_blocks():
+    scores = np.array([[-np.inf, -np.inf, 1e4, 1e4 - 1], [-np.inf, -np.inf, -np.inf, -np.inf]])
+    values = np.arange(8.0).reshape(4, 2)
+    out, log_sum_exp = _online(scores, values, [0, 2, 4])
+    assert np.isfinite(out).all()
+    expected = np.array([1.0, np.exp(-1.0)]) / (1 + np.exp(-1.0)) @ values[2:]
+    np.testing.assert_allclose(out[0], expected, rtol=1e-12)
+    np.testing.assert_array_equal(out[1], 0.0)                 # a row that saw no key: zeros
+    assert log_sum_exp[1, 0] == np.inf
+
+
+# -- Exercise 13.2: the D term of the flash backward ----------------------------------------------------------------
+@pytest.mark.grades_13_2
+def test_delta_is_the_row_sum_of_the_softmax_backward(rng):
+    from minitransformer.functional.flash_attention import flash_delta
+
+    weights = rng.random((2, 4, 6))
+    weights /= weights.sum(axis=-1, keepdims=True)             # A, rows sum to 1
+    values, g_out = rng.standard_normal((2, 6, 3)), rng.standard_normal((2, 4, 3))
+    g_weights = g_out @ values.swapaxes(-1, -2)                # gA = gO Vᵀ
+    expected = (g_weights * weights).sum(axis=-1, keepdims=True)
+    np.testing.assert_allclose(flash_delta(g_out, weights @ values), expected, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.grades_13_2
+def test_flash_attention_backward_gradcheck(rng):
+    q, k, v = tensor(rng, 1, 2, 7, 3), tensor(rng, 1, 2, 9, 3), tensor(rng, 1, 2, 9, 2)
+    assert mt.gradcheck(lambda a, b, c: F.flash_attention(a, b, c, causal=True, block_size=4), [q, k, v])
+
+
+# -- Exercise 13.3: causal linear attention by prefix sums ---------------------------------------------------------
+@pytest.mark.grades_13_3
+@pytest.mark.parametrize("chunk", [1, 3, 64])
+def test_prefix_sums_equal_the_lower_triangle_of_the_similarities(rng, chunk):
+    from minitransformer.functional.linear_attention import causal_prefix_attention
+
+    phi_q, phi_k, v = rng.random((2, 8, 3)), rng.random((2, 8, 3)), rng.standard_normal((2, 8, 4))
+    similarity = np.tril(phi_q @ phi_k.swapaxes(-1, -2))       # φ(q_i)·φ(k_j) for j ≤ i
+    num, den, _ = causal_prefix_attention(phi_q, phi_k, v, chunk)
+    np.testing.assert_allclose(num, similarity @ v, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(den, similarity.sum(axis=-1, keepdims=True), rtol=1e-12)
+
+
+@pytest.mark.grades_13_3
+def test_causal_linear_attention_does_not_see_the_future(rng):
+    q, k, v = (mt.Tensor(rng.standard_normal((1, 2, 9, 3))) for _ in range(3))
+    out = F.linear_attention(q, k, v, causal=True)
+    k.data[:, :, 5:], v.data[:, :, 5:] = 3.0, -7.0
+    np.testing.assert_array_equal(F.linear_attention(q, k, v, causal=True).data[:, :, :5], out.data[:, :, :5])

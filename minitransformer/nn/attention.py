@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from ..functional.attention import ScaledDotProductAttention
+from ..functional.attention_kinds import attend, check_attention
 from ..functional.dropout import Generator
 from ..ops import concatenate
 from ..tensor import Tensor
@@ -63,8 +64,13 @@ class MultiHeadAttention(Module):
     pictures; off by default, so training holds no weights beyond the graph.
     """
 
-    def __init__(self, d_model: int, n_heads: int, dropout_p: float = 0.0) -> None:
+    def __init__(self, d_model: int, n_heads: int, dropout_p: float = 0.0, attention: str = "softmax",
+                 window: int | None = None) -> None:
         super().__init__()
+        check_attention(attention, window)          # "softmax" (eq. 1), "flash", "local", "linear": chapter 13
+        if attention != "softmax" and dropout_p:
+            raise ValueError(f"MultiHeadAttention: attention {attention!r} has no weights to drop; use dropout_p=0")
+        self.attention, self.window = attention, window
         if d_model % n_heads:
             raise ValueError(f"MultiHeadAttention: d_model={d_model} is not divisible by n_heads={n_heads} "
                              "(each head gets d_k = d_model / h features)")
@@ -110,13 +116,21 @@ class MultiHeadAttention(Module):
                     k = concatenate([cache.keys, k], axis=2)             # (B, h, t, d_k)
                     v = concatenate([cache.values, v], axis=2)           # (B, h, t, d_v)
                 cache.keys, cache.values = k, v
-        attention = ScaledDotProductAttention(mask, self.dropout_p, self.training, self.generator)
-        attended = attention(q, k, v)                                    # (B, h, T, d_v)
-        self.attention_weights = Tensor(attention.weights) if self.keep_weights else None   # (B, h, T, S)
+        if self.attention != "softmax":                                  # chapter 13: no (T, S) weights
+            if self.keep_weights:
+                raise ValueError(f"MultiHeadAttention: attention {self.attention!r} keeps no weights to show")
+            attended = attend(self.attention, q, k, v, mask=mask, window=self.window)   # (B, h, T, d_v)
+            self.attention_weights = None
+        else:
+            attention = ScaledDotProductAttention(mask, self.dropout_p, self.training, self.generator)
+            attended = attention(q, k, v)                                # (B, h, T, d_v)
+            self.attention_weights = Tensor(attention.weights) if self.keep_weights else None   # (B, h, T, S)
         return self.w_o(merge_heads(attended))                           # (B, T, d_model)
 
     def extra_repr(self) -> str:
-        return f"d_model={self.d_model}, n_heads={self.n_heads}, d_k={self.d_k}, dropout_p={self.dropout_p}"
+        kind = "" if self.attention == "softmax" else f", attention={self.attention}" + (
+            f", window={self.window}" if self.window is not None else "")
+        return f"d_model={self.d_model}, n_heads={self.n_heads}, d_k={self.d_k}, dropout_p={self.dropout_p}{kind}"
 
 
 @contextmanager

@@ -49,10 +49,11 @@ class EncoderLayer(_ResidualLayer):
     """x (B, S, d_model) -> (B, S, d_model): self-attention, then the FFN (§3.1)."""
 
     def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.1, norm_first: bool = False,
-                 attention_dropout: float = 0.0) -> None:
+                 attention_dropout: float = 0.0, attention: str = "softmax",
+                 attention_window: int | None = None) -> None:
         super().__init__()
         self.norm_first = norm_first
-        self.self_attn = MultiHeadAttention(d_model, n_heads, attention_dropout)
+        self.self_attn = MultiHeadAttention(d_model, n_heads, attention_dropout, attention, attention_window)
         self.norm1 = LayerNorm(d_model)
         self.feed_forward = FeedForward(d_model, d_ff)
         self.norm2 = LayerNorm(d_model)
@@ -74,10 +75,11 @@ class DecoderLayer(_ResidualLayer):
     """
 
     def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.1, norm_first: bool = False,
-                 attention_dropout: float = 0.0) -> None:
+                 attention_dropout: float = 0.0, attention: str = "softmax",
+                 attention_window: int | None = None) -> None:
         super().__init__()
         self.norm_first = norm_first
-        self.self_attn = MultiHeadAttention(d_model, n_heads, attention_dropout)
+        self.self_attn = MultiHeadAttention(d_model, n_heads, attention_dropout, attention, attention_window)
         self.norm1 = LayerNorm(d_model)
         self.cross_attn = MultiHeadAttention(d_model, n_heads, attention_dropout)
         self.norm2 = LayerNorm(d_model)
@@ -103,10 +105,11 @@ class Encoder(Module):
     """N encoder layers (N = 6 in the paper), and a final LayerNorm in the pre-LN variant."""
 
     def __init__(self, n_layers: int, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.1,
-                 norm_first: bool = False, attention_dropout: float = 0.0) -> None:
+                 norm_first: bool = False, attention_dropout: float = 0.0, attention: str = "softmax",
+                 attention_window: int | None = None) -> None:
         super().__init__()
-        self.layers = ModuleList(EncoderLayer(d_model, n_heads, d_ff, dropout, norm_first, attention_dropout)
-                                 for _ in range(n_layers))
+        self.layers = ModuleList(EncoderLayer(d_model, n_heads, d_ff, dropout, norm_first, attention_dropout,
+                                              attention, attention_window) for _ in range(n_layers))
         # post-LN already ends in a LayerNorm; pre-LN leaves the residual stream unnormalised
         self.norm = LayerNorm(d_model) if norm_first else None
 
@@ -120,10 +123,11 @@ class Decoder(Module):
     """N decoder layers, and a final LayerNorm in the pre-LN variant."""
 
     def __init__(self, n_layers: int, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.1,
-                 norm_first: bool = False, attention_dropout: float = 0.0) -> None:
+                 norm_first: bool = False, attention_dropout: float = 0.0, attention: str = "softmax",
+                 attention_window: int | None = None) -> None:
         super().__init__()
-        self.layers = ModuleList(DecoderLayer(d_model, n_heads, d_ff, dropout, norm_first, attention_dropout)
-                                 for _ in range(n_layers))
+        self.layers = ModuleList(DecoderLayer(d_model, n_heads, d_ff, dropout, norm_first, attention_dropout,
+                                              attention, attention_window) for _ in range(n_layers))
         self.norm = LayerNorm(d_model) if norm_first else None
 
     def forward(self, x: Tensor, memory: Tensor, self_mask=None, memory_mask=None,

@@ -21,6 +21,7 @@ import math
 from dataclasses import dataclass
 
 from .. import backend
+from ..functional.attention_kinds import check_attention
 from ..functional.masks import causal_mask, padding_mask
 from ..tensor import Tensor
 from . import init
@@ -50,6 +51,8 @@ class TransformerConfig:
     norm_first: bool = False          # pre-LN variant (not the paper's)
     seed: int = 0
     attention_dropout: float = 0.0    # dropout on attention weights (not in the paper)
+    attention: str = "softmax"        # self-attention: "softmax" (eq. 1), "flash", "local", "linear" (chapter 13)
+    attention_window: int | None = None   # ± positions each query sees when attention = "local"
 
     def __post_init__(self) -> None:
         if self.d_model % self.n_heads:
@@ -65,6 +68,10 @@ class TransformerConfig:
         for name in ("dropout", "attention_dropout"):
             if not 0.0 <= getattr(self, name) < 1.0:
                 raise ValueError(f"TransformerConfig: {name} must be in [0, 1), got {getattr(self, name)}")
+        check_attention(self.attention, self.attention_window)
+        if self.attention != "softmax" and self.attention_dropout:
+            raise ValueError(f"TransformerConfig: attention {self.attention!r} has no weights to drop; "
+                             "set attention_dropout=0")
         if not 0 <= self.pad_id < min(self.src_vocab_size, self.tgt_vocab_size):
             raise ValueError(f"TransformerConfig: pad_id {self.pad_id} is not a valid token id")
 
@@ -121,8 +128,9 @@ class Transformer(Module):
         self.tgt_positional = positional(d, config.max_len, config.dropout)
         stack = (config.n_layers, d, config.n_heads, config.d_ff, config.dropout, config.norm_first,
                  config.attention_dropout)
-        self.encoder = Encoder(*stack)
-        self.decoder = Decoder(*stack)
+        kind = dict(attention=config.attention, attention_window=config.attention_window)   # self-attention only
+        self.encoder = Encoder(*stack, **kind)
+        self.decoder = Decoder(*stack, **kind)
         if not config.tie_embeddings:
             self.output = Linear(d, config.tgt_vocab_size, bias=False)  # pre-softmax projection
 

@@ -53,6 +53,10 @@ class TrainOptions:
                                           "(SentencePiece-style BPE over raw text, for text without spaces) or "
                                           "auto (default: raw when a side has almost no spaces)",
                                     choices=["auto", "words", "raw"])
+    attention: str | None = _option(None, "self-attention: softmax (eq. 1, default), flash, local or linear "
+                                          "(chapter 13)", choices=["softmax", "flash", "local", "linear"])
+    attention_window: int | None = _option(None, "± positions each query sees with --attention local",
+                                           type=positive_int)
     minutes: float | None = _option(None, "time budget for the training steps of this invocation",
                                     type=positive_float)
     epochs: int | None = _option(None, "stop after this many epochs in total", type=positive_int)
@@ -72,7 +76,8 @@ class TrainOptions:
 
 
 # The settings that define a run's model and data: a resumed run must keep them.
-DEFINING = ("data", "direction", "preset", "seed", "max_tokens", "vocab_size", "limit", "tokenizer")
+DEFINING = ("data", "direction", "preset", "seed", "max_tokens", "vocab_size", "limit", "tokenizer", "attention",
+            "attention_window")
 # Options that change nothing in the result of a run (where it lives, how it talks, how to start it).
 NOT_RESULT = ("out", "device", "resume", "overwrite", "quiet")
 

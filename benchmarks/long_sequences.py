@@ -1,0 +1,352 @@
+"""Memory and time of one attention call against the sequence length n (chapter 13).
+
+For each function (eq. 1 as ``scaled_dot_product_attention``, ``flash_attention``,
+``local_attention`` with w = 128, ``linear_attention``) and each n, a fresh process
+builds q, k, v of shape (B, h, n, d_k) = (1, 4, n, 64) in float32, runs forward +
+backward once to measure memory, then again to time it. Reported per process:
+
+* added memory: the peak resident set (VmHWM) minus the resident set just before the
+  call (inputs built, libraries imported), i.e. what the call itself needed;
+* time: the best of a few forward + backward runs.
+
+Eq. 1 keeps the (B, h, n, n) weights for backward, and its backward needs two more
+arrays of that size; where the predicted 3·B·h·n²·4 bytes exceed ``--sdpa-limit-gib``
+the run is skipped and the reason recorded. The machine's load average is recorded
+with every figure (other jobs share the cores).
+
+    python benchmarks/long_sequences.py                 # CPU, writes benchmarks/results/long_sequences.json
+    python benchmarks/long_sequences.py --quick         # n ≤ 1,024 only, to try it out (writes nothing)
+    python benchmarks/long_sequences.py --gpu           # CuPy: flash vs eq. 1 up to n = 32,768,
+                                                        # writes benchmarks/results/long_sequences_gpu.json;
+                                                        # says so and exits 0 where CuPy sees no GPU
+    python benchmarks/long_sequences.py --render        # chapter 13's tables and figure from the JSON
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import ROOT, memory_mib, worker_env  # noqa: E402
+
+RESULTS = ROOT / "benchmarks" / "results" / "long_sequences.json"
+GPU_RESULTS = ROOT / "benchmarks" / "results" / "long_sequences_gpu.json"
+CHAPTER = ROOT / "chapters" / "13-long-sequences.md"
+FIGURE = ROOT / "chapters" / "figures" / "13-memory-time.png"
+
+BATCH, HEADS, D_K = 1, 4, 64
+FUNCTIONS = ("sdpa", "flash", "local", "linear")
+LABELS = {"sdpa": "eq. 1 (SDPA)", "flash": "flash", "local": "local, w = 128", "linear": "linear"}
+LENGTHS = (64, 256, 1024, 2048, 4096, 8192, 16384)
+MEMORY_LENGTHS = (256, 1024, 4096, 16384)
+GPU_LENGTHS = (1024, 4096, 16384, 32768)
+
+
+def sdpa_bytes(n: int, itemsize: int = 4) -> int:
+    """Eq. 1's three (B, h, n, n) arrays at the peak of its backward: A, gA → gS, and a temporary."""
+    return 3 * BATCH * HEADS * n * n * itemsize
+
+
+# -- the worker: one function, one length, one process ------------------------------------------------------
+def attention_call(name: str, window: int, block: int):
+    import minitransformer.functional as F
+
+    return {"sdpa": lambda q, k, v: F.scaled_dot_product_attention(q, k, v),
+            "flash": lambda q, k, v: F.flash_attention(q, k, v, block_size=block),
+            "local": lambda q, k, v: F.local_attention(q, k, v, window),
+            "linear": lambda q, k, v: F.linear_attention(q, k, v)}[name]
+
+
+def worker(name: str, n: int, repeats: int, window: int, block: int, device: str) -> dict:
+    import numpy as np
+
+    import minitransformer as mt
+
+    xp = mt.backend.xp_for(device)
+    rng = np.random.default_rng(0)
+    q, k, v = (mt.Tensor(xp.asarray(rng.standard_normal((BATCH, HEADS, n, D_K)).astype(np.float32)),
+                         requires_grad=True) for _ in range(3))
+    upstream = xp.asarray(rng.standard_normal((BATCH, HEADS, n, D_K)).astype(np.float32))
+    call = attention_call(name, window, block)
+    synchronize, peak = (lambda: None), None
+    if device == "cuda":
+        synchronize, peak = _gpu_peak_tracker(xp)
+
+    def forward_backward():
+        for x in (q, k, v):
+            x.grad = None
+        call(q, k, v).backward(upstream)
+        synchronize()
+
+    before = memory_mib()["VmRSS"] if device == "cpu" else peak.reset()
+    forward_backward()
+    added = memory_mib()["VmHWM"] - before if device == "cpu" else peak.peak_mib() - before
+    runs = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        forward_backward()
+        runs.append(time.perf_counter() - start)
+    return {"added_mib": round(added, 1), "seconds": min(runs), "runs": [round(r, 4) for r in runs]}
+
+
+def _gpu_peak_tracker(cupy):
+    """Peak bytes held in CuPy's memory pool, tracked at every allocation."""
+    pool = cupy.get_default_memory_pool()
+
+    class Peak:
+        most = 0
+
+        def reset(self) -> float:
+            self.most = pool.used_bytes()
+            return self.most / 2 ** 20
+
+        def peak_mib(self) -> float:
+            return self.most / 2 ** 20
+
+    peak = Peak()
+
+    def malloc(size):
+        memory = pool.malloc(size)
+        peak.most = max(peak.most, pool.used_bytes())
+        return memory
+
+    cupy.cuda.set_allocator(malloc)
+    return (lambda: cupy.cuda.Device().synchronize()), peak
+
+
+# -- the driver -------------------------------------------------------------------------------------------
+def measure(name: str, n: int, args, device: str) -> dict:
+    repeats = 1 if n >= 8192 and name in ("sdpa", "flash") else 3     # the slow ones once at the largest n
+    command = [sys.executable, str(Path(__file__).resolve()), "--worker", name, "--n", str(n), "--repeats",
+               str(repeats), "--window", str(args.window), "--block", str(args.block if device == "cpu" else
+                                                                          args.gpu_block), "--device", device]
+    load = os.getloadavg()[0]
+    started = time.perf_counter()
+    result = subprocess.run(command, env=worker_env(args.threads, "default"), capture_output=True, text=True)
+    if result.returncode != 0:
+        return {"function": name, "n": n, "failed": result.stderr.strip().splitlines()[-1][:300]}
+    figures = json.loads(result.stdout.strip().splitlines()[-1])
+    return {"function": name, "n": n, **figures, "load_before": round(load, 2),
+            "load_after": round(os.getloadavg()[0], 2), "wall_s": round(time.perf_counter() - started, 1)}
+
+
+def machine(threads: int) -> dict:
+    import numpy as np
+
+    memory = None
+    try:
+        with open("/proc/meminfo") as info:
+            memory = round(int(info.readline().split()[1]) / 2 ** 20, 1)
+    except OSError:
+        pass
+    return {"cpus": os.cpu_count(), "memory_gib": memory, "threads_per_worker": threads,
+            "python": platform.python_version(), "numpy": np.__version__, "platform": platform.platform()}
+
+
+def run(args, device: str) -> dict:
+    lengths = [n for n in (GPU_LENGTHS if device == "cuda" else LENGTHS) if not args.quick or n <= 1024]
+    limit = args.sdpa_limit_gib * 2 ** 30
+    records = []
+    for n in lengths:
+        for name in FUNCTIONS:
+            if name == "sdpa" and sdpa_bytes(n) > limit:
+                record = {"function": name, "n": n, "skipped": (
+                    f"eq. 1 would hold three (B·h·n²) float32 arrays, {sdpa_bytes(n) / 2 ** 30:.1f} GiB, over the "
+                    f"{args.sdpa_limit_gib:g} GiB allowed here (--sdpa-limit-gib)")}
+            else:
+                record = measure(name, n, args, device)
+            records.append(record)
+            print(json.dumps(record), flush=True)
+    return {"command": "python " + " ".join([Path(sys.argv[0]).as_posix(), *sys.argv[1:]]),
+            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "device": device,
+            "machine": machine(args.threads),
+            "settings": {"batch": BATCH, "heads": HEADS, "d_k": D_K, "dtype": "float32", "window": args.window,
+                         "block_size": args.block if device == "cpu" else args.gpu_block,
+                         "sdpa_limit_gib": args.sdpa_limit_gib},
+            "records": records}
+
+
+def gpu_available() -> str | None:
+    """None when CuPy sees a GPU, else the reason it does not."""
+    try:
+        import cupy
+        if cupy.cuda.runtime.getDeviceCount() < 1:
+            return "CuPy sees no GPU"
+    except Exception as error:  # not installed, or no driver
+        return f"no CuPy GPU here ({type(error).__name__}: {error})"
+    return None
+
+
+# -- what the chapter quotes -------------------------------------------------------------------------------
+def table(results: dict) -> dict:
+    """(function, n) -> record."""
+    return {(r["function"], r["n"]): r for r in results["records"]}
+
+
+def render_markdown(results: dict) -> str:
+    """The chapter's tables, from the results file only."""
+    by = table(results)
+    lengths = sorted({r["n"] for r in results["records"]})
+    memory_lengths = [n for n in MEMORY_LENGTHS if n in lengths]
+
+    def cell(name, n, key, fmt):
+        record = by.get((name, n))
+        if record is None:
+            return "—"
+        if "skipped" in record:
+            return "skipped¹"
+        if "failed" in record:
+            return "failed"
+        return fmt(record[key])
+
+    lines = [f"Memory added by one forward + backward (MiB; B = {BATCH}, h = {HEADS}, d_k = {D_K}, float32):", "",
+             "| n | " + " | ".join(LABELS[f] for f in FUNCTIONS) + " |", "|---" * (len(FUNCTIONS) + 1) + "|"]
+    for n in memory_lengths:
+        lines.append(f"| {n:,} | " + " | ".join(cell(f, n, "added_mib", lambda x: f"{x:,.0f}") for f in FUNCTIONS)
+                     + " |")
+    lines += ["", "Time of one forward + backward (seconds, best of the runs):", "",
+              "| n | " + " | ".join(LABELS[f] for f in FUNCTIONS) + " |", "|---" * (len(FUNCTIONS) + 1) + "|"]
+    for n in lengths:
+        lines.append(f"| {n:,} | " + " | ".join(cell(f, n, "seconds", lambda x: f"{x:.3g}") for f in FUNCTIONS)
+                     + " |")
+    skipped = [r for r in results["records"] if "skipped" in r]
+    loads = [r[key] for r in results["records"] for key in ("load_before", "load_after") if key in r]
+    notes = [""]
+    if skipped:
+        notes.append(f"¹ {skipped[0]['skipped']}.")
+    summary = summarize(results)
+    if summary.get("flash_over_sdpa_memory_4096") is not None:
+        notes.append(f"At n = 4,096 flash needed {summary['flash_over_sdpa_memory_4096']:.3f} of eq. 1's added "
+                     f"memory; at n = 1,024 it took {summary['flash_over_sdpa_time_1024']:.2f}× eq. 1's time.")
+    if summary.get("linear_faster_from") is not None:
+        first = summary["linear_faster_from"]
+        shortest = " (the shortest length measured)" if first == lengths[0] else ""
+        notes.append(f"Linear attention was faster than eq. 1 from n = {first:,} on{shortest}.")
+    machine_ = results["machine"]
+    notes.append(f"Measured {results['date']} on {machine_['cpus']} CPU cores ({machine_['memory_gib']} GiB), "
+                 f"{machine_['threads_per_worker']} BLAS thread per process, NumPy {machine_['numpy']}; the 1-minute "
+                 f"load average was {min(loads):.1f}–{max(loads):.1f} during the runs (the cores are shared with "
+                 "other jobs). "
+                 f"Command: `{results['command']}`.")
+    return "\n".join(lines + notes)
+
+
+def summarize(results: dict) -> dict:
+    by = table(results)
+
+    def value(name, n, key):
+        record = by.get((name, n), {})
+        return record.get(key)
+
+    out = {}
+    flash_m, sdpa_m = value("flash", 4096, "added_mib"), value("sdpa", 4096, "added_mib")
+    out["flash_over_sdpa_memory_4096"] = flash_m / sdpa_m if flash_m is not None and sdpa_m else None
+    flash_t, sdpa_t = value("flash", 1024, "seconds"), value("sdpa", 1024, "seconds")
+    out["flash_over_sdpa_time_1024"] = flash_t / sdpa_t if flash_t and sdpa_t else None
+    faster = [n for n in sorted({r["n"] for r in results["records"]})
+              if value("linear", n, "seconds") is not None and value("sdpa", n, "seconds") is not None
+              and value("linear", n, "seconds") < value("sdpa", n, "seconds")]
+    out["linear_faster_from"] = faster[0] if faster else None
+    return out
+
+
+def markers(results_file: str) -> tuple[str, str]:
+    return f"<!-- begin: {results_file} -->", f"<!-- end: {results_file} -->"
+
+
+def region(text: str, results_file: str) -> str:
+    """The generated text between a results file's markers in a chapter."""
+    begin, end = markers(results_file)
+    if begin not in text or end not in text:
+        raise ValueError(f"no {begin} ... {end} region in the chapter")
+    return text.split(begin, 1)[1].split(end, 1)[0].strip("\n")
+
+
+def fill_region(chapter: Path, results_file: str, body: str) -> None:
+    """Replace what lies between the markers with ``body`` (generated, never typed by hand)."""
+    text = chapter.read_text(encoding="utf-8")
+    region(text, results_file)
+    begin, end = markers(results_file)
+    head, rest = text.split(begin, 1)
+    tail = rest.split(end, 1)[1]
+    chapter.write_text(head + begin + "\n" + body + "\n" + end + tail, encoding="utf-8")
+
+
+def render(results: dict, chapter: Path = CHAPTER, figure: Path = FIGURE) -> None:
+    """Write the tables into the chapter between the markers, and draw the figure."""
+    fill_region(chapter, "benchmarks/results/long_sequences.json", render_markdown(results))
+    draw(results, figure)
+
+
+def draw(results: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    by = table(results)
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
+    for name, marker in zip(FUNCTIONS, "osd^"):
+        points = sorted((n, r) for (f, n), r in by.items() if f == name and "seconds" in r)
+        ns = [n for n, _ in points]
+        axes[0].loglog(ns, [max(r["added_mib"], 0.1) for _, r in points], marker + "-", label=LABELS[name])
+        axes[1].loglog(ns, [r["seconds"] for _, r in points], marker + "-", label=LABELS[name])
+    axes[0].set_ylabel("memory added by forward + backward, MiB")
+    axes[1].set_ylabel("forward + backward, s")
+    for ax in axes:
+        ax.set_xlabel("sequence length n")
+        ax.legend(fontsize=8)
+    fig.suptitle(f"one attention call, B = {BATCH}, h = {HEADS}, d_k = {D_K}, float32, NumPy", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90, bbox_inches="tight")
+    plt.close(fig)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="n ≤ 1,024 only; writes no results file")
+    parser.add_argument("--gpu", action="store_true", help="on CuPy (skips cleanly without a GPU)")
+    parser.add_argument("--render", action="store_true", help="fill chapter 13's tables and figure from the JSON")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--window", type=int, default=128)
+    parser.add_argument("--block", type=int, default=64, help="flash block size on the CPU")
+    parser.add_argument("--gpu-block", type=int, default=256, help="flash block size on the GPU")
+    parser.add_argument("--sdpa-limit-gib", type=float, default=6.0)
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    parser.add_argument("--n", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--repeats", type=int, default=3, help=argparse.SUPPRESS)
+    parser.add_argument("--device", default="cpu", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        print(json.dumps(worker(args.worker, args.n, args.repeats, args.window, args.block, args.device)))
+        return 0
+    if args.render:
+        render(json.loads(RESULTS.read_text(encoding="utf-8")))
+        print(f"wrote the tables into {CHAPTER} and the figure to {FIGURE}")
+        return 0
+    if args.gpu:
+        reason = gpu_available()
+        if reason is not None:
+            print(f"skipping the GPU benchmark: {reason}")
+            return 0
+        if args.sdpa_limit_gib == 6.0:
+            args.sdpa_limit_gib = 100.0
+    results = run(args, "cuda" if args.gpu else "cpu")
+    if not args.quick:
+        path = GPU_RESULTS if args.gpu else RESULTS
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
+        print(f"wrote {path}")
+    print(render_markdown(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

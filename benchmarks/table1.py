@@ -1,0 +1,216 @@
+"""Table 1 of the paper, all four rows and all three columns, measured with the engine (chapter 13).
+
+| layer                         | work per layer | sequential operations | maximum path length |
+| self-attention                | O(n²·d)        | O(1)                  | O(1)                |
+| recurrent                     | O(n·d²)        | O(n)                  | O(n)                |
+| convolutional (kernel k)      | O(k·n·d²)      | O(1)                  | O(log_k n) dilated, O(n/k) plain |
+| self-attention, restricted r  | O(r·n·d)       | O(1)                  | O(n/r)              |
+
+* work: the time of one forward + backward against n;
+* sequential operations: the depth of the engine's graph (the longest chain of
+  Functions from the input to the output; each link must wait for the one before);
+* maximum path length: how many stacked layers it takes before the *last* output
+  depends on the *first* input, tested with a gradient (exactly zero until then). The
+  recurrent layer connects them in one layer, but through n − 1 recurrent steps: its
+  path is as deep as its graph, which grows with n.
+
+    python benchmarks/table1.py            # writes benchmarks/results/table1.json
+    python benchmarks/table1.py --quick    # small n, writes nothing
+    python benchmarks/table1.py --render   # chapter 13's Table 1 from the JSON
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import minitransformer as mt  # noqa: E402
+import minitransformer.functional as F  # noqa: E402
+import minitransformer.nn as nn  # noqa: E402
+from minitransformer.nn.attention import merge_heads, split_heads  # noqa: E402
+
+RESULTS = ROOT / "benchmarks" / "results" / "table1.json"
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+
+class TanhRNN(nn.Module):
+    """h_t = tanh(x_t W_x + h_{t−1} W_h + b): n steps, strictly one after another."""
+
+    def __init__(self, d: int) -> None:
+        super().__init__()
+        self.input = nn.Linear(d, d)
+        self.recurrent = nn.Linear(d, d, bias=False)
+
+    def forward(self, x):
+        projected = self.input(x)                               # (B, n, d): all positions at once
+        h = mt.Tensor(np.zeros((x.shape[0], x.shape[2]), dtype=x.dtype))
+        states = []
+        for t in range(x.shape[1]):
+            h = (projected[:, t] + self.recurrent(h)).tanh()    # step t needs step t − 1
+            states.append(h)
+        return mt.stack(states, axis=1)                         # (B, n, d)
+
+
+class Conv1d(nn.Module):
+    """y_t = Σ_{o=−1,0,1} x_{t+o} W_o + b, kernel 3, zero padding: k shifted matrix products."""
+
+    def __init__(self, d: int, kernel: int = 3) -> None:
+        super().__init__()
+        if kernel % 2 != 1:
+            raise ValueError(f"Conv1d: use an odd kernel size so the output keeps the length, got {kernel}")
+        self.kernel = kernel
+        self.taps = nn.ModuleList([nn.Linear(d, d, bias=(o == 0)) for o in range(kernel)])
+
+    def forward(self, x):
+        batch, length, width = x.shape
+        half = self.kernel // 2
+        zeros = mt.Tensor(np.zeros((batch, half, width), dtype=x.dtype))
+        padded = mt.concatenate([zeros, x, zeros], axis=1)                      # (B, n + k − 1, d)
+        out = self.taps[0](padded[:, 0:length])
+        for o in range(1, self.kernel):
+            out = out + self.taps[o](padded[:, o:o + length])                   # x_{t + o − half} W_o
+        return out                                                              # (B, n, d)
+
+
+class RestrictedSelfAttention(nn.Module):
+    """Multi-head self-attention where position i sees only i − r … i + r (Table 1's last row)."""
+
+    def __init__(self, d: int, heads: int, r: int) -> None:
+        super().__init__()
+        self.heads, self.r = heads, r
+        self.w_q, self.w_k, self.w_v, self.w_o = (nn.Linear(d, d) for _ in range(4))
+
+    def forward(self, x):
+        q, k, v = (split_heads(w(x), self.heads) for w in (self.w_q, self.w_k, self.w_v))   # (B, h, n, d_k)
+        return self.w_o(merge_heads(F.local_attention(q, k, v, self.r)))
+
+
+def make_layers(d: int, heads: int, r: int) -> dict:
+    return {"self-attention": nn.MultiHeadAttention(d, heads), "recurrent": TanhRNN(d),
+            "convolutional, k = 3": Conv1d(d, 3), f"restricted self-attention, r = {r}":
+            RestrictedSelfAttention(d, heads, r)}
+
+
+def graph_depth(output) -> int:
+    """The longest chain of Functions from any leaf to ``output``: the sequential operations."""
+    depth, stack = {}, [(output, False)]
+    while stack:
+        t, inputs_done = stack.pop()
+        if id(t) in depth:
+            continue
+        inputs = t.creator.inputs if t.creator is not None else ()
+        if inputs_done or not inputs:
+            depth[id(t)] = 1 + max((depth[id(i)] for i in inputs), default=-1)   # a leaf has depth 0
+        else:
+            stack.append((t, True))
+            stack.extend((i, False) for i in inputs if id(i) not in depth)
+    return depth[id(output)]
+
+
+def last_output_sees_first_input(layer, n: int, d: int, n_layers: int, rng) -> bool:
+    """True when d(out[:, −1]) / d(x[:, 0]) ≠ 0 after ``n_layers`` applications of ``layer``."""
+    x = mt.Tensor(rng.standard_normal((1, n, d)), requires_grad=True)
+    out = x
+    for _ in range(n_layers):
+        out = layer(out)
+    out[:, n - 1].sum().backward()
+    return bool(np.abs(x.grad[:, 0]).max() > 0)
+
+
+def path_length(layer, n: int, d: int, rng, most: int = 64) -> int | None:
+    """The fewest stacked layers after which the last output depends on the first input."""
+    for n_layers in range(1, most + 1):
+        if last_output_sees_first_input(layer, n, d, n_layers, rng):
+            return n_layers
+    return None
+
+
+def time_layer(layer, x, repeats: int) -> float:
+    def step():
+        layer.zero_grad()
+        layer(x).sum().backward()
+
+    step()
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        step()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def measure(lengths, d: int = 64, heads: int = 4, r: int = 8, repeats: int = 3, path_n: int = 32,
+            depth_lengths=(32, 64), seed: int = 0) -> dict:
+    """All three columns for every row; float32 for time, float64 for the gradient test."""
+    rng = np.random.default_rng(seed)
+    layers = make_layers(d, heads, r)
+    rows = {}
+    for name, layer in layers.items():
+        times = []
+        for n in lengths:
+            x = mt.Tensor(rng.standard_normal((1, n, d)).astype(np.float32), requires_grad=True)
+            times.append(time_layer(layer, x, repeats))
+        depths = [graph_depth(layer(mt.Tensor(rng.standard_normal((1, n, d))))) for n in depth_lengths]
+        layer.to(np.float64)
+        rows[name] = {"seconds": times, "graph_depth": depths, "layers_to_connect": path_length(layer, path_n, d, rng)}
+        layer.to(np.float32)
+    return {"lengths": list(lengths), "d": d, "heads": heads, "r": r, "path_n": path_n,
+            "depth_lengths": list(depth_lengths), "rows": rows}
+
+
+def render_markdown(results: dict) -> str:
+    """Chapter 13's Table 1, from the results file only."""
+    rows, lengths = results["rows"], results["lengths"]
+    shown = [n for n in lengths if n in (16, 64, 256, 1024, 2048)]
+    head = "| layer | " + " | ".join(f"n = {n:,}" for n in shown) + \
+        f" | graph depth, n = {results['depth_lengths'][0]} / {results['depth_lengths'][1]} | " \
+        f"layers until the last output sees the first input (n = {results['path_n']}) |"
+    lines = [f"Forward + backward of one layer (ms), d = {results['d']}, float32; then the other two columns:", "",
+             head, "|---" * (len(shown) + 3) + "|"]
+    for name, row in rows.items():
+        times = " | ".join(f"{1e3 * row['seconds'][lengths.index(n)]:.3g}" for n in shown)
+        depth = " / ".join(str(x) for x in row["graph_depth"])
+        lines.append(f"| {name} | {times} | {depth} | {row['layers_to_connect']} |")
+    lines += ["", f"Measured {results['date']} on {results['cpus']} CPU cores; 1-minute load average "
+                  f"{results['load_before']} before and {results['load_after']} after (the cores are shared with "
+                  f"other jobs). Command: `{results['command']}`."]
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--render", action="store_true", help="fill chapter 13's Table 1 from the JSON")
+    args = parser.parse_args()
+    if args.render:
+        from long_sequences import CHAPTER, fill_region
+
+        fill_region(CHAPTER, "benchmarks/results/table1.json", render_markdown(json.loads(RESULTS.read_text())))
+        print(f"wrote Table 1 into {CHAPTER}")
+        return 0
+    lengths = [16, 64, 256] if args.quick else [16, 32, 64, 128, 256, 512, 1024, 2048]
+    load = os.getloadavg()[0]
+    results = measure(lengths, repeats=1 if args.quick else 3)
+    results.update(command="python benchmarks/table1.py" + (" --quick" if args.quick else ""),
+                   date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), cpus=os.cpu_count(),
+                   load_before=round(load, 2), load_after=round(os.getloadavg()[0], 2))
+    for name, row in results["rows"].items():
+        times = " ".join(f"{1e3 * s:8.1f}" for s in row["seconds"])
+        print(f"{name:<36} ms: {times}   depth {row['graph_depth']}   layers to connect {row['layers_to_connect']}")
+    if not args.quick:
+        RESULTS.parent.mkdir(parents=True, exist_ok=True)
+        RESULTS.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
+        print(f"wrote {RESULTS}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

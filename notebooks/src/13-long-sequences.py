@@ -1,0 +1,345 @@
+# %% [markdown]
+# # Chapter 13 — Long sequences (§4, Table 1; FlashAttention, sparse and linear attention)
+#
+# Eq. 1 builds a $T\times S$ matrix of weights and keeps it for the backward pass. Its memory grows
+# as $n^2$. In this notebook we
+# 1. **measure** that $n^2$ in our own engine,
+# 2. derive the **online softmax** and check it block by block,
+# 3. run **FlashAttention**'s tiled forward and its recomputing backward, and count what it stores,
+# 4. draw **block-sparse** layouts and run them through the same tiles,
+# 5. run **sliding-window** attention in $O(n\cdot w)$,
+# 6. run **linear attention** and see that it is a different model,
+# 7. measure **Table 1** in full: time, sequential operations and path length for four layer types,
+# 8. gradient-check all three new functions.
+
+# %%
+import json
+import os
+import sys
+import tracemalloc
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+import minitransformer as mt
+import minitransformer.functional as F
+from minitransformer.functional.flash_attention import finish_rows, flash_delta, online_softmax_step
+
+QUICK = os.environ.get("MT_QUICK") == "1"
+SAVE = os.environ.get("MT_SAVE_FIGURES") == "1"
+rng = np.random.default_rng(0)
+
+
+def qkv(n, heads=4, d_k=64, dtype=np.float32, batch=1):
+    """Random q, k, v of shape (batch, heads, n, d_k) that require gradients."""
+    return tuple(mt.Tensor(rng.standard_normal((batch, heads, n, d_k)).astype(dtype), requires_grad=True)
+                 for _ in range(3))
+
+
+def peak_mib(fn):
+    """Peak memory NumPy allocated while fn ran (tracemalloc sees NumPy's allocations), in MiB."""
+    tracemalloc.start()
+    tracemalloc.reset_peak()
+    fn()
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    return peak / 2 ** 20
+
+
+# %% [markdown]
+# ## 1. The $n^2$ in eq. 1, measured
+#
+# One forward + backward of eq. 1 with $B = 1$, $h = 4$, $d_k = 64$ in float32. The weights alone are
+# $4\cdot n^2\cdot 4$ bytes: 16 MiB at $n = 1024$, 256 MiB at $n = 4096$, 4 GiB at $n = 16384$. Inside
+# one process we can watch NumPy's own allocations with `tracemalloc`:
+
+# %%
+def forward_backward(attention, q, k, v):
+    def run():
+        for x in (q, k, v):
+            x.grad = None
+        out = attention(q, k, v)
+        out.backward(np.ones(out.shape, dtype=out.dtype))
+    return run
+
+
+lengths = [128, 256, 512] if QUICK else [256, 512, 1024, 2048]
+memory = {"eq. 1": [], "flash": []}
+for n in lengths:
+    q, k, v = qkv(n)
+    memory["eq. 1"].append(peak_mib(forward_backward(F.scaled_dot_product_attention, q, k, v)))
+    memory["flash"].append(peak_mib(forward_backward(F.flash_attention, q, k, v)))
+    weights = 4 * n * n * 4 / 2 ** 20
+    print(f"n = {n:5d}   weights {weights:7.1f} MiB   peak: eq. 1 {memory['eq. 1'][-1]:7.1f} MiB, "
+          f"flash {memory['flash'][-1]:5.1f} MiB")
+assert memory["eq. 1"][-1] > 4 * memory["eq. 1"][-2] * 0.8          # quadrupled when n doubled
+assert memory["flash"][-1] < 3 * memory["flash"][-2]                # about doubled
+
+# %% [markdown]
+# Each doubling of $n$ multiplies eq. 1's peak by four, and flash's by about two. The benchmark
+# `benchmarks/long_sequences.py` measures the same in separate processes, up to $n = 16384$; if its
+# results file is present we show it here (the chapter quotes the same file).
+
+# %%
+results_path = Path("../benchmarks/results/long_sequences.json")
+if results_path.exists():
+    sys.path.insert(0, "../benchmarks")
+    from long_sequences import render_markdown
+    print(render_markdown(json.loads(results_path.read_text())))
+
+# %% [markdown]
+# ## 2. The online softmax
+#
+# Chapter 4 subtracts the row maximum before exponentiating. FlashAttention sees a row of scores one
+# block at a time, so it keeps a *running* maximum $m$, a running sum $\ell = \sum_j e^{s_j - m}$ and a
+# running weighted sum $a = \sum_j e^{s_j - m} v_j$. When a block with a larger maximum $m'$
+# arrives, everything accumulated so far was computed against the old maximum. Multiplying by
+# $e^{m - m'}$ moves it to the new one:
+#
+# $$\ell' = e^{m-m'}\,\ell + \sum_{j\in B} e^{s_j - m'},\qquad a' = e^{m-m'}\,a + \sum_{j\in B} e^{s_j-m'}\,v_j .$$
+#
+# At the end, $o = a/\ell$ and the row's log-sum-exp is $L = m + \log\ell$.
+
+# %%
+scores, values = 3 * rng.standard_normal((2, 10)), rng.standard_normal((10, 3))
+state = (np.full((2, 1), -np.inf), np.zeros((2, 1)), np.zeros((2, 3)))
+for start, stop in [(0, 4), (4, 7), (7, 10)]:
+    state = online_softmax_step(*state, scores[:, start:stop], values[start:stop])
+    print(f"after keys {start}..{stop - 1}: running max {state[0].ravel().round(3)}, running sum "
+          f"{state[1].ravel().round(3)}")
+out, log_sum_exp = finish_rows(*state)
+weights = np.exp(scores - scores.max(1, keepdims=True))
+weights /= weights.sum(1, keepdims=True)
+print("block by block equals the softmax of the whole row:", np.allclose(out, weights @ values, atol=1e-14))
+assert np.allclose(out, weights @ values, atol=1e-14)
+assert np.allclose(log_sum_exp[:, 0], np.log(np.exp(scores).sum(1)))
+
+# %% [markdown]
+# ## 3. FlashAttention: tiles forward, recomputation backward
+#
+# `F.flash_attention` runs that loop over tiles of `block_size` queries × `block_size` keys. It keeps
+# only $O$ and $L$ for backward. The backward recomputes each tile's weights as $P = e^{S - L}$ and
+# needs one more number per query, $D_i = \sum_e \mathrm{d}O_{ie} O_{ie}$, which replaces the row sums
+# of chapter 6's softmax backward. Same numbers as eq. 1, in value and gradient:
+
+# %%
+q, k, v = qkv(300, dtype=np.float64)
+upstream = rng.standard_normal((1, 4, 300, 64))
+results = {}
+causal = F.causal_mask(300, "cpu")
+for name, attention in [("eq. 1", lambda q, k, v: F.scaled_dot_product_attention(q, k, v, mask=causal)),
+                        ("flash", lambda q, k, v: F.flash_attention(q, k, v, causal=True, block_size=64))]:
+    for x in (q, k, v):
+        x.grad = None
+    out = attention(q, k, v)
+    out.backward(upstream)
+    results[name] = [out.data] + [x.grad for x in (q, k, v)]
+gaps = [np.abs(a - b).max() for a, b in zip(results["eq. 1"], results["flash"])]
+print("largest difference in O, dQ, dK, dV:", ["%.1e" % g for g in gaps])
+assert max(gaps) < 1e-10
+
+flash = F.flash_attention(q, k, v, causal=True, block_size=64).creator
+kept = {name: value.shape for name, value in vars(flash).items() if hasattr(value, "nbytes")}
+print("what the flash Function keeps for backward:", kept)
+n_tiles = len(list(flash._tiles(300, 300)))
+print("causal: tiles computed", sum(len(keys) for _, keys in flash._tiles(300, 300)), "of", n_tiles ** 2)
+
+# %% [markdown]
+# The saved arrays are the inputs, $O$ and $L$: nothing of size $T\times S$. With `causal=True`, the
+# tiles that lie entirely above the diagonal are never computed (15 of 25 here).
+#
+# On NumPy the tiles cost Python loop iterations. At $n = 1024$ the benchmark above shows flash slower
+# than eq. 1 in time while using a fraction of its memory. On a GPU the same tiles stay in on-chip
+# SRAM, and that IO-awareness is what makes FlashAttention fast there.
+#
+# ## 4. Block-sparse layouts
+#
+# `block_mask` lists the tiles to compute. Sparse Transformers (Child et al., 2019) combine a *local*
+# pattern (the tiles near the diagonal) with a *strided* one (every $s$-th column of tiles, which
+# collects a summary of the past). With the window as wide as the stride, two layers of the combined
+# pattern connect every position to every earlier one, at $O(n\sqrt{n})$ cost when both are $\sqrt{n}$.
+
+# %%
+def local_layout(n_blocks, width, causal=True):
+    i, j = np.arange(n_blocks)[:, None], np.arange(n_blocks)[None, :]
+    return (j <= i) & (i - j < width) if causal else np.abs(i - j) < width
+
+
+def strided_layout(n_blocks, stride, causal=True):
+    i, j = np.arange(n_blocks)[:, None], np.arange(n_blocks)[None, :]
+    return ((j % stride) == stride - 1) & (j <= i) if causal else (j % stride) == stride - 1
+
+
+n_blocks = 16
+layouts = {"dense causal": np.tril(np.ones((n_blocks, n_blocks), bool)),
+           "local (4 blocks)": local_layout(n_blocks, 4),
+           "strided (every 4th)": strided_layout(n_blocks, 4),
+           "local + strided": local_layout(n_blocks, 4) | strided_layout(n_blocks, 4)}
+fig, axes = plt.subplots(1, 4, figsize=(12, 3.2))
+for ax, (name, layout) in zip(axes, layouts.items()):
+    ax.imshow(layout, cmap="Blues", vmin=0, vmax=1.3)
+    ax.set_title(f"{name}\n{layout.sum()} of {n_blocks * n_blocks} tiles", fontsize=9)
+    ax.set_xlabel("key block")
+    ax.set_xticks([])
+    ax.set_yticks([])
+axes[0].set_ylabel("query block")
+fig.tight_layout()
+if SAVE:
+    fig.savefig("../chapters/figures/13-block-sparse.png", dpi=90, bbox_inches="tight")
+plt.show()
+
+# %%
+block, n = 16, 16 * 16
+layout = layouts["local + strided"]
+q, k, v = qkv(n, heads=2, d_k=16, dtype=np.float64)
+sparse = F.flash_attention(q, k, v, causal=True, block_size=block, block_mask=layout)
+entry_mask = np.kron(layout, np.ones((block, block), bool))[None, None] & F.causal_mask(n, "cpu")
+dense = F.scaled_dot_product_attention(q, k, v, mask=entry_mask)
+print("block-sparse flash equals eq. 1 with the expanded mask:", np.abs(sparse.data - dense.data).max())
+assert np.abs(sparse.data - dense.data).max() < 1e-12
+reach = layout.astype(int)
+layers_needed = next(depth for depth in range(1, 5)
+                     if (np.linalg.matrix_power(reach, depth) > 0)[np.tril_indices(n_blocks)].all())
+print("layers of local + strided until every block sees every earlier block:", layers_needed)
+assert layers_needed == 2
+
+# %% [markdown]
+# ## 5. Sliding windows: $O(n\cdot w)$
+#
+# `F.local_attention(q, k, v, window)` lets query $i$ see keys $i-w \dots i+w$ (Longformer's sliding
+# window, and Table 1's *restricted* self-attention with $r = w$). It cuts the sequence into chunks of
+# $w$ queries; a chunk's keys are its own block and its two neighbours, three shifted views of the
+# same array. Then one ordinary attention runs over (chunks × $w$ × $3w$): $3nw$ scores instead of $n^2$.
+
+# %%
+n, window = 200, 16
+q, k, v = qkv(n, heads=2, d_k=16, dtype=np.float64)
+local = F.local_attention(q, k, v, window, causal=True)
+band = F.scaled_dot_product_attention(q, k, v, mask=F.band_mask(n, window, causal=True, device="cpu"))
+print("local attention equals eq. 1 with the band mask:", np.abs(local.data - band.data).max())
+assert np.abs(local.data - band.data).max() < 1e-12
+
+local_memory = []
+for n in lengths:
+    q, k, v = qkv(n)
+    local_memory.append(peak_mib(forward_backward(lambda q, k, v: F.local_attention(q, k, v, 64), q, k, v)))
+print("peak MiB of local attention (w = 64) at n =", lengths, ":", [round(m, 1) for m in local_memory])
+assert local_memory[-1] < 3 * local_memory[-2]                      # linear in n
+
+# %% [markdown]
+# ## 6. Linear attention: a different model
+#
+# With $\phi(x) = \mathrm{elu}(x) + 1$ the weight of key $j$ for query $i$ is
+# $\phi(q_i)\cdot\phi(k_j) / \sum_{j'} \phi(q_i)\cdot\phi(k_{j'})$. Regroup the product and the sum over
+# keys happens once: $o_i = \phi(q_i)^\top (\sum_j \phi(k_j)v_j^\top) / \phi(q_i)^\top \sum_j\phi(k_j)$.
+# Causal: the two sums become prefix sums over $j \le i$. Compare its weights with softmax's for the
+# same queries and keys:
+
+# %%
+n, d_k = 48, 16
+q, k, v = qkv(n, heads=1, d_k=d_k, dtype=np.float64)
+scores = q.data[0, 0] @ k.data[0, 0].T / np.sqrt(d_k)
+softmax_weights = np.exp(scores - scores.max(1, keepdims=True))
+softmax_weights /= softmax_weights.sum(1, keepdims=True)
+similarity = F.elu_plus_one(q.data[0, 0]) @ F.elu_plus_one(k.data[0, 0]).T
+linear_weights = similarity / similarity.sum(1, keepdims=True)
+check = F.linear_attention(q, k, v).data[0, 0]
+assert np.allclose(check, linear_weights @ v.data[0, 0], atol=1e-12)
+
+
+def entropy(w):
+    return -(w * np.log(w)).sum(1).mean()
+
+
+print(f"mean entropy of a row: softmax {entropy(softmax_weights):.2f} nats, linear {entropy(linear_weights):.2f} "
+      f"nats (uniform: {np.log(n):.2f})")
+print("largest weight, mean over queries: softmax", softmax_weights.max(1).mean().round(3),
+      " linear", linear_weights.max(1).mean().round(3))
+fig, axes = plt.subplots(1, 2, figsize=(8, 3.4))
+pairs = [("softmax(q·k/√d_k)", softmax_weights), ("φ(q)·φ(k), normalised", linear_weights)]
+for ax, (name, w) in zip(axes, pairs):
+    image = ax.imshow(w, cmap="viridis")
+    ax.set_title(name, fontsize=9)
+    ax.set_xlabel("key")
+    fig.colorbar(image, ax=ax, fraction=0.046)
+axes[0].set_ylabel("query")
+fig.tight_layout()
+if SAVE:
+    fig.savefig("../chapters/figures/13-linear-vs-softmax.png", dpi=90, bbox_inches="tight")
+plt.show()
+
+# %% [markdown]
+# With random queries and keys the linear weights are much flatter: every $\phi$ is positive, and the
+# similarity is a product of features rather than an exponential of a dot product, so no key can
+# dominate the way one does under softmax. A model trained with it learns to live with that; it is not
+# a cheaper way to compute the same attention.
+#
+# ## 7. Table 1, all rows and all columns
+#
+# `benchmarks/table1.py` writes the four layers with engine ops (a tanh RNN, a convolution with
+# kernel 3 as three shifted matrix products, multi-head self-attention, and restricted self-attention
+# with $r = 8$ built on `local_attention`) and measures the three columns: time against $n$, the
+# depth of the engine's graph (the sequential operations), and the number of stacked layers before
+# the last output depends on the first input (the path length, tested with a gradient).
+
+# %%
+sys.path.insert(0, "../benchmarks")
+import table1  # noqa: E402
+
+table_lengths = [16, 64, 256] if QUICK else [16, 32, 64, 128, 256, 512, 1024]
+measured = table1.measure(table_lengths, repeats=1 if QUICK else 3, path_n=32)
+print(f"{'layer':<36}{'depth n=32':>11}{'depth n=64':>11}{'layers to connect (n=32)':>26}")
+for name, row in measured["rows"].items():
+    print(f"{name:<36}{row['graph_depth'][0]:>11}{row['graph_depth'][1]:>11}{row['layers_to_connect']:>26}")
+
+fig, ax = plt.subplots(figsize=(6, 3.6))
+for (name, row), marker in zip(measured["rows"].items(), "osd^"):
+    ax.loglog(table_lengths, 1e3 * np.array(row["seconds"]), marker + "-", label=name)
+ax.set_xlabel("sequence length n")
+ax.set_ylabel("forward + backward, ms")
+ax.set_title(f"Table 1 measured, d = {measured['d']}", fontsize=10)
+ax.legend(fontsize=8)
+fig.tight_layout()
+if SAVE:
+    fig.savefig("../chapters/figures/13-table1.png", dpi=90, bbox_inches="tight")
+plt.show()
+
+rows = measured["rows"]
+assert rows["self-attention"]["layers_to_connect"] == 1
+assert rows["convolutional, k = 3"]["layers_to_connect"] == 31            # n − 1 for kernel 3
+assert rows["restricted self-attention, r = 8"]["layers_to_connect"] == 4  # ⌈(n − 1) / r⌉
+assert rows["recurrent"]["graph_depth"][1] > 1.8 * rows["recurrent"]["graph_depth"][0]
+assert all(rows[name]["graph_depth"][0] == rows[name]["graph_depth"][1]
+           for name in rows if name != "recurrent")
+
+# %% [markdown]
+# The path lengths come out exactly as Table 1 says: one layer of self-attention connects the ends;
+# a kernel-3 convolution needs $n-1 = 31$ layers (a dilated one would need $O(\log_k n)$); restricted
+# attention with $r = 8$ needs $\lceil 31/8\rceil = 4$. The recurrent layer connects them in one layer,
+# but only through its $n-1$ steps, which is why its graph depth doubles with $n$ while every other
+# layer's depth stays fixed.
+#
+# ## 8. Gradient checks
+#
+# float64 central differences with a random upstream gradient, on lengths that are not multiples
+# of the block or window, with causal, padding and block masks.
+
+# %%
+def small(t, s, d_k=3, d_v=2):
+    return (mt.Tensor(rng.standard_normal((2, 1, t, d_k)), requires_grad=True),
+            mt.Tensor(rng.standard_normal((2, 1, s, d_k)), requires_grad=True),
+            mt.Tensor(rng.standard_normal((2, 1, s, d_v)), requires_grad=True))
+
+
+padding = (np.arange(7)[None, :] < np.array([5, 7])[:, None])[:, None, None, :]    # (B, 1, 1, S)
+layout = np.array([[1, 0, 0], [1, 1, 0], [0, 1, 1]], bool)
+checks = {
+    "flash, causal + padding, block 3": lambda q, k, v: F.flash_attention(q, k, v, mask=padding, causal=True,
+                                                                           block_size=3),
+    "flash, block-sparse": lambda q, k, v: F.flash_attention(q, k, v, block_size=3, block_mask=layout),
+    "local, window 2, padding": lambda q, k, v: F.local_attention(q, k, v, 2, mask=padding),
+    "linear, causal": lambda q, k, v: F.linear_attention(q, k, v, causal=True),
+}
+for name, fn in checks.items():
+    print(f"{name:<36}", mt.gradcheck(fn, list(small(7, 7))))

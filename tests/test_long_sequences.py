@@ -1,0 +1,444 @@
+"""Chapter 13: flash (tiled) attention, sliding-window attention and linear attention.
+
+Each is checked three ways: against a definition computed the O(n²) way (value and
+gradient), by a float64 gradient check on shapes that are not multiples of the block,
+and by mutants, deliberately broken copies that these same checks must reject.
+"""
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import minitransformer as mt
+import minitransformer.functional as F
+from minitransformer.gradcheck import GradcheckError
+
+flash_module = importlib.import_module("minitransformer.functional.flash_attention")
+local_module = importlib.import_module("minitransformer.functional.local_attention")
+linear_module = importlib.import_module("minitransformer.functional.linear_attention")
+
+
+def tensor(rng, *shape):
+    return mt.Tensor(rng.standard_normal(shape), requires_grad=True)
+
+
+def qkv(rng, t, s, d_k=5, d_v=4, batch=2, heads=2):
+    return tensor(rng, batch, heads, t, d_k), tensor(rng, batch, heads, s, d_k), tensor(rng, batch, heads, s, d_v)
+
+
+def padding(lengths, s):
+    """(B, 1, 1, S) key-padding mask: the first lengths[b] keys are real."""
+    return (np.arange(s)[None, :] < np.array(lengths)[:, None])[:, None, None, :]
+
+
+def causal(t, s):
+    """(1, 1, T, S): query i sees keys j ≤ i + (S − T), the bottom-right-aligned triangle."""
+    return (np.arange(s)[None, :] <= np.arange(t)[:, None] + (s - t))[None, None]
+
+
+def values_and_gradients(fn, inputs, upstream):
+    for x in inputs:
+        x.grad = None
+    out = fn(*inputs)
+    out.backward(upstream)
+    return out.data.copy(), [x.grad.copy() for x in inputs]
+
+
+def assert_same_values_and_gradients(fn, reference, inputs, rng, atol=1e-10):
+    upstream = rng.standard_normal(reference(*inputs).shape)
+    out, grads = values_and_gradients(fn, inputs, upstream)
+    expected, expected_grads = values_and_gradients(reference, inputs, upstream)
+    np.testing.assert_allclose(out, expected, rtol=0, atol=atol)
+    for name, got, want in zip("qkv", grads, expected_grads):
+        np.testing.assert_allclose(got, want, rtol=0, atol=atol, err_msg=f"gradient of {name}")
+
+
+# -- flash attention ---------------------------------------------------------------------------------------
+FLASH_CASES = {   # name: (T, S, block_size, causal, mask builder)
+    "plain, one block": (5, 6, 64, False, lambda t, s: None),
+    "plain, ragged tiles": (13, 11, 4, False, lambda t, s: None),
+    "block of one": (4, 5, 1, False, lambda t, s: None),
+    "padding": (9, 10, 4, False, lambda t, s: padding([6, 10], s)),
+    "causal": (13, 13, 4, True, lambda t, s: None),
+    "causal, fewer queries than keys": (5, 13, 4, True, lambda t, s: None),
+    "causal and padding": (10, 10, 3, True, lambda t, s: padding([7, 10], s)),
+    "full (T, S) mask": (7, 9, 4, False, lambda t, s: np.random.default_rng(1).random((2, 1, t, s)) < 0.6),
+}
+
+
+def flash_reference_mask(t, s, is_causal, mask):
+    full = np.ones((1, 1, t, s), bool) if mask is None else mask
+    return full & causal(t, s) if is_causal else full
+
+
+@pytest.mark.parametrize("name", sorted(FLASH_CASES))
+def test_flash_equals_scaled_dot_product_attention_in_value_and_gradient(rng, name):
+    t, s, block, is_causal, build = FLASH_CASES[name]
+    mask = build(t, s)
+    inputs = qkv(rng, t, s)
+    reference_mask = flash_reference_mask(t, s, is_causal, mask)
+    assert_same_values_and_gradients(
+        lambda q, k, v: F.flash_attention(q, k, v, mask=mask, causal=is_causal, block_size=block),
+        lambda q, k, v: F.scaled_dot_product_attention(q, k, v, mask=reference_mask), inputs, rng)
+
+
+@pytest.mark.parametrize("name", ["plain, ragged tiles", "padding", "causal", "causal and padding",
+                                  "causal, fewer queries than keys"])
+def test_flash_gradcheck(rng, name):
+    t, s, block, is_causal, build = FLASH_CASES[name]
+    mask = build(t, s)
+    q, k, v = qkv(rng, t, s, heads=1)
+    assert mt.gradcheck(lambda q, k, v: F.flash_attention(q, k, v, mask=mask, causal=is_causal, block_size=block),
+                        [q, k, v])
+
+
+def expand_layout(layout, block, t, s):
+    """A (⌈T/bs⌉, ⌈S/bs⌉) block layout as the (1, 1, T, S) entry mask it stands for."""
+    return np.kron(layout, np.ones((block, block), bool))[:t, :s][None, None]
+
+
+def test_flash_block_mask_computes_exactly_the_listed_tiles(rng):
+    t, s, block = 11, 10, 3
+    layout = np.array([[1, 0, 0, 1], [1, 1, 0, 0], [0, 0, 0, 0], [0, 1, 1, 1]], bool)   # row 2: no tile at all
+    inputs = qkv(rng, t, s)
+    assert_same_values_and_gradients(
+        lambda q, k, v: F.flash_attention(q, k, v, block_size=block, block_mask=layout),
+        lambda q, k, v: F.scaled_dot_product_attention(q, k, v, mask=expand_layout(layout, block, t, s)),
+        inputs, rng)
+    out = F.flash_attention(*inputs, block_size=block, block_mask=layout)
+    np.testing.assert_array_equal(out.data[:, :, 6:9], 0.0)       # the queries of the empty block row
+
+
+def test_flash_gradcheck_with_a_block_mask_causal_and_padding(rng):
+    t, block = 10, 3
+    layout = np.tril(np.ones((4, 4), bool)) & ~np.eye(4, k=-2, dtype=bool)        # local band of tiles
+    layout[:, 0] = True                                                             # plus a global first block
+    mask = padding([8, 10], t)
+    q, k, v = qkv(rng, t, t, heads=1)
+    assert mt.gradcheck(lambda q, k, v: F.flash_attention(q, k, v, mask=mask, causal=True, block_size=block,
+                                                          block_mask=layout), [q, k, v])
+
+
+def test_flash_fully_masked_rows_give_zeros_no_nan_and_no_gradient(rng):
+    t, s = 6, 7
+    mask = np.ones((2, 1, t, s), bool)
+    mask[0, 0, 1] = False
+    mask[1, 0, 4:] = False
+    q, k, v = qkv(rng, t, s)
+    out = F.flash_attention(q, k, v, mask=mask, block_size=4)
+    assert np.isfinite(out.data).all()
+    np.testing.assert_array_equal(out.data[0, :, 1], 0.0)
+    np.testing.assert_array_equal(out.data[1, :, 4:], 0.0)
+    upstream = np.zeros(out.shape)
+    upstream[0, :, 1], upstream[1, :, 4:] = 1.0, 1.0          # gradient only through the empty rows
+    out.backward(upstream)
+    for x in (q, k, v):
+        np.testing.assert_array_equal(x.grad, 0.0)
+    q2, k2, v2 = qkv(rng, t, s, batch=2)
+    assert mt.gradcheck(lambda q, k, v: F.flash_attention(q, k, v, mask=mask, block_size=4), [q2, k2, v2])
+
+
+def test_flash_with_every_key_padded_gives_zeros(rng):
+    q, k, v = qkv(rng, 4, 5)
+    out = F.flash_attention(q, k, v, mask=np.zeros((2, 1, 1, 5), bool), block_size=2)
+    np.testing.assert_array_equal(out.data, 0.0)
+
+
+def test_flash_shares_keys_across_heads_by_broadcasting(rng):
+    q, k, v = tensor(rng, 2, 3, 7, 4), tensor(rng, 1, 1, 6, 4), tensor(rng, 1, 1, 6, 2)
+    assert_same_values_and_gradients(lambda q, k, v: F.flash_attention(q, k, v, block_size=4),
+                                     lambda q, k, v: F.scaled_dot_product_attention(q, k, v), [q, k, v], rng)
+
+
+def test_flash_keeps_float32_and_agrees_with_sdpa_there(rng):
+    q, k, v = (mt.Tensor(x.data.astype(np.float32)) for x in qkv(rng, 33, 40))
+    out = F.flash_attention(q, k, v, causal=True, block_size=8)
+    assert out.dtype == np.float32
+    np.testing.assert_allclose(out.data, F.scaled_dot_product_attention(q, k, v, mask=causal(33, 40)).data,
+                               atol=1e-6)
+
+
+def test_flash_keeps_nothing_of_size_t_times_s_for_backward(rng):
+    t = s = 96
+    q, k, v = qkv(rng, t, s, batch=1, heads=1)
+    out = F.flash_attention(q, k, v, block_size=16)
+    saved = [value for value in vars(out.creator).values() if hasattr(value, "nbytes")]
+    assert saved, "the Function should keep its inputs, O and L"
+    assert max(a.size for a in saved) < t * s                   # no (T, S) scores or weights
+    sdpa = F.scaled_dot_product_attention(q, k, v)
+    assert sdpa.creator.weights.size == t * s                   # while eq. 1 keeps A
+
+
+def test_flash_refuses_bad_arguments(rng):
+    q, k, v = qkv(rng, 5, 6)
+    with pytest.raises(ValueError, match="block_size must be a positive integer"):
+        F.flash_attention(q, k, v, block_size=0)
+    with pytest.raises(ValueError, match=r"block_mask must be a boolean array of shape .* \(3, 3\)"):
+        F.flash_attention(q, k, v, block_size=2, block_mask=np.ones((2, 3), bool))
+    with pytest.raises(ValueError, match="does not broadcast to the scores' shape"):
+        F.flash_attention(q, k, v, mask=np.ones((2, 1, 1, 5), bool))
+    with pytest.raises(ValueError, match="same last size d_k"):
+        F.flash_attention(q, tensor(rng, 2, 2, 6, 3), v)
+
+
+# -- mutants of flash attention: the checks above must reject each of them ------------------------------------
+def step_without_rescaling_the_sum(row_max, row_sum, weighted, scores, values):
+    """The classic slip: the old running sum is not moved to the new maximum."""
+    xp = np
+    new_max = xp.maximum(row_max, scores.max(axis=-1, keepdims=True))
+    shift = xp.where(xp.isneginf(new_max), 0, new_max)
+    probs = xp.exp(scores - shift)
+    rescale = xp.exp(row_max - shift)
+    return new_max, row_sum + probs.sum(axis=-1, keepdims=True), rescale * weighted + probs @ values
+
+
+def test_a_running_sum_that_is_not_rescaled_is_caught(rng, monkeypatch):
+    monkeypatch.setattr(flash_module, "online_softmax_step", step_without_rescaling_the_sum)
+    q, k, v = qkv(rng, 9, 10, batch=1)
+    with pytest.raises(AssertionError, match="Not equal to tolerance"):
+        np.testing.assert_allclose(F.flash_attention(q, k, v, block_size=4).data,
+                                   F.scaled_dot_product_attention(q, k, v).data, atol=1e-10)
+    with pytest.raises(GradcheckError, match="is wrong at"):
+        mt.gradcheck(lambda q, k, v: F.flash_attention(q, k, v, block_size=4), [q, k, v])
+
+
+WRONG_DELTAS = {
+    "forgets O: rowsum(gO)": lambda g_out, out: g_out.sum(axis=-1, keepdims=True),
+    "forgets D: gS = P ⊙ gP": lambda g_out, out: np.zeros(out.shape[:-1] + (1,)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(WRONG_DELTAS))
+def test_a_wrong_delta_is_caught_by_the_gradient_check(rng, monkeypatch, name):
+    monkeypatch.setattr(flash_module, "flash_delta", WRONG_DELTAS[name])
+    q, k, v = qkv(rng, 7, 9, batch=1)
+    with pytest.raises(GradcheckError, match="gradient of input 0"):     # the queries' gradient is wrong
+        mt.gradcheck(lambda q, k, v: F.flash_attention(q, k, v, block_size=4), [q, k, v])
+
+
+def test_a_log_sum_exp_without_the_max_is_caught_by_the_gradient_check(rng, monkeypatch):
+    real = flash_module.finish_rows
+
+    def finish_without_max(row_max, row_sum, weighted):
+        out, _ = real(row_max, row_sum, weighted)
+        return out, np.log(row_sum)                               # forgets m in L = m + log ℓ
+
+    monkeypatch.setattr(flash_module, "finish_rows", finish_without_max)
+    q, k, v = qkv(rng, 6, 8, batch=1)
+    with pytest.raises(GradcheckError, match="is wrong at"):
+        mt.gradcheck(lambda q, k, v: F.flash_attention(q, k, v, block_size=4), [q, k, v])
+
+
+# -- local (sliding-window) attention ---------------------------------------------------------------------------
+LOCAL_CASES = [(13, 3, False), (13, 3, True), (10, 5, False), (7, 1, True), (6, 20, False), (12, 4, True)]
+
+
+@pytest.mark.parametrize("length, window, is_causal", LOCAL_CASES)
+def test_local_equals_sdpa_with_the_band_mask(rng, length, window, is_causal):
+    mask = padding([length - 2, length], length)
+    inputs = qkv(rng, length, length)
+    band = F.band_mask(length, window, is_causal, device="cpu") & mask
+    assert_same_values_and_gradients(
+        lambda q, k, v: F.local_attention(q, k, v, window, causal=is_causal, mask=mask),
+        lambda q, k, v: F.scaled_dot_product_attention(q, k, v, mask=band), inputs, rng)
+
+
+def test_band_mask_is_the_window(rng):
+    band = F.band_mask(6, 2, device="cpu")[0, 0]
+    for i in range(6):
+        for j in range(6):
+            assert band[i, j] == (abs(i - j) <= 2)
+    assert not F.band_mask(6, 2, causal=True, device="cpu")[0, 0, 1, 2]
+
+
+@pytest.mark.parametrize("window, is_causal", [(3, False), (2, True)])
+def test_local_gradcheck(rng, window, is_causal):
+    q, k, v = qkv(rng, 8, 8, heads=1)
+    mask = padding([7, 8], 8)
+    assert mt.gradcheck(lambda q, k, v: F.local_attention(q, k, v, window, causal=is_causal, mask=mask), [q, k, v])
+
+
+def test_local_attention_works_on_n_times_3w_scores_not_n_squared(rng, monkeypatch):
+    seen = []
+    real = local_module.scaled_dot_product_attention
+
+    def spy(q, k, v, mask=None):
+        seen.append(q.shape[:-1] + (k.shape[-2],))
+        return real(q, k, v, mask=mask)
+
+    monkeypatch.setattr(local_module, "scaled_dot_product_attention", spy)
+    length, window = 200, 8
+    F.local_attention(*qkv(rng, length, length, batch=1, heads=1), window)
+    [scores_shape] = seen
+    assert scores_shape == (1, 1, length // window, window, 3 * window)     # 3·n·w entries, not n²
+    assert np.prod(scores_shape) == 3 * length * window < length * length
+
+
+def test_local_refuses_bad_arguments(rng):
+    q, k, v = qkv(rng, 6, 6)
+    with pytest.raises(ValueError, match="window must be a positive integer"):
+        F.local_attention(q, k, v, 0)
+    with pytest.raises(ValueError, match="need the same length"):
+        F.local_attention(q, *qkv(rng, 6, 5)[1:], 2)
+    with pytest.raises(ValueError, match="key-padding mask of shape"):
+        F.local_attention(q, k, v, 2, mask=np.ones((2, 1, 6, 6), bool))
+
+
+def test_a_band_one_position_too_narrow_is_caught(rng, monkeypatch):
+    def narrow(a, b, window, causal):
+        offset = b - a - window
+        return (offset > -window) & (offset <= (0 if causal else window))     # loses key i − w
+
+    monkeypatch.setattr(local_module, "chunk_band", narrow)
+    inputs = qkv(rng, 9, 9, batch=1)
+    with pytest.raises(AssertionError, match="Not equal to tolerance"):
+        assert_same_values_and_gradients(
+            lambda q, k, v: F.local_attention(q, k, v, 2),
+            lambda q, k, v: F.scaled_dot_product_attention(q, k, v, mask=F.band_mask(9, 2, device="cpu")),
+            inputs, rng)
+
+
+def test_chunks_without_the_left_neighbour_are_caught(rng, monkeypatch):
+    real = local_module._overlapping
+    monkeypatch.setattr(local_module, "_overlapping", lambda blocks, n: real(blocks[..., 1:, :, :], n))
+    inputs = qkv(rng, 9, 9, batch=1)
+    with pytest.raises(AssertionError, match="Not equal to tolerance"):
+        assert_same_values_and_gradients(
+            lambda q, k, v: F.local_attention(q, k, v, 3, causal=True),
+            lambda q, k, v: F.scaled_dot_product_attention(q, k, v, mask=F.band_mask(9, 3, True, device="cpu")),
+            inputs, rng)
+
+
+# -- linear attention --------------------------------------------------------------------------------------------
+def linear_reference(q, k, v, is_causal):
+    """o_i = Σ_j φ(q_i)·φ(k_j) v_j / Σ_j φ(q_i)·φ(k_j), with the (T, S) similarity matrix spelled out."""
+    phi = lambda x: np.where(x > 0, x + 1, np.exp(np.minimum(x, 0)))   # noqa: E731
+    similarity = phi(q.data) @ phi(k.data).swapaxes(-1, -2)           # (..., T, S)
+    if is_causal:
+        similarity = np.tril(similarity)
+    return similarity @ v.data / similarity.sum(axis=-1, keepdims=True)
+
+
+@pytest.mark.parametrize("length, chunk, is_causal", [(9, 4, True), (9, 64, True), (5, 1, True), (7, 4, False)])
+def test_linear_attention_matches_its_definition(rng, length, chunk, is_causal):
+    q, k, v = qkv(rng, length, length)
+    out = linear_module.LinearAttention(is_causal, chunk)(q, k, v)
+    np.testing.assert_allclose(out.data, linear_reference(q, k, v, is_causal), rtol=1e-12, atol=1e-12)
+
+
+def test_linear_attention_non_causal_takes_other_key_lengths(rng):
+    q, k, v = qkv(rng, 4, 9)
+    np.testing.assert_allclose(F.linear_attention(q, k, v).data, linear_reference(q, k, v, False), atol=1e-12)
+
+
+@pytest.mark.parametrize("is_causal, chunk", [(False, 64), (True, 3), (True, 64)])
+def test_linear_attention_gradcheck(rng, is_causal, chunk):
+    q, k, v = qkv(rng, 8, 8, batch=1)
+    assert mt.gradcheck(lambda q, k, v: linear_module.LinearAttention(is_causal, chunk)(q, k, v), [q, k, v])
+
+
+def test_linear_attention_gradcheck_with_broadcast_keys(rng):
+    q, k, v = tensor(rng, 2, 2, 5, 3), tensor(rng, 1, 1, 5, 3), tensor(rng, 1, 1, 5, 2)
+    assert mt.gradcheck(lambda q, k, v: F.linear_attention(q, k, v, causal=True), [q, k, v])
+
+
+def test_linear_attention_is_a_different_model_from_softmax_attention(rng):
+    q, k, v = qkv(rng, 6, 6)
+    gap = np.abs(F.linear_attention(q, k, v).data - F.scaled_dot_product_attention(q, k, v).data).max()
+    assert gap > 1e-2
+
+
+def test_linear_attention_refuses_causal_with_other_lengths(rng):
+    with pytest.raises(ValueError, match="causal needs as many queries as keys"):
+        F.linear_attention(*qkv(rng, 4, 6), causal=True)
+
+
+def test_prefix_sums_not_carried_across_chunks_are_caught(rng, monkeypatch):
+    real = linear_module.causal_prefix_attention
+
+    def forgetful(phi_q, phi_k, v, chunk):                             # each chunk starts from zero
+        parts = [real(phi_q[..., i:i + chunk, :], phi_k[..., i:i + chunk, :], v[..., i:i + chunk, :], chunk)
+                 for i in range(0, phi_q.shape[-2], chunk)]
+        return (np.concatenate([p[0] for p in parts], -2), np.concatenate([p[1] for p in parts], -2),
+                [start for p in parts for start in p[2]])
+
+    monkeypatch.setattr(linear_module, "causal_prefix_attention", forgetful)
+    q, k, v = qkv(rng, 8, 8, batch=1)
+    with pytest.raises(AssertionError, match="Not equal to tolerance"):
+        np.testing.assert_allclose(linear_module.LinearAttention(True, 3)(q, k, v).data,
+                                   linear_reference(q, k, v, True), atol=1e-10)
+    with pytest.raises(GradcheckError, match="is wrong at"):
+        mt.gradcheck(lambda q, k, v: linear_module.LinearAttention(True, 3)(q, k, v), [q, k, v])
+
+
+def test_a_feature_map_slope_of_one_everywhere_is_caught(rng, monkeypatch):
+    monkeypatch.setattr(linear_module, "elu_plus_one_slope", lambda x, phi: np.ones_like(x))   # as if φ = x + 1
+    q, k, v = qkv(rng, 6, 6, batch=1)
+    with pytest.raises(GradcheckError, match="is wrong at"):
+        mt.gradcheck(lambda q, k, v: F.linear_attention(q, k, v, causal=True), [q, k, v])
+
+
+# -- the benchmark and the chapter that quotes it ------------------------------------------------------------------
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def benchmark_module(name):
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+
+
+@pytest.mark.parametrize("name", ["long_sequences", "table1", "attention_kinds_bleu"])
+def test_the_chapter_quotes_the_results_files_as_rendered(name):
+    module = benchmark_module(name)
+    results_file = f"benchmarks/results/{name}.json"
+    if name == "attention_kinds_bleu" and not (ROOT / results_file).exists():
+        pytest.skip("the translation runs with each attention have not been made yet")
+    results = json.loads((ROOT / results_file).read_text(encoding="utf-8"))
+    chapter = (ROOT / "chapters" / "13-long-sequences.md").read_text(encoding="utf-8")
+    quoted = benchmark_module("long_sequences").region(chapter, results_file)
+    assert quoted == module.render_markdown(results), f"run python benchmarks/{name}.py --render"
+
+
+def test_the_results_show_what_the_chapter_claims():
+    results = json.loads((ROOT / "benchmarks/results/long_sequences.json").read_text(encoding="utf-8"))
+    summary = benchmark_module("long_sequences").summarize(results)
+    assert summary["flash_over_sdpa_memory_4096"] <= 1 / 8          # flash at 4,096: at most 1/8 of eq. 1's memory
+    by = {(r["function"], r["n"]): r for r in results["records"]}
+    assert "added_mib" in by[("flash", 16384)]                        # and it ran at 16,384
+    assert "skipped" in by[("sdpa", 16384)]
+
+
+@pytest.mark.skipif(mt.cuda_available(), reason="with a GPU this would run the whole GPU benchmark")
+def test_the_gpu_benchmark_skips_cleanly_without_a_gpu():
+    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "long_sequences.py"), "--gpu"],
+                            capture_output=True, text=True, timeout=120,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert result.returncode == 0, result.stderr
+    assert "skipping the GPU benchmark" in result.stdout
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["flash", "local", "linear"])
+def test_the_same_code_runs_on_cupy_and_agrees_with_numpy(rng, name):
+    calls = {"flash": lambda q, k, v: F.flash_attention(q, k, v, causal=True, block_size=4),
+             "local": lambda q, k, v: F.local_attention(q, k, v, 3, causal=True),
+             "linear": lambda q, k, v: F.linear_attention(q, k, v, causal=True)}
+    inputs = qkv(rng, 11, 11)
+    upstream = rng.standard_normal((2, 2, 11, 4))
+    expected, expected_grads = values_and_gradients(calls[name], inputs, upstream)
+    on_gpu = [mt.Tensor(mt.backend.to_device(x.data, "cuda"), requires_grad=True) for x in inputs]
+    out = calls[name](*on_gpu)
+    out.backward(mt.backend.to_device(upstream, "cuda"))
+    np.testing.assert_allclose(out.numpy(), expected, atol=1e-10)
+    for x, want in zip(on_gpu, expected_grads):
+        np.testing.assert_allclose(mt.backend.asnumpy(x.grad), want, atol=1e-10)
