@@ -70,7 +70,7 @@ def quotes_in(path: Path, text: str | None = None) -> list[Quote]:
         elif not fenced:
             matches = list(MARKER.finditer(line))
             if len(matches) != line.count("<!-- fig "):
-                raise FigureError(f"{path}:{number}: a `<!-- fig FILE.json:KEY -->` marker that is malformed "
+                raise FigureError(f"{path.name if not path.is_relative_to(ROOT) else path.relative_to(ROOT)}:{number}: a `<!-- fig FILE.json:KEY -->` marker that is malformed "
                                   f"or does not follow a number directly")
             for m in matches:
                 found.append(Quote(path, number, m["text"], m["file"], m["key"], bool(m["scale"]),
