@@ -94,7 +94,7 @@ def residual_gradients(depths: list[int], d_model: int, seed: int) -> dict:
             (h * mt.Tensor(upstream)).sum().backward()
             grad = np.asarray(x.grad)
             norms.append(float(f"{np.linalg.norm(grad):.3g}"))
-            cosines.append(round(float((grad * upstream).sum() / np.linalg.norm(grad)), 2))
+            cosines.append(round(float((grad * upstream).sum() / np.linalg.norm(grad)), 2) + 0.0)   # no "-0.0"
         out[kind] = {"grad_norm": norms, "cosine_with_top": cosines}
     return out
 

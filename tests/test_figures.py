@@ -32,7 +32,8 @@ def book(tmp_path):
     (tmp_path / "README.md").write_text(
         "BLEU **96.16**<!-- fig run.json:bleu -->, 92.4<!-- fig run.json:exact x100 --> % exact,\n"
         "1,400<!-- fig run.json:steps --> steps, last dev 93.4<!-- fig run.json:history.1.bleu -->.\n"
-        "```\nin code 12.0<!-- fig run.json:nothing --> is not checked\n```\n")
+        "```\nin code 12.0<!-- fig run.json:nothing --> is not checked\n```\n"
+        "nor in `5<!-- fig run.json:nothing -->` inline code\n\n    or 6<!-- fig run.json:nothing --> indented\n")
     return tmp_path
 
 

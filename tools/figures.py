@@ -14,7 +14,7 @@ percentage. The quoted text must equal the value rounded to as many decimals as 
     python tools/figures.py where default_run.json[:KEY]   # every place that quotes a file (or one key)
     python tools/figures.py record-run runs/enja  # copy a training run's results.json into default_run.json, then update
 
-Code blocks are skipped: a marker there would print. tests/test_figures.py runs `check`.
+Code is skipped (fenced or indented blocks, `inline code`): a marker there would print. tests/test_figures.py runs `check`.
 """
 from __future__ import annotations
 
@@ -32,6 +32,7 @@ DOCUMENTS = ("README.md", "chapters/*.md", "benchmarks/README.md")
 NUMBER = r"-?\d[\d,]*(?:\.\d+)?"
 MARKER = re.compile(rf"(?P<text>{NUMBER})(?P<between>[*$]*)<!-- fig (?P<file>[\w.-]+\.json):(?P<key>[^\s>]+)"
                     rf"(?: (?P<scale>x100))? -->")
+INLINE_CODE = re.compile(r"`[^`]*`")
 # the fields of a run's results.json that the README and chapter 11 quote
 RUN_FIELDS = ("steps", "train_seconds", "wall_seconds", "test_bleu", "test_exact_match",
               "test_heldout_bleu", "test_heldout_exact_match", "final_model")
@@ -67,7 +68,8 @@ def quotes_in(path: Path, text: str | None = None) -> list[Quote]:
     for number, line in enumerate(text.splitlines(keepends=True), start=1):
         if line.lstrip().startswith("```"):
             fenced = not fenced
-        elif not fenced:
+        elif not fenced and not line.startswith("    "):          # indented lines are code too
+            line = INLINE_CODE.sub(lambda m: " " * len(m.group()), line)   # `code` spans: same offsets
             matches = list(MARKER.finditer(line))
             if len(matches) != line.count("<!-- fig "):
                 raise FigureError(f"{path.name if not path.is_relative_to(ROOT) else path.relative_to(ROOT)}:{number}: a `<!-- fig FILE.json:KEY -->` marker that is malformed "
