@@ -67,6 +67,7 @@ def residual_gradients(depths: list[int], d_model: int, seed: int) -> dict:
     cosine with the gradient arriving at the top (1 = the top's signal passes through unchanged)."""
     import minitransformer as mt
     from minitransformer.nn import FeedForward, LayerNorm
+    from minitransformer.nn import init as nn_init
 
     stacks = {
         "plain": lambda ffn, norm, h: ffn(h),                      # no identity path, no norm
@@ -79,7 +80,7 @@ def residual_gradients(depths: list[int], d_model: int, seed: int) -> dict:
     for kind, layer in stacks.items():
         norms, cosines = [], []
         for depth in depths:
-            np.random.seed(seed)                                   # the same weights for every stack
+            nn_init.set_seed(seed)                                 # the same weights for every stack
             blocks = [(FeedForward(d_model, 4 * d_model), LayerNorm(d_model)) for _ in range(depth)]
             for ffn, norm in blocks:
                 for p in list(ffn.parameters()) + list(norm.parameters()):

@@ -187,7 +187,7 @@ print(f"total: {sum(uncached):.2f} s without the cache, {sum(cached):.2f} s with
 
 # %%
 def input_gradient(layer, depth, d=32):
-    np.random.seed(0)                                        # the same weights for every variant
+    nn.init.set_seed(0)                                      # the same weights for every variant
     blocks = [(nn.FeedForward(d, 4 * d), nn.LayerNorm(d)) for _ in range(depth)]
     for ffn, norm in blocks:
         for p in list(ffn.parameters()) + list(norm.parameters()):
