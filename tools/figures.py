@@ -150,7 +150,7 @@ def record_run(run: Path, results: Path = RESULTS) -> dict:
         raise FigureError(f"{source}: no results.json (is {run} a finished training run?)")
     summary = json.loads(source.read_text(encoding="utf-8"))
     record = {"source": f"python tools/figures.py record-run {run}",
-              "command": "python -m minitransformer train --out runs/enja"}
+              "command": f"python -m minitransformer train --out {run}"}
     record.update({k: summary[k] for k in RUN_FIELDS if k in summary})
     record["epochs"] = round(summary["epochs"], 1)
     record["step_seconds"] = round(summary["train_seconds"] / summary["steps"], 3)
