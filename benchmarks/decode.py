@@ -23,6 +23,7 @@ the same tokens up to float32 near-ties).
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import tempfile
 import time
@@ -89,6 +90,11 @@ def worker(library: str, args) -> None:
     serve({"run": run, "memory": memory_mib}, {"ready": True})
 
 
+def key_of(mode: str) -> str:
+    """'beam 4, no cache' -> 'beam4_no_cache': a key that tools/figures.py can name."""
+    return mode.replace("beam 4", "beam4").replace(",", "").replace(" ", "_")
+
+
 def main() -> int:
     import numpy as np
 
@@ -101,6 +107,8 @@ def main() -> int:
     parser.add_argument("--malloc", choices=("default", "keep", "both"), default="default")
     parser.add_argument("--modes", default=",".join(m.replace(", ", "+") for m in MODES),
                         help="which of: " + ", ".join(m.replace(", ", "+") for m in MODES))
+    parser.add_argument("--results", default=None, help="JSON file for the figures the READMEs quote "
+                        "(default benchmarks/results/decode_{threads}t.json)")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--state", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -114,6 +122,8 @@ def main() -> int:
           f"{config.n_layers}+{config.n_layers} layers, vocab {config.vocab}), {args.threads} threads, "
           f"{args.rounds} rounds")
     settings = ("default", "keep") if args.malloc == "both" else (args.malloc,)
+    record: dict = {"command": "python benchmarks/decode.py " + " ".join(sys.argv[1:]), "config": args.config,
+                    "threads": args.threads, "rounds": args.rounds}
     for malloc in settings:
         env = worker_env(args.threads, malloc)
         with tempfile.TemporaryDirectory() as folder:
@@ -143,17 +153,25 @@ def main() -> int:
         for mode in modes:
             ours, theirs = median(seconds["minitransformer", mode]), median(seconds["torch", mode])
             print(f"{mode:<18}{ours:>9.2f}{theirs:>9.2f}{ours / theirs:>11.2f}{ours / LENGTH * 1e3:>20.1f}")
+            record.setdefault(malloc, {})[key_of(mode)] = {"ours_s": round(ours, 2), "torch_s": round(theirs, 2),
+                                                   "ratio": round(ours / theirs, 2)}
         for search in ("greedy", "beam 4"):
             cached, uncached = f"{search}, cache", f"{search}, no cache"
             if cached in modes and uncached in modes:
                 speedups = [f"{median(seconds[lib, uncached]) / median(seconds[lib, cached]):.1f}×"
                             for lib in workers]
                 print(f"cache speed-up, {search}: ours {speedups[0]}, torch {speedups[1]}")
+                record[malloc][key_of(f"cache speedup {search}")] = {lib: round(median(seconds[lib, uncached])
+                                                                         / median(seconds[lib, cached]), 1) for lib in workers}
         if len(tokens) == 2:
             same = sum(a == b for a, b in zip(tokens["minitransformer"], tokens["torch"]))
             print(f"greedy outputs identical in both libraries: {same}/{SENTENCES} sentences")
         print("peak RSS of the decoding workers: ours %.0f MiB, torch %.0f MiB"
               % (memory["minitransformer"]["VmHWM"], memory["torch"]["VmHWM"]))
+        record[malloc]["rss_mib"] = {lib: round(memory[lib]["VmHWM"]) for lib in memory}
+    path = Path(args.results or Path(__file__).resolve().parent / "results" / f"decode_{args.threads}t.json")
+    path.write_text(json.dumps(record, indent=1) + "\n")
+    print(f"wrote {path}")
     return 0
 
 

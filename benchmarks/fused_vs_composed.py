@@ -12,6 +12,7 @@ fused version is faster).
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 import time
@@ -79,6 +80,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--results", default=str(Path(__file__).resolve().parent / "results" / "fused_vs_composed.json"),
+                        help="JSON file for the figures the chapters quote (tools/figures.py)")
     args = parser.parse_args()
     xp = backend.xp_for(args.device)
     sync = (lambda: xp.cuda.Device().synchronize()) if args.device != "cpu" else (lambda: None)
@@ -101,6 +104,7 @@ def main() -> None:
     ]
     print(f"forward + backward, float32, device={args.device}, median of {args.repeats}")
     print(f"{'function':30s} {'shape':>10s} {'composed ms':>12s} {'fused ms':>10s} {'ratio':>7s}")
+    functions = {}
     for name, shape, composed, fused, inputs in cases:
         # the two must agree before their speed means anything
         np.testing.assert_allclose(backend.asnumpy(fused(*inputs).data), backend.asnumpy(composed(*inputs).data),
@@ -108,6 +112,11 @@ def main() -> None:
         t_composed = time_forward_backward(composed, inputs, args.repeats, sync)
         t_fused = time_forward_backward(fused, inputs, args.repeats, sync)
         print(f"{name:30s} {shape:>10s} {t_composed:12.2f} {t_fused:10.2f} {t_composed / t_fused:6.2f}x")
+        functions[name.split(" ")[0]] = {"shape": shape, "composed_ms": round(t_composed, 2),
+                                         "fused_ms": round(t_fused, 2), "ratio": round(t_composed / t_fused, 2)}
+    Path(args.results).write_text(json.dumps({"command": "python benchmarks/fused_vs_composed.py", "device": args.device,
+                                              "repeats": args.repeats, "functions": functions}, indent=1) + "\n")
+    print(f"wrote {args.results}")
 
 
 if __name__ == "__main__":

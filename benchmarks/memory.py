@@ -94,6 +94,8 @@ def main() -> int:
     parser.add_argument("--malloc", choices=("default", "keep"), default="default")
     parser.add_argument("--explicit-attention", action="store_true")
     parser.add_argument("--no-decode", action="store_true")
+    parser.add_argument("--results", default=None, help="JSON file for the figures the READMEs quote "
+                        "(default benchmarks/results/memory_sdpa.json, or memory_explicit.json)")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--what", help=argparse.SUPPRESS)
     parser.add_argument("--length", type=int, help=argparse.SUPPRESS)
@@ -112,6 +114,8 @@ def main() -> int:
     header = (f"{'measurement':<24}{'ours peak':>11}{'torch peak':>12}{'ours added':>12}{'torch added':>13}"
               f"{'added ours/torch':>18}")
     print(header + "\n" + "-" * len(header))
+    record: dict = {"command": "python benchmarks/memory.py " + " ".join(sys.argv[1:]), "malloc": args.malloc,
+                    "torch_attention": "explicit" if args.explicit_attention else "sdpa"}
     with tempfile.TemporaryDirectory() as folder:
         state_path = str(Path(folder) / "state.npz")
         np.savez(state_path, **our_initial_state(config, max_len=max(512, max(lengths) + 1)))
@@ -121,7 +125,14 @@ def main() -> int:
             label = f"train step, T = S = {length}" if what == "train" else f"decode, {what}"
             print(f"{label:<24}{ours['peak']:>8.0f}MiB{theirs['peak']:>9.0f}MiB{ours['added']:>9.0f}MiB"
                   f"{theirs['added']:>10.0f}MiB{ours['added'] / max(theirs['added'], 1):>18.2f}", flush=True)
+            record[f"train_{length}" if what == "train" else what] = {
+                "ours_peak_mib": round(ours["peak"]), "torch_peak_mib": round(theirs["peak"]),
+                "ours_added_mib": round(ours["added"]), "torch_added_mib": round(theirs["added"])}
     print("peak = VmHWM of the process; added = peak − resident set just before the measured work")
+    path = Path(args.results or Path(__file__).resolve().parent / "results"
+                / f"memory_{'explicit' if args.explicit_attention else 'sdpa'}.json")
+    path.write_text(json.dumps(record, indent=1) + "\n")
+    print(f"wrote {path}")
     return 0
 
 

@@ -146,6 +146,8 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=5, help="timed chains per worker process (default 5)")
     parser.add_argument("--rounds", type=int, default=7, help="rounds over all libraries (default 7, at least 5)")
     parser.add_argument("--threads", type=int, default=1, help="OMP/BLAS threads for every library (default 1)")
+    parser.add_argument("--results", default=str(Path(__file__).resolve().parent / "results" / "overhead.json"),
+                        help="JSON file for the figures the chapters quote (tools/figures.py)")
     args = parser.parse_args()
 
     if args.worker:
@@ -167,6 +169,13 @@ def main() -> int:
     print(f"Per-op overhead: µs per op, chain of {args.ops} ops on (4, 4) float32 arrays, "
           f"median of {max(args.rounds, 5)} rounds, {threads} thread(s); (×) = ratio to PyTorch")
     print(format_table(medians))
+    Path(args.results).write_text(json.dumps({"command": "python benchmarks/overhead.py", "ops": args.ops,
+                                              "rounds": max(args.rounds, 5), "threads": args.threads,
+                                              "us_per_op": {lib: {mode: round(v, 2) for mode, v in figures.items()}
+                                                            for lib, figures in medians.items()},
+                                              "ratio_to_torch": {mode: round(v / medians["torch"][mode], 2)
+                                                                 for mode, v in medians["minitransformer"].items()}
+                                              if "torch" in medians else None}, indent=1) + "\n")
     return 0
 
 

@@ -28,6 +28,7 @@ from nn.Linear / nn.LayerNorm / nn.Embedding, loaded with our weights.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import tempfile
 import time
@@ -384,6 +385,25 @@ def print_results(results: dict, floors: dict, args) -> None:
                                           for n in per_config) + " MiB")
 
 
+def results_record(results: dict, floors: dict, args, load: float) -> dict:
+    """The printed tables as JSON, for the figures the READMEs quote (tools/figures.py)."""
+    record: dict = {"command": "python benchmarks/train_step.py " + " ".join(sys.argv[1:]), "threads": args.threads,
+                    "rounds": args.rounds, "device": args.device, "load_average_at_start": round(load, 2)}
+    for malloc, per_config in results.items():
+        for name, r in per_config.items():
+            config = CONFIGS[name].with_batch(args.batch) if args.batch else CONFIGS[name]
+            ours, theirs, tokens = r["ms"]["minitransformer"], r["ms"]["torch"], tokens_per_step(config)
+            floor = floors.get(name, {}).get("floor_ms")
+            record.setdefault(malloc, {})[name] = {
+                "ours_ms": round(ours, 1), "torch_ms": round(theirs, 1), "ratio": round(median(r["ratios"]), 2),
+                "ratio_min": round(min(r["ratios"]), 2), "ratio_max": round(max(r["ratios"]), 2),
+                "ours_tok_s": round(tokens / ours * 1e3), "torch_tok_s": round(tokens / theirs * 1e3),
+                "floor_ms": round(floor, 1) if floor else None, "ours_floor": round(ours / floor, 2) if floor else None,
+                "ours_rss_mib": round(r["memory"]["minitransformer"]["VmHWM"]),
+                "torch_rss_mib": round(r["memory"]["torch"]["VmHWM"])}
+    return record
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--configs", default="tiny,small-N3,medium-h8", help="comma-separated: " + ", ".join(CONFIGS))
@@ -397,6 +417,8 @@ def main() -> int:
                         help="torch attention as matmul + softmax + matmul instead of F.scaled_dot_product_attention")
     parser.add_argument("--skip-proof", action="store_true")
     parser.add_argument("--no-floor", action="store_true", help="skip the GEMM floor")
+    parser.add_argument("--results", default=None, help="JSON file for the figures the READMEs quote "
+                        "(default benchmarks/results/train_step_{threads}t_{malloc}.json, cpu only)")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--config", help=argparse.SUPPRESS)
     parser.add_argument("--state", help=argparse.SUPPRESS)
@@ -424,6 +446,10 @@ def main() -> int:
     settings = ("default", "keep") if args.malloc == "both" else (args.malloc,)
     results = {malloc: {name: measure(CONFIGS[name], args, malloc) for name in names} for malloc in settings}
     print_results(results, floors, args)
+    if args.results or args.device == "cpu":
+        path = Path(args.results or Path(__file__).resolve().parent / "results" / f"train_step_{args.threads}t_{args.malloc}.json")
+        path.write_text(json.dumps(results_record(results, floors, args, load), indent=1) + "\n")
+        print(f"wrote {path}")
     return 0
 
 

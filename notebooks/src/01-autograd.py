@@ -376,3 +376,23 @@ checks = {
 for name, (fn, inputs) in checks.items():
     assert mt.gradcheck(fn, inputs)
     print(f"gradcheck passed: {name}")
+
+
+# %% [markdown]
+# ## Exercises
+#
+# 1. Extend the twenty-line `Scalar` class of the notebook with `exp` and `__pow__`
+#    (constant exponent) and check them against central differences.
+# 2. Write `Sigmoid` as a Function whose backward uses only the saved output. Why is that
+#    better than saving the input and recomputing $\sigma(x)$?
+# 3. `Tensor.backward` processes nodes in reverse topological order. Construct a small
+#    graph where a *naive* order (e.g. breadth-first from the output, visiting each node
+#    once) gives a wrong gradient, and explain why.
+# 4. Implement `Softplus`, $\log(1+e^x)$, whose derivative is the sigmoid; gradcheck it,
+#    then break its backward in two different ways and watch gradcheck fail.
+# 5. Forward mode: for $y = \tanh(wx+b)$ compute $\partial y/\partial w$ by carrying a
+#    derivative alongside each value from the input forwards ("dual numbers"). How many
+#    sweeps would a model with $P$ parameters need?
+# 6. Measure the numerical-gradient error of `np.exp` at $x=1$ for $\varepsilon =
+#    10^{-1}, 10^{-2}, \dots, 10^{-12}$ with the one-sided and the central difference, in
+#    float32 and float64, and locate the four minima. Compare with $u^{1/2}$ and $u^{1/3}$.

@@ -168,3 +168,23 @@ checks = {
 for name, (fn, inputs) in checks.items():
     assert mt.gradcheck(fn, inputs)
     print(f"gradcheck passed: {name}")
+
+
+# %% [markdown]
+# ## Exercises
+#
+# 1. Prove that `unbroadcast` is the adjoint of broadcasting: for any $x$ of shape $s$ and
+#    $g$ of the broadcast shape, $\langle \text{broadcast}(x), g\rangle = \langle x,
+#    \text{unbroadcast}(g, s)\rangle$. Check it numerically on random shapes.
+# 2. Derive the backward of $y = x^\top A x$ for a vector $x$ by the shapes argument, then by
+#    indices. When is it $2Ax$?
+# 3. Write `Min` as a Function (by analogy with `Max`), including the tie rule, and gradcheck
+#    it. Then test a tie exactly.
+# 4. Implement `Take(axis, ids)` — `numpy.take` along an axis — with a scatter-add backward,
+#    and test it with repeated ids on a middle axis.
+# 5. The backward of `matmul` folds a shared weight's batch into rows
+#    (`a2.reshape(-1, k).T @ gy.reshape(-1, n_out)`). Show that this equals
+#    `unbroadcast(a2.swapaxes(-1, -2) @ gy, b2.shape)`, and time both for
+#    $(32, 100, 512) @ (512, 512)$.
+# 6. Why does `concatenate`'s backward use `split` with the saved sizes, and what would go
+#    wrong if it split the gradient into equal parts?

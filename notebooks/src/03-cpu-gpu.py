@@ -236,3 +236,23 @@ else:
         print("x's gradient came home to", x.grad.__class__.__name__, "on the CPU:", backend.get_device(x.grad))
     finally:
         backend._cupy, backend._cupyx = saved
+
+# %% [markdown]
+# ## Exercises
+#
+# 1. Write a `Softplus` Function once, run its gradcheck on the CPU, and (if you have a GPU)
+#    on CuPy arrays, without changing a line.
+# 2. Extend the notebook's timing table with an elementwise op (`xp.exp`) over $n\times n$
+#    arrays. Where is the CPU/GPU crossover for a memory-bound op compared with matmul?
+# 3. Time `cupy.asnumpy(cupy.asarray(a))` for growing arrays and estimate the bus bandwidth.
+#    How many matmuls of size $n$ must a batch be reused for to amortise its copy?
+# 4. Profile `benchmarks/overhead.py`'s minitransformer worker with `python -m cProfile`.
+#    Which three functions dominate? Propose a change that saves time without making the
+#    engine harder to read, and measure it.
+# 5. Add a `Tensor.to("cuda")` call in the middle of a small graph on a machine without
+#    CuPy, and read the error. Then simulate a GPU-less CuPy as `tests/test_backend.py` does
+#    and read that error too.
+# 6. Plant `numpy.exp(numpy.asarray(x))` in the forward of an op of your choice and run
+#    `pytest tests/test_device_double.py`. Which tests fail, and with what message? Then make
+#    `clip_grad_norm` read each parameter's norm separately again and find the test that
+#    counts the step's host waits.

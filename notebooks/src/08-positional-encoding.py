@@ -70,9 +70,11 @@ plt.show()
 #   \begin{pmatrix}\sin p\omega\\ \cos p\omega\end{pmatrix}$$
 #
 # — a rotation by $k\omega_i$ in every column pair: a block-diagonal matrix $R(k)$ that depends on
-# $k$ but **not** on $pos$. We build $R(k)$ from the formula, and separately *fit* one linear map by
+# $k$ but **not** on $pos$. The table stores $PE_{pos}$ as a *row*, so the map acts as
+# $PE_{pos}R(k)^\top = PE_{pos+k}$ (the formula is for column vectors). We build $R(k)^\top$ from the
+# formula, and separately *fit* one linear map by
 # least squares to all positions at once; both reproduce every shifted row to rounding error. (The
-# fitted matrix need not equal $R(k)$ entry by entry: over 200 positions the slowest columns barely
+# fitted matrix need not equal $R(k)^\top$ entry by entry: over 200 positions the slowest columns barely
 # move, so many matrices fit those columns equally well.)
 
 # %%
@@ -84,8 +86,8 @@ def rotation(k):
     r = np.zeros((d_model, d_model))
     for i in range(d_model // 2):
         angle = k * 10000.0 ** (-2 * i / d_model)
-        r[2 * i:2 * i + 2, 2 * i:2 * i + 2] = [[np.cos(angle), -np.sin(angle)],   # row vectors:
-                                               [np.sin(angle), np.cos(angle)]]    # PE(pos+k) = PE(pos) R
+        r[2 * i:2 * i + 2, 2 * i:2 * i + 2] = [[np.cos(angle), -np.sin(angle)],   # R(k)ᵀ, for row vectors:
+                                               [np.sin(angle), np.cos(angle)]]    # PE(pos+k) = PE(pos) R(k)ᵀ
     return r
 
 
@@ -94,7 +96,7 @@ for k in (1, 5, 50):
     by_formula = np.abs(before @ rotation(k) - after).max()
     fitted, *_ = np.linalg.lstsq(before, after, rcond=None)
     by_fit = np.abs(before @ fitted - after).max()
-    print(f"k = {k:2d}: max |PE(pos) R(k) − PE(pos+k)| over all positions {by_formula:.1e}; "
+    print(f"k = {k:2d}: max |PE(pos) R(k)ᵀ − PE(pos+k)| over all positions {by_formula:.1e}; "
           f"best-fitting linear map: {by_fit:.1e}")
     assert by_formula < 1e-9 and by_fit < 1e-8
 

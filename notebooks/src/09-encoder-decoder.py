@@ -177,7 +177,43 @@ plt.show()
 print(f"total: {sum(uncached):.2f} s without the cache, {sum(cached):.2f} s with it")
 
 # %% [markdown]
-# ## 5. Post-LN and pre-LN at initialisation
+# ## 5. Residual connections: the identity path in the gradient
+#
+# $y = x + F(x)$ gives $\partial L/\partial x = \partial L/\partial y + (\partial L/\partial y)\,\partial F/\partial x$:
+# the gradient from above reaches the input unchanged, as one term of the sum. We stack $N$
+# feed-forward sub-layers four ways, send a random gradient of norm 1 into the top, and look at the
+# gradient at the bottom: its norm, and its cosine with the gradient we sent (1: passed down unchanged).
+# `benchmarks/chapter_figures.py` runs the same measurement for the table in chapter 9.
+
+# %%
+def input_gradient(layer, depth, d=32):
+    nn.init.set_seed(0)                                      # the same weights for every variant
+    blocks = [(nn.FeedForward(d, 4 * d), nn.LayerNorm(d)) for _ in range(depth)]
+    for ffn, norm in blocks:
+        for p in list(ffn.parameters()) + list(norm.parameters()):
+            p.data = p.data.astype(np.float64)
+    r = np.random.default_rng(0)
+    x = mt.Tensor(r.standard_normal((64, d)), requires_grad=True)
+    h = x
+    for ffn, norm in blocks:
+        h = layer(ffn, norm, h)
+    top = r.standard_normal(h.shape)
+    top /= np.linalg.norm(top)
+    (h * mt.Tensor(top)).sum().backward()
+    g = np.asarray(x.grad)
+    return np.linalg.norm(g), (g * top).sum() / np.linalg.norm(g)
+
+
+variants = {"no residual: LN(F(x))": lambda f, n, h: n(f(h)),
+            "post-LN: LN(x + F(x))": lambda f, n, h: n(h + f(h)),
+            "pre-LN: x + F(LN(x))": lambda f, n, h: h + f(n(h))}
+depths = (2, 6) if QUICK else (2, 6, 12, 24)
+for name, layer in variants.items():
+    cells = [input_gradient(layer, n) for n in depths]
+    print(f"{name:24s}", "  ".join(f"N={n}: ‖g‖ {g:.3g}, cos {c:+.2f}" for n, (g, c) in zip(depths, cells)))
+
+# %% [markdown]
+# ## 6. Post-LN and pre-LN at initialisation
 #
 # The paper normalises after the residual sum (post-LN). The later "pre-LN" variant normalises the
 # input of each sub-layer, $x + \mathrm{Dropout}(\mathrm{Sublayer}(\mathrm{LayerNorm}(x)))$, and adds
@@ -210,7 +246,7 @@ fig.tight_layout()
 plt.show()
 
 # %% [markdown]
-# ## 6. Gradient check of a whole model
+# ## 7. Gradient check of a whole model
 #
 # A 2 + 2-layer model with $d_{model} = 8$ and a vocabulary of 11, in float64, dropout off, on the
 # training loss of §5.4 (label smoothing 0.1, padding ignored). Checking every parameter would take a

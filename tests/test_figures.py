@@ -1,0 +1,96 @@
+"""Every figure quoted in README.md, chapters/ and benchmarks/README.md matches the results file that
+its marker names (tools/figures.py), and the check really fails when a quoted figure is edited."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+import figures  # noqa: E402
+
+
+def test_every_quoted_figure_matches_its_results_file():
+    assert figures.check() == []
+
+
+def test_the_documents_quote_figures_from_several_results_files():
+    quoted = {q.file for path in figures.documents() for q in figures.quotes_in(path)}
+    assert {"default_run.json", "overhead.json", "small_parallel_enja.json", "chapter_figures.json"} <= quoted
+
+
+@pytest.fixture
+def book(tmp_path):
+    """A small copy of the repository layout: one README with markers and one results file."""
+    (tmp_path / "benchmarks" / "results").mkdir(parents=True)
+    (tmp_path / "chapters").mkdir()
+    (tmp_path / "benchmarks" / "results" / "run.json").write_text(json.dumps(
+        {"bleu": 96.16, "exact": 0.924, "steps": 1400, "history": [{"bleu": 58.8}, {"bleu": 93.4}]}))
+    (tmp_path / "README.md").write_text(
+        "BLEU **96.16**<!-- fig run.json:bleu -->, 92.4<!-- fig run.json:exact x100 --> % exact,\n"
+        "1,400<!-- fig run.json:steps --> steps, last dev 93.4<!-- fig run.json:history.1.bleu -->.\n"
+        "```\nin code 12.0<!-- fig run.json:nothing --> is not checked\n```\n"
+        "nor in `5<!-- fig run.json:nothing -->` inline code\n\n    or 6<!-- fig run.json:nothing --> indented\n")
+    return tmp_path
+
+
+def test_a_faithful_copy_passes(book):
+    assert figures.check(book, book / "benchmarks" / "results") == []
+
+
+@pytest.mark.parametrize("edited, original", [("96.17", "96.16"), ("92.5", "92.4"), ("1,401", "1,400"),
+                                              ("93.5", "93.4")])
+def test_editing_a_quoted_figure_fails_the_check(book, edited, original):
+    readme = book / "README.md"
+    readme.write_text(readme.read_text().replace(original, edited, 1))
+    problems = figures.check(book, book / "benchmarks" / "results")
+    assert len(problems) == 1 and f"quotes {edited}" in problems[0] and f"says {original}" in problems[0]
+
+
+def test_a_marker_naming_a_missing_key_or_file_fails(book):
+    readme = book / "README.md"
+    readme.write_text(readme.read_text() + "7<!-- fig run.json:nope --> and 8<!-- fig gone.json:x -->\n")
+    problems = figures.check(book, book / "benchmarks" / "results")
+    assert any("no key 'nope'" in p for p in problems) and any("gone.json: no such results file" in p for p in problems)
+
+
+def test_a_marker_that_follows_no_number_fails(book):
+    readme = book / "README.md"
+    readme.write_text(readme.read_text() + "about ten <!-- fig run.json:steps -->\n")
+    assert any("malformed" in p for p in figures.check(book, book / "benchmarks" / "results"))
+
+
+def test_update_rewrites_a_changed_result_in_the_quoted_format(book):
+    results = book / "benchmarks" / "results" / "run.json"
+    data = json.loads(results.read_text())
+    data.update(bleu=95.5, exact=0.9, steps=12345)
+    results.write_text(json.dumps(data))
+    changed = figures.update(book, book / "benchmarks" / "results")
+    text = (book / "README.md").read_text()
+    assert len(changed) == 3
+    assert "**95.50**<!-- fig run.json:bleu -->" in text and "90.0<!-- fig run.json:exact x100 -->" in text
+    assert "12,345<!-- fig run.json:steps -->" in text
+    assert figures.check(book, book / "benchmarks" / "results") == []
+
+
+def test_record_run_copies_the_quoted_fields_of_a_run(tmp_path):
+    run = tmp_path / "runs" / "enja"
+    run.mkdir(parents=True)
+    (run / "results.json").write_text(json.dumps(
+        {"steps": 1400, "epochs": 5.28, "train_seconds": 98.0, "wall_seconds": 104.2, "test_bleu": 96.3,
+         "test_exact_match": 0.93, "test_heldout_bleu": 96.7, "test_heldout_exact_match": 0.9,
+         "final_model": "last checkpoint", "losses": [1.0],
+         "history": [{"epoch": 1, "step": 265, "train_loss": 1.9, "dev_loss": 0.6, "dev_bleu_greedy": 58.81}]}))
+    record = figures.record_run(run, tmp_path)
+    saved = json.loads((tmp_path / "default_run.json").read_text())
+    assert saved == record
+    assert record["test_bleu"] == 96.3 and record["step_seconds"] == 0.07 and record["epochs"] == 5.3
+    assert record["history"] == [{"epoch": 1, "step": 265, "dev_bleu_greedy": 58.8}] and "losses" not in record
+
+
+def test_record_run_refuses_a_folder_without_results(tmp_path):
+    with pytest.raises(figures.FigureError, match="no results.json"):
+        figures.record_run(tmp_path, tmp_path)

@@ -1,0 +1,196 @@
+"""One source for every figure: each measured number quoted in README.md, chapters/ and
+benchmarks/README.md names the results file that holds it, in an HTML comment right after it:
+
+    reached **31.67**<!-- fig small_parallel_enja.json:test_bleu --> test BLEU
+    92.4<!-- fig default_run.json:test_exact_match x100 --> %
+
+FILE is in benchmarks/results/ (written by the script that measured it), KEY.PATH walks the JSON
+(list items by index: history.4.dev_bleu_greedy), and an optional `x100` scales a fraction to a
+percentage. The quoted text must equal the value rounded to as many decimals as the text shows
+(thousands separators allowed). Markdown renders the comment as nothing.
+
+    python tools/figures.py check                 # every quoted figure against its file (exit 1 on a mismatch)
+    python tools/figures.py update                # rewrite the quoted figures from the files
+    python tools/figures.py where default_run.json[:KEY]   # every place that quotes a file (or one key)
+    python tools/figures.py record-run runs/enja  # copy a training run's results.json into default_run.json, then update
+
+Code is skipped (fenced or indented blocks, `inline code`): a marker there would print. tests/test_figures.py runs `check`.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+DOCUMENTS = ("README.md", "chapters/*.md", "benchmarks/README.md")
+
+NUMBER = r"-?\d[\d,]*(?:\.\d+)?"
+MARKER = re.compile(rf"(?P<text>{NUMBER})(?P<between>[*$]*)<!-- fig (?P<file>[\w.-]+\.json):(?P<key>[^\s>]+)"
+                    rf"(?: (?P<scale>x100))? -->")
+INLINE_CODE = re.compile(r"`[^`]*`")
+# the fields of a run's results.json that the README and chapter 11 quote
+RUN_FIELDS = ("steps", "train_seconds", "wall_seconds", "test_bleu", "test_exact_match",
+              "test_heldout_bleu", "test_heldout_exact_match", "final_model")
+
+
+class FigureError(Exception):
+    """A marker that names a file or key that does not exist, or a value that is not a number."""
+
+
+@dataclass
+class Quote:
+    path: Path
+    line: int
+    text: str
+    file: str
+    key: str
+    scale: bool
+    span: tuple[int, int]          # of the quoted number in the document's text
+
+    @property
+    def where(self) -> str:
+        return f"{self.path.relative_to(ROOT) if self.path.is_relative_to(ROOT) else self.path}:{self.line}"
+
+
+def documents(root: Path = ROOT) -> list[Path]:
+    return sorted({p for pattern in DOCUMENTS for p in root.glob(pattern)})
+
+
+def quotes_in(path: Path, text: str | None = None) -> list[Quote]:
+    """The markers of one Markdown document, outside fenced code blocks."""
+    text = path.read_text(encoding="utf-8") if text is None else text
+    found, offset, fenced = [], 0, False
+    for number, line in enumerate(text.splitlines(keepends=True), start=1):
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+        elif not fenced and not line.startswith("    "):          # indented lines are code too
+            line = INLINE_CODE.sub(lambda m: " " * len(m.group()), line)   # `code` spans: same offsets
+            matches = list(MARKER.finditer(line))
+            if len(matches) != line.count("<!-- fig "):
+                raise FigureError(f"{path.name if not path.is_relative_to(ROOT) else path.relative_to(ROOT)}:{number}: a `<!-- fig FILE.json:KEY -->` marker that is malformed "
+                                  f"or does not follow a number directly")
+            for m in matches:
+                found.append(Quote(path, number, m["text"], m["file"], m["key"], bool(m["scale"]),
+                                   (offset + m.start("text"), offset + m.end("text"))))
+        offset += len(line)
+    return found
+
+
+def lookup(file: str, key: str, results: Path = RESULTS) -> object:
+    source = results / file
+    if not source.is_file():
+        raise FigureError(f"{file}: no such results file in {results}")
+    value = json.loads(source.read_text(encoding="utf-8"))
+    for part in key.split("."):
+        if isinstance(value, list) and part.lstrip("-").isdigit() and -len(value) <= int(part) < len(value):
+            value = value[int(part)]
+        elif isinstance(value, dict) and part in value:
+            value = value[part]
+        else:
+            raise FigureError(f"{file}: no key {key!r} (stopped at {part!r})")
+    return value
+
+
+def render(value: object, like: str, scale: bool) -> str:
+    """The value written the way ``like`` is written: its number of decimals, its thousands separators."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise FigureError(f"value {value!r} is not a number")
+    value = value * 100 if scale else value
+    decimals = len(like.split(".")[1]) if "." in like else 0
+    return f"{value:,.{decimals}f}" if "," in like else f"{value:.{decimals}f}"
+
+
+def check(root: Path = ROOT, results: Path = RESULTS) -> list[str]:
+    """One line per quoted figure that does not match its source."""
+    problems = []
+    for path in documents(root):
+        try:
+            quotes = quotes_in(path)
+        except FigureError as error:
+            problems.append(str(error))
+            continue
+        for quote in quotes:
+            try:
+                expected = render(lookup(quote.file, quote.key, results), quote.text, quote.scale)
+            except FigureError as error:
+                problems.append(f"{quote.where}: {error}")
+                continue
+            if expected != quote.text:
+                problems.append(f"{quote.where}: quotes {quote.text}, {quote.file}:{quote.key} says {expected}")
+    return problems
+
+
+def update(root: Path = ROOT, results: Path = RESULTS) -> list[str]:
+    """Rewrite every quoted figure from its source; the changed places, one line each."""
+    changed = []
+    for path in documents(root):
+        text = path.read_text(encoding="utf-8")
+        edits = []
+        for quote in quotes_in(path, text):
+            new = render(lookup(quote.file, quote.key, results), quote.text, quote.scale)
+            if new != quote.text:
+                edits.append((quote.span, new))
+                changed.append(f"{quote.where}: {quote.text} -> {new} ({quote.file}:{quote.key})")
+        for (start, end), new in sorted(edits, reverse=True):
+            text = text[:start] + new + text[end:]
+        if edits:
+            path.write_text(text, encoding="utf-8")
+    return changed
+
+
+def record_run(run: Path, results: Path = RESULTS) -> dict:
+    """Copy the quoted fields of RUN/results.json into default_run.json."""
+    source = run / "results.json"
+    if not source.is_file():
+        raise FigureError(f"{source}: no results.json (is {run} a finished training run?)")
+    summary = json.loads(source.read_text(encoding="utf-8"))
+    record = {"source": f"python tools/figures.py record-run {run}",
+              "command": f"python -m minitransformer train --out {run}"}
+    record.update({k: summary[k] for k in RUN_FIELDS if k in summary})
+    record["epochs"] = round(summary["epochs"], 1)
+    record["step_seconds"] = round(summary["train_seconds"] / summary["steps"], 3)
+    record["history"] = [{"epoch": h["epoch"], "step": h["step"], "dev_bleu_greedy": round(h["dev_bleu_greedy"], 1)}
+                         for h in summary.get("history", [])]
+    (results / "default_run.json").write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    return record
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("check", help="every quoted figure against its results file")
+    sub.add_parser("update", help="rewrite the quoted figures from their results files")
+    where = sub.add_parser("where", help="every place that quotes FILE (or FILE:KEY)")
+    where.add_argument("source")
+    record = sub.add_parser("record-run", help="copy a training run's results into default_run.json, then update")
+    record.add_argument("run", type=Path)
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "check":
+            problems = check()
+            print("\n".join(problems) or f"all quoted figures match benchmarks/results/")
+            return 1 if problems else 0
+        if args.command == "where":
+            file, _, key = args.source.partition(":")
+            for path in documents():
+                for q in quotes_in(path):
+                    if q.file == file and (not key or q.key == key or q.key.startswith(key + ".")):
+                        print(f"{q.where}: {q.text} ({q.file}:{q.key})")
+            return 0
+        if args.command == "record-run":
+            record_run(args.run)
+            print(f"wrote {RESULTS / 'default_run.json'}")
+        print("\n".join(update()) or "no quoted figure changed")
+        return 0
+    except FigureError as error:
+        print(f"figures: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
