@@ -39,11 +39,45 @@ class BenchConfig:
         return BenchConfig(**{**asdict(self), "batch": batch})
 
 
+def _load_presets():
+    """minitransformer/presets.py, the table of named model sizes, read without importing the package
+    (the driver process must not load NumPy's threads; only the workers compute)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_presets", ROOT / "minitransformer" / "presets.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+MODELS = _load_presets().MODELS
+
+
+def _bench(name: str, model: str, vocab: int, batch: int, length: int, block: int, **changes) -> BenchConfig:
+    """The model called ``model`` in presets.py, with ``changes`` (the name says them), on one batch shape."""
+    sizes = {**MODELS[model], **changes}
+    return BenchConfig(name, sizes["d_model"], sizes["n_heads"], sizes["d_ff"], sizes["n_layers"], vocab, batch,
+                       length, block=block)
+
+
+# A name is a model of presets.py, or one with a change the name states: "small-N3" is "small" with
+# N = 3 layers, "medium-h8" is "medium" with h = 8 heads (the shapes these benchmarks were first run on).
 CONFIGS = {
-    "tiny": BenchConfig("tiny", 64, 4, 256, 2, 1000, 64, 16, block=12),
-    "small": BenchConfig("small", 128, 4, 512, 3, 4000, 64, 24, block=4),
-    "base": BenchConfig("base", 256, 8, 1024, 3, 8000, 32, 32, block=3),
+    "tiny": _bench("tiny", "tiny", vocab=1000, batch=64, length=16, block=12),
+    "small-N3": _bench("small-N3", "small", n_layers=3, vocab=4000, batch=64, length=24, block=4),
+    "medium-h8": _bench("medium-h8", "medium", n_heads=8, vocab=8000, batch=32, length=32, block=3),
 }
+RENAMED_CONFIGS = {"small": "small-N3", "base": "medium-h8"}   # their names before presets.py
+
+
+def config_named(name: str) -> BenchConfig:
+    """CONFIGS[name], with a clear error for a renamed or unknown name."""
+    if name in RENAMED_CONFIGS:
+        raise ValueError(f"the benchmark config {name!r} is now called {RENAMED_CONFIGS[name]!r} "
+                         f"(the name {name!r} belongs to another model of minitransformer/presets.py)")
+    if name not in CONFIGS:
+        raise ValueError(f"unknown config {name!r}; choose from {', '.join(CONFIGS)}")
+    return CONFIGS[name]
 
 
 def random_batch(config: BenchConfig, seed: int):

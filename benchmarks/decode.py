@@ -1,6 +1,6 @@
 """Decoding speed: greedy and beam-4 search, with and without the attention cache, ours vs PyTorch.
 
-64 random source sentences (the ``small`` benchmark model: d_model 128, 3 + 3 layers,
+64 random source sentences (the ``small-N3`` benchmark model: d_model 128, 3 + 3 layers,
 vocabulary 4,000, sources of up to 24 tokens) are decoded to exactly 50 tokens: the
 end-of-sentence id is one the model can never produce, so no hypothesis stops early.
 
@@ -17,7 +17,7 @@ own worker process, the two take turns, ``--rounds`` rounds, medians reported. T
 greedy outputs of the two libraries are compared as a sanity check (same weights, so
 the same tokens up to float32 near-ties).
 
-    python benchmarks/decode.py                  # small model, 3 rounds, glibc's default malloc
+    python benchmarks/decode.py                  # small-N3 model, 3 rounds, glibc's default malloc
     python benchmarks/decode.py --rounds 5 --malloc keep --config tiny
 """
 from __future__ import annotations
@@ -95,7 +95,7 @@ def main() -> int:
     from train_step import our_initial_state
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--config", default="small", choices=list(CONFIGS))
+    parser.add_argument("--config", default="small-N3", choices=list(CONFIGS))
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--malloc", choices=("default", "keep", "both"), default="default")

@@ -3,7 +3,7 @@
 A training step stores, for backward, every layer's activations; attention adds the
 O(n²) term: one (B, h, T, S) weight array per attention sub-layer (3N of them: encoder
 self, decoder self, decoder cross). So the peak is measured at source = target lengths
-64, 256 and 1,024 (the ``small`` model, batch 4), plus greedy and beam-4 decoding of 64
+64, 256 and 1,024 (the ``small-N3`` model, batch 4), plus greedy and beam-4 decoding of 64
 sentences to 50 tokens (with the cache).
 
 Every figure comes from its own new process (this script re-invoked with ``--worker``),
@@ -38,7 +38,7 @@ def worker(library: str, what: str, length: int, args) -> dict:
     from train_step import build_ours, build_torch
 
     setup_worker_threads(library)
-    base = CONFIGS["small"]
+    base = CONFIGS["small-N3"]
     config = base.with_batch(BATCH if what == "train" else 64)
     if what == "train":
         config = type(config)(**{**config.__dict__, "length": length})
@@ -105,8 +105,8 @@ def main() -> int:
 
     lengths = [int(n) for n in args.lengths.split(",")]
     jobs = [("train", n) for n in lengths] + ([] if args.no_decode else [("greedy", 0), ("beam", 0)])
-    config = CONFIGS["small"]
-    print(f"model 'small' (d_model {config.d_model}, {config.n_layers}+{config.n_layers} layers, vocab "
+    config = CONFIGS["small-N3"]
+    print(f"model 'small-N3' (d_model {config.d_model}, {config.n_layers}+{config.n_layers} layers, vocab "
           f"{config.vocab}), training batch {BATCH}, decoding 64 sentences to 50 tokens; glibc malloc: "
           f"{args.malloc}; torch attention: {'explicit' if args.explicit_attention else 'SDPA'}")
     header = (f"{'measurement':<24}{'ours peak':>11}{'torch peak':>12}{'ours added':>12}{'torch added':>13}"

@@ -21,8 +21,8 @@ from nn.Linear / nn.LayerNorm / nn.Embedding, loaded with our weights.
    ``--malloc keep`` with MALLOC_MMAP_THRESHOLD_ / MALLOC_TRIM_THRESHOLD_ raised so
    freed blocks are reused instead of returned to the OS (``both`` runs the two).
 
-    python benchmarks/train_step.py                               # tiny, small, base; 5 rounds; both malloc settings
-    python benchmarks/train_step.py --configs small --rounds 9 --malloc keep
+    python benchmarks/train_step.py                               # tiny, small-N3, medium-h8; 5 rounds; both mallocs
+    python benchmarks/train_step.py --configs small-N3 --rounds 9 --malloc keep
     python benchmarks/train_step.py --device cuda --batch 256     # on a GPU: our engine on CuPy vs PyTorch CUDA
 """
 from __future__ import annotations
@@ -35,8 +35,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import (CONFIGS, PAD, BenchConfig, Worker, median, memory_mib, pause, random_batch,  # noqa: E402
-                    serve, setup_worker_threads, worker_env)
+from common import (CONFIGS, PAD, BenchConfig, Worker, config_named, median, memory_mib, pause,  # noqa: E402
+                    random_batch, serve, setup_worker_threads, worker_env)
 
 LABEL_SMOOTHING = 0.1
 LEARNING_RATE = 1e-4
@@ -386,7 +386,7 @@ def print_results(results: dict, floors: dict, args) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--configs", default="tiny,small,base", help="comma-separated: " + ", ".join(CONFIGS))
+    parser.add_argument("--configs", default="tiny,small-N3,medium-h8", help="comma-separated: " + ", ".join(CONFIGS))
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--threads", type=int, default=2, help="BLAS/OpenMP threads per library")
     parser.add_argument("--malloc", choices=("default", "keep", "both"), default="both")
@@ -406,9 +406,11 @@ def main() -> int:
         return 0
 
     names = [n.strip() for n in args.configs.split(",") if n.strip()]
-    unknown = [n for n in names if n not in CONFIGS]
-    if unknown:
-        parser.error(f"unknown config(s) {unknown}; choose from {list(CONFIGS)}")
+    for name in names:
+        try:
+            config_named(name)
+        except ValueError as error:
+            parser.error(str(error))
     if not args.skip_proof and not print_proof(args):
         print("minitransformer and PyTorch disagree: not timing two different computations.")
         return 1

@@ -10,9 +10,11 @@ options) is one clear line on stderr and a non-zero exit status.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 import time
+from typing import Any, Callable
 
 from ._malloc import keep_freed_memory
 
@@ -50,28 +52,38 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_REFUSED, f"{self.prog}: error: {message}\n")
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be positive, got {value}")
-    return value
+def _checked(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    """An argparse type from a parser that raises ValueError with the reason."""
+    def check(text: str) -> Any:
+        try:
+            return parse(text)
+        except ValueError as error:
+            reason = str(error) if "must be" in str(error) else f"expected a number, got {text!r}"
+            raise argparse.ArgumentTypeError(reason) from None
+    check.__name__ = getattr(parse, "__name__", "value")
+    return check
 
 
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be positive, got {value}")
-    return value
+def _add_train_options(parser: argparse.ArgumentParser) -> None:
+    """One flag per field of TrainOptions (``max_tokens`` -> ``--max-tokens``), with the field's help."""
+    from .training.options import TrainOptions  # noqa: PLC0415
+
+    for option in dataclasses.fields(TrainOptions):
+        cli = dict(option.metadata)
+        flag = cli.pop("flag", "--" + option.name.replace("_", "-"))
+        help_text = cli.pop("help").replace("%", "%%")
+        if option.default is False:
+            parser.add_argument(flag, dest=option.name, action="store_true", help=help_text)
+        elif option.default is True:
+            parser.add_argument(flag, dest=option.name, action="store_false", help=help_text)
+        else:
+            if "type" in cli:
+                cli["type"] = _checked(cli["type"])
+            parser.add_argument(flag, dest=option.name, default=option.default, help=help_text, **cli)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .train import DEFAULT_PRESET, PRESETS  # noqa: PLC0415 - keep `--help` of the package light
+    from .training.options import positive_int  # noqa: PLC0415 - keep `--help` of the package light
 
     parser = _Parser(prog="python -m minitransformer",
                      description="The Transformer of 'Attention Is All You Need', from scratch: train a "
@@ -83,27 +95,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Train a Transformer translator end to end: BPE, batches by tokens, label smoothing, Adam with "
                     "warm-up, checkpoints, averaging of the last checkpoints, then test BLEU with beam search, "
                     "example translations and an attention heat map (OUT/attention.png).")
-    train.add_argument("--out", default="runs/enja", help="run folder (default: runs/enja)")
-    train.add_argument("--data", help="a corpus folder ({train,dev,test}.{en,xx}[.gz] or {train,dev,test}.tsv); "
-                                      "default: the built-in corpus")
-    train.add_argument("--direction", choices=None, help="en-ja (default) or ja-en; en-xx / xx-en for --data")
-    train.add_argument("--preset", choices=sorted(PRESETS), help=f"model and schedule size (default: {DEFAULT_PRESET})")
-    train.add_argument("--minutes", type=_positive_float, help="time budget for the training steps")
-    train.add_argument("--epochs", type=_positive_int, help="stop after this many epochs")
-    train.add_argument("--steps", type=_positive_int, help="stop after this many optimizer steps in total")
-    train.add_argument("--max-tokens", type=_positive_int, help="padded tokens per batch side (§5.1)")
-    train.add_argument("--vocab-size", type=_positive_int, help="BPE vocabulary size")
-    train.add_argument("--limit", type=_positive_int, help="read at most this many pairs per split")
-    train.add_argument("--seed", type=int, help="seed of the model, the batches and dropout (default 0)")
-    train.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="cpu (default) or cuda (CuPy)")
-    train.add_argument("--resume", action="store_true", help="continue the run in --out exactly where it stopped")
-    train.add_argument("--overwrite", action="store_true", help="start a new run in a folder that holds one")
-    train.add_argument("--average", type=_positive_int, default=5,
-                       help="average the last k checkpoints at the end (§6.1; default 5, 1 = off)")
-    train.add_argument("--beam", type=_positive_int, default=4, help="beam size for the test BLEU (default 4)")
+    _add_train_options(train)
     train.add_argument("--quick", action="store_true", help="a 20-second smoke run (preset 'quick')")
-    train.add_argument("--no-eval", action="store_true", help="skip the final test BLEU and attention picture")
-    train.add_argument("--quiet", action="store_true", help="print only errors")
 
     translate = commands.add_parser(
         "translate", help="translate sentences with a trained model",
@@ -113,7 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
     translate.add_argument("sentences", nargs="*", help="sentences to translate")
     translate.add_argument("--checkpoint", default="runs/enja", help="a run folder or a checkpoint folder "
                                                                      "(default: runs/enja)")
-    translate.add_argument("--beam", type=_positive_int, default=4, help="beam size (default 4, §6.1)")
+    translate.add_argument("--beam", type=_checked(positive_int), default=4, help="beam size (default 4, §6.1)")
     translate.add_argument("--greedy", action="store_true", help="greedy search (beam 1)")
     translate.add_argument("--alpha", type=float, default=0.6, help="length penalty α (default 0.6, §6.1)")
     translate.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
@@ -125,10 +118,10 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--checkpoint", default="runs/enja", help="a run folder or a checkpoint folder")
     evaluate.add_argument("--split", default="test", choices=["test", "test_heldout", "dev"])
     evaluate.add_argument("--data", help="a corpus folder to evaluate on instead of the training corpus")
-    evaluate.add_argument("--beam", type=_positive_int, default=4)
+    evaluate.add_argument("--beam", type=_checked(positive_int), default=4)
     evaluate.add_argument("--greedy", action="store_true", help="greedy search (beam 1)")
     evaluate.add_argument("--alpha", type=float, default=0.6)
-    evaluate.add_argument("--limit", type=_positive_int, help="evaluate on the first N pairs only")
+    evaluate.add_argument("--limit", type=_checked(positive_int), help="evaluate on the first N pairs only")
     evaluate.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     return parser
 
@@ -138,19 +131,23 @@ def cmd_train(args) -> int:
 
     if args.quick and args.preset not in (None, "quick"):
         raise _Refusal("--quick is the preset 'quick'; do not combine it with --preset")
-    options = TrainOptions(out=args.out, data=args.data, direction=args.direction,
-                           preset="quick" if args.quick else args.preset, seed=args.seed,
-                           max_tokens=args.max_tokens, vocab_size=args.vocab_size, minutes=args.minutes,
-                           epochs=args.epochs, steps=args.steps, device=args.device, resume=args.resume,
-                           overwrite=args.overwrite, average=args.average, beam=args.beam, limit=args.limit,
-                           evaluate=not args.no_eval, quiet=args.quiet)
+    options = TrainOptions(**{option.name: getattr(args, option.name) for option in dataclasses.fields(TrainOptions)})
+    if args.quick:
+        options.preset = "quick"
     train(options)
     return 0
 
 
 def _load_translator(args):
+    """The model the user named; when a run folder has no final model yet, say which checkpoint is used."""
+    from .checkpoint import FINAL_DIR, resolve_checkpoint  # noqa: PLC0415
     from .translator import Translator  # noqa: PLC0415
 
+    folder = resolve_checkpoint(args.checkpoint)
+    named = os.path.abspath(args.checkpoint)
+    if os.path.isdir(named) and folder.name != FINAL_DIR and os.path.abspath(folder) != named:
+        print(f"note: {args.checkpoint} has no final model (the run has not finished); using {folder}",
+              file=sys.stderr)
     translator = Translator.load(args.checkpoint, device=args.device)
     translator.warn = lambda message: print(f"warning: {message}", file=sys.stderr)   # unseen words, truncation
     return translator
@@ -189,16 +186,21 @@ def cmd_translate(args) -> int:
 
 def cmd_evaluate(args) -> int:
     from .checkpoint import load_checkpoint  # noqa: PLC0415
-    from .train import TrainOptions, load_data  # noqa: PLC0415
+    from .data.source import load_data  # noqa: PLC0415
+    from .presets import DEFAULT_PRESET, PRESETS, RENAMED_PRESETS, unknown_preset_message  # noqa: PLC0415
 
     translator = _load_translator(args)
     settings = load_checkpoint(args.checkpoint, with_optimizer=False).state.get("training") or {}
     if not settings and args.data is None:
         raise _Refusal(f"{args.checkpoint}: the checkpoint does not say which corpus it was trained on; pass --data")
-    options = TrainOptions(data=args.data or settings.get("data"), direction=settings.get("direction") or "en-ja",
-                           preset=settings.get("preset") or "small", limit=settings.get("limit"))
-    corpus = load_data(options)
-    pairs = corpus.pairs(args.split, options.direction)
+    direction = settings.get("direction") or "en-ja"
+    preset = settings.get("preset") or DEFAULT_PRESET
+    preset = RENAMED_PRESETS.get(preset, preset)              # a run saved under an earlier name
+    if preset not in PRESETS:
+        raise _Refusal(f"{args.checkpoint}: {unknown_preset_message(preset)}")
+    corpus = load_data(args.data or settings.get("data"), direction, PRESETS[preset]["corpus"],
+                       limit=settings.get("limit"))
+    pairs = corpus.pairs(args.split, direction)
     if args.limit:
         pairs = pairs[:args.limit]
     if not pairs:
@@ -207,7 +209,7 @@ def cmd_evaluate(args) -> int:
     started = time.monotonic()
     score, hypotheses = translator.bleu(pairs, beam_size=beam, alpha=args.alpha)
     exact = sum(h.split() == ref.split() for h, (_, ref) in zip(hypotheses, pairs)) / len(pairs)
-    print(f"{corpus.name} {args.split} ({options.direction}, {len(pairs)} sentences, "
+    print(f"{corpus.name} {args.split} ({direction}, {len(pairs)} sentences, "
           f"{'greedy' if beam == 1 else f'beam {beam}, α {args.alpha}'}): BLEU {score.score:.2f}  "
           f"[{'/'.join(f'{p:.1f}' for p in score.precisions)}, BP {score.bp:.3f}, ratio {score.ratio:.3f}], "
           f"{100 * exact:.1f}% exact, {time.monotonic() - started:.1f} s")

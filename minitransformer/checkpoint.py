@@ -33,8 +33,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import secrets
 import shutil
-import tempfile
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -86,11 +86,39 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
+def _temporary_name(directory: Path, name: str) -> Path:
+    return directory / f".tmp-{name}-{os.getpid()}-{secrets.token_hex(4)}"
+
+
+def _make_temporary_folder(directory: Path, name: str) -> Path:
+    """A new, empty folder ``.tmp-NAME-...`` in ``directory``, with the permissions the umask gives.
+
+    (``tempfile.mkdtemp`` would make it private, 0700, and a run folder shared by a group unreadable.)
+    """
+    while True:
+        folder = _temporary_name(directory, name)
+        try:
+            folder.mkdir(mode=0o777)
+            return folder
+        except FileExistsError:
+            continue
+
+
 def _atomic_write(path: Path, write) -> None:
-    """Call ``write(binary_file)`` on a temporary file next to ``path``, fsync it, rename it over ``path``."""
+    """Call ``write(binary_file)`` on a temporary file next to ``path``, fsync it, rename it over ``path``.
+
+    The file is created with mode 0666 less the umask, like any file a program opens for writing
+    (``tempfile.mkstemp`` would make it 0600, readable by its owner only).
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".tmp-{path.name}-", dir=path.parent)
+    while True:
+        tmp_name = _temporary_name(path.parent, path.name)
+        try:
+            fd = os.open(tmp_name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
+            break
+        except FileExistsError:
+            continue
     try:
         with os.fdopen(fd, "wb") as f:
             write(f)
@@ -157,7 +185,7 @@ def save_checkpoint(out_dir: str | Path, step: int, weights: Mapping[str, np.nda
         shutil.rmtree(stale, ignore_errors=True)
 
     final = root / checkpoint_name(step)
-    staging = Path(tempfile.mkdtemp(prefix=f".tmp-{final.name}-", dir=root))
+    staging = _make_temporary_folder(root, final.name)
     try:
         hashes = {MODEL_FILE: _write_npz(staging / MODEL_FILE, dict(weights))}
         if optimizer is not None:
@@ -195,7 +223,7 @@ def save_final(out_dir: str | Path, weights: Mapping[str, np.ndarray], state: Ma
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     final = out_dir / FINAL_DIR
-    staging = Path(tempfile.mkdtemp(prefix=f".tmp-{FINAL_DIR}-", dir=out_dir))
+    staging = _make_temporary_folder(out_dir, FINAL_DIR)
     try:
         hashes = {MODEL_FILE: _write_npz(staging / MODEL_FILE, dict(weights))}
         if tokenizer is not None:
@@ -244,7 +272,9 @@ def resolve_checkpoint(path: str | Path, prefer_final: bool = True) -> Path:
     """The checkpoint folder meant by ``path``: a checkpoint folder, its model.npz, or a run folder.
 
     In a run folder, ``final/`` is taken when it exists and ``prefer_final``
-    (translating), otherwise the checkpoint ``latest`` names (resuming training).
+    (translating), otherwise the checkpoint ``latest`` names (resuming training,
+    or a run that has not finished). An incomplete ``final/`` is refused rather
+    than replaced by another model.
     """
     path = Path(path)
     if not path.exists():
@@ -256,7 +286,10 @@ def resolve_checkpoint(path: str | Path, prefer_final: bool = True) -> Path:
                               f"or a checkpoint folder (with {STATE_FILE} and {MODEL_FILE})")
     if (path / STATE_FILE).is_file():
         return path
-    if prefer_final and (path / FINAL_DIR / STATE_FILE).is_file():
+    if prefer_final and (path / FINAL_DIR).exists():
+        if not (path / FINAL_DIR / STATE_FILE).is_file():  # never fall back silently to another model
+            raise CheckpointError(f"{path / FINAL_DIR}: the final model is incomplete (no {STATE_FILE}); "
+                                  f"name a checkpoint folder ({path / CHECKPOINT_DIR}/step-*) to use one of those")
         return path / FINAL_DIR
     latest = _read_latest(path)
     if latest is not None:
@@ -289,10 +322,14 @@ def read_npz(path: str | Path, sha256: str | None = None) -> dict[str, np.ndarra
         raise CheckpointError(f"{path}: checksum mismatch, the file was truncated or changed after it was saved")
     try:
         with np.load(path, allow_pickle=False) as archive:
-            return {name: archive[name] for name in archive.files}
+            arrays = {name: archive[name] for name in archive.files}
     except (zipfile.BadZipFile, ValueError, KeyError, OSError, EOFError) as error:
         raise CheckpointError(f"{path}: cannot read the arrays, the file is truncated or corrupt "
                               f"({type(error).__name__}: {error})") from None
+    for name, array in arrays.items():
+        if array.dtype.kind not in "biuf":
+            raise CheckpointError(f"{path}: array {name!r} holds {array.dtype} values, not numbers")
+    return arrays
 
 
 def load_checkpoint(path: str | Path, with_optimizer: bool = True, prefer_final: bool = True) -> Checkpoint:

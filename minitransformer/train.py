@@ -5,167 +5,466 @@
       ─ backward ─ clip ─ Adam (β 0.9/0.98, ε 1e-9) with the warm-up schedule, eq. 3 (§5.3)
       ─ checkpoints ─ average of the last k (§6.1) ─ beam search, BLEU (§6.1)
 
-``train(TrainOptions(...))`` runs it all and returns a summary; the command line
-``python -m minitransformer train`` is a thin wrapper. A run lives in one folder
-(``--out``, see checkpoint.py for the layout) and can be resumed exactly: the
-checkpoint keeps the weights, Adam's moments, the schedule's step, the position
-in the epoch (batches are a pure function of seed and epoch) and the state of
-every dropout generator, so an interrupted and resumed run computes the same
-losses as one that never stopped.
+``train(TrainOptions(...))`` runs it in three steps, each a function below:
+
+    run = prepare_run(...)      the data, BPE, the model, Adam and eq. 3 (or a checkpoint of them)
+    record = train_loop(run)    optimizer steps until a stopping rule holds; checkpoints; dev scores per epoch
+    finish(run, record, ...)    the average of the last checkpoints (§6.1), the final model, test BLEU
+
+The command line ``python -m minitransformer train`` is a thin wrapper. A run
+lives in one folder (``--out``, see checkpoint.py for the layout) and can be
+resumed exactly: the checkpoint keeps the weights, Adam's moments, the
+schedule's step, the ``TrainState`` (the position in the epoch: batches are a
+pure function of seed and epoch) and the state of every dropout generator, so
+an interrupted and resumed run computes the same losses as one that never stopped.
 """
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence, TextIO
+from typing import Any, Callable, Sequence
 
 import numpy as np
+from tqdm.auto import tqdm
 
 from . import backend
 from . import checkpoint as ckpt
 from . import functional as F
-from .data.batching import epoch_batches
+from .data import source
+from .data.batching import epoch_batches, iterate_batches
 from .data.bpe import BPETokenizer
-from .data.corpus import Corpus, make_builtin_corpus
-from .data.loaders import load_corpus
+from .data.corpus import Corpus
+from .data.loaders import CorpusError
 from .functional.dropout import Generator
 from .nn.dropout import Dropout
 from .nn.transformer import Transformer, TransformerConfig
 from .optim import Adam, NoamSchedule, clip_grad_norm
+from .presets import DEFAULT_PRESET, PRESETS  # noqa: F401 - part of this module's interface
 from .tensor import no_grad
+from .training import run_folder
+from .training.options import TrainingError, TrainOptions, result_settings, run_settings
+from .training.progress import ProgressBar
 from .translator import Translator, config_from_dict, tokenizer_from_dict, tokenizer_to_dict
 
-# Each preset: model sizes, data, batch size, schedule and default length of a run.
-# Peak learning rate of eq. 3 = factor / sqrt(d_model · warmup): 5.1e-3 for "small", 7.0e-4 for "base".
-PRESETS: dict[str, dict[str, Any]] = {
-    # for tests: seconds
-    "tiny": dict(model=dict(d_model=32, n_heads=2, d_ff=64, n_layers=1, dropout=0.1), vocab_size=300,
-                 corpus=dict(n_train=600, n_dev=40, n_test=40, n_heldout=40), max_tokens=400, warmup=40,
-                 factor=0.5, minutes=None, epochs=1, steps=None, save_every=20, eval_sentences=20),
-    # --quick: a 20-second smoke run of the whole pipeline
-    "quick": dict(model=dict(d_model=64, n_heads=4, d_ff=256, n_layers=2, dropout=0.1), vocab_size=600,
-                  corpus=dict(n_train=4000, n_dev=100, n_test=100, n_heldout=100), max_tokens=1000, warmup=100,
-                  factor=0.5, minutes=0.25, epochs=None, steps=None, save_every=40, eval_sentences=50),
-    # the default: a real translator of the built-in corpus in a few minutes on a laptop CPU.
-    # A fixed number of steps (not minutes), so that every machine gets the same model and BLEU.
-    "small": dict(model=dict(d_model=128, n_heads=4, d_ff=512, n_layers=2, dropout=0.1), vocab_size=1000,
-                  corpus=dict(n_train=20000, n_dev=500, n_test=500, n_heldout=500), max_tokens=1000, warmup=300,
-                  factor=1.0, minutes=None, epochs=None, steps=1400, save_every=100, eval_sentences=200),
-    # real corpora (small_parallel_enja, Tatoeba): a bigger vocabulary and model
-    "medium": dict(model=dict(d_model=256, n_heads=4, d_ff=1024, n_layers=3, dropout=0.1), vocab_size=8000,
-                   corpus=dict(n_train=20000, n_dev=500, n_test=500, n_heldout=500), max_tokens=1500, warmup=800,
-                   factor=1.0, minutes=30.0, epochs=None, steps=None, save_every=200, eval_sentences=200),
-    # the paper's base model (§6.1, Table 3): for a GPU
-    "base": dict(model=dict(d_model=512, n_heads=8, d_ff=2048, n_layers=6, dropout=0.1), vocab_size=16000,
-                 corpus=dict(n_train=20000, n_dev=500, n_test=500, n_heldout=500), max_tokens=25000, warmup=4000,
-                 factor=1.0, minutes=None, epochs=20, steps=None, save_every=1000, eval_sentences=500),
-}
-DEFAULT_PRESET = "small"
 LABEL_SMOOTHING = 0.1   # ε_ls (§5.4)
 CLIP_NORM = 1.0
 MAX_LEN = 256           # rows of the positional table; longer inputs are truncated when translating
 
 
-class TrainingError(Exception):
-    """The run cannot start or continue; the message says why."""
+@dataclass
+class TrainState:
+    """Where a run stands. Saved in every checkpoint; with the weights, Adam and the dropout
+    generators it is all a resumed run needs to continue exactly."""
+
+    step: int = 0                 # optimizer updates so far
+    epoch: int = 0                # the epoch being trained, from 0
+    position: int = 0             # batches of that epoch already trained
+    history: list[dict] = field(default_factory=list)   # dev scores at the end of each epoch
 
 
 @dataclass
-class TrainOptions:
-    """Everything a run needs. ``None`` means: from the preset (or, when resuming, from the saved run)."""
+class Run:
+    """What ``prepare_run`` builds and the later steps use."""
 
-    out: str = "runs/enja"
-    data: str | None = None            # a corpus folder; None = the built-in corpus
-    direction: str | None = None       # "en-ja" or "ja-en"
-    preset: str | None = None
-    seed: int | None = None
-    max_tokens: int | None = None      # padded tokens per batch side (§5.1 used ~25,000)
-    vocab_size: int | None = None
-    minutes: float | None = None       # time budget of the training steps of this invocation
-    epochs: int | None = None          # stop after this many epochs in total
-    steps: int | None = None           # stop after this many steps in total
-    device: str = "cpu"
-    resume: bool = False
-    overwrite: bool = False
-    average: int = 5                   # average the last k checkpoints at the end (§6.1); 1 = off
-    beam: int = 4                      # §6.1
-    alpha: float = 0.6                 # §6.1
-    limit: int | None = None           # read at most this many pairs per split of a corpus folder
-    evaluate: bool = True              # final test BLEU, examples and the attention picture
-    plot: bool = True
-    quiet: bool = False
+    options: TrainOptions         # resolved: every None the preset fills is filled
+    corpus: Corpus
+    tokenizer: BPETokenizer
+    model: Transformer
+    optimizer: Adam
+    schedule: NoamSchedule
+    train_examples: list          # (source ids, target ids) pairs
+    dev_examples: list
+    state: TrainState
+    say: Callable[[str], None]
+
+    @property
+    def out(self) -> Path:
+        return Path(self.options.out)
+
+    @property
+    def recipe(self) -> dict:
+        return PRESETS[self.options.preset]
+
+    @property
+    def dev_pairs(self) -> list[tuple[str, str]]:
+        return self.corpus.pairs("dev", self.options.direction)
 
 
-# -- small helpers ------------------------------------------------------------------------------
-def _resolved(options: TrainOptions, saved: dict | None) -> TrainOptions:
-    """Fill the None fields from the saved run (resume) or the preset; refuse conflicts on resume."""
-    chosen = dataclasses.replace(options)
-    defining = ("data", "direction", "preset", "seed", "max_tokens", "vocab_size", "limit")
+def train(options: TrainOptions, log: Callable[[str], None] | None = None) -> dict:
+    """Train (or resume) a translator; returns a summary dict (also written to OUT/results.json).
+
+    A folder that already holds the same run, finished, is left as it is: its results are returned.
+    """
+    say = log or _printer(options.quiet)
+    started = time.monotonic()
+    opts, saved = run_folder.open_run_folder(options)
+    if saved is None and not opts.overwrite and run_folder.holds_run(Path(opts.out)):
+        return run_folder.same_finished_run(opts, say)
+    run = prepare_run(opts, saved, say)
+    record = train_loop(run)
+    return finish(run, record, started)
+
+
+# -- step 1: prepare --------------------------------------------------------------------------------
+def prepare_run(opts: TrainOptions, saved: dict | None, say: Callable[[str], None]) -> Run:
+    """Data, tokenizer, model, optimizer and schedule: new, or read back from the run being resumed."""
+    out = Path(opts.out)
+    try:
+        backend.set_default_device(opts.device)
+    except (RuntimeError, ValueError) as error:
+        raise TrainingError(f"--device {opts.device}: {error}") from None
+    corpus = load_data(opts)
+    try:
+        train_pairs = corpus.pairs("train", opts.direction)
+    except ValueError as error:
+        raise TrainingError(str(error)) from None
+
+    checkpoint = None
     if saved is not None:
-        conflicts = [f"{name}: {saved[name]!r} in the saved run, {getattr(options, name)!r} requested"
-                     for name in defining
-                     if getattr(options, name) is not None and saved.get(name) != getattr(options, name)]
-        if conflicts:
-            raise TrainingError(f"{options.out} holds a run with other settings; cannot resume it with "
-                                f"{'; '.join(conflicts)} (drop those options, or use another --out)")
-        for name in defining:
-            setattr(chosen, name, saved.get(name))
-    chosen.preset = chosen.preset or DEFAULT_PRESET
-    if chosen.preset not in PRESETS:
-        raise TrainingError(f"unknown preset {chosen.preset!r}; choose one of {', '.join(PRESETS)}")
-    preset = PRESETS[chosen.preset]
-    chosen.direction = chosen.direction or "en-ja"
-    chosen.seed = 0 if chosen.seed is None else chosen.seed
-    chosen.max_tokens = chosen.max_tokens or preset["max_tokens"]
-    chosen.vocab_size = chosen.vocab_size or preset["vocab_size"]
-    if chosen.minutes is None and chosen.epochs is None and chosen.steps is None:
-        chosen.minutes, chosen.epochs, chosen.steps = preset["minutes"], preset["epochs"], preset["steps"]
-    for name in ("minutes", "epochs", "steps", "max_tokens", "vocab_size"):
-        value = getattr(chosen, name)
-        if value is not None and value <= 0:
-            raise TrainingError(f"--{name.replace('_', '-')} must be positive, got {value}")
-    if chosen.average < 1:
-        raise TrainingError(f"--average must be >= 1, got {chosen.average}")
-    return chosen
+        checkpoint = _load_resume_checkpoint(out)
+        tokenizer = tokenizer_from_dict(checkpoint.tokenizer or {}, str(checkpoint.path / ckpt.TOKENIZER_FILE))
+        config = config_from_dict(checkpoint.state.get("config"), str(checkpoint.path))
+        differences = ckpt.config_differences(dataclasses.asdict(config),
+                                              dataclasses.asdict(_model_config(opts, tokenizer.vocab_size)))
+        if differences:
+            raise TrainingError(f"{checkpoint.path}: saved from another model configuration: "
+                                + "; ".join(differences))
+    else:
+        t0 = time.monotonic()
+        tokenizer = BPETokenizer.train([s for pair in train_pairs for s in pair], opts.vocab_size)
+        say(f"BPE: {tokenizer.vocab_size} tokens shared by both languages (learned in {time.monotonic() - t0:.1f} s)")
+        config = _model_config(opts, tokenizer.vocab_size)
+        start_run_folder(out, opts, config, tokenizer)
+
+    train_examples = encode_pairs(tokenizer, train_pairs, config.max_len)
+    if not train_examples:
+        raise TrainingError(f"no training pair of corpus {corpus.name!r} fits the model's {config.max_len} tokens")
+    model = Transformer(config)
+    if opts.device != "cpu":
+        model.to(opts.device)
+    optimizer = Adam(model.parameters(), lr=0.0, betas=(0.9, 0.98), eps=1e-9)   # §5.3
+    recipe = PRESETS[opts.preset]
+    schedule = NoamSchedule(optimizer, config.d_model, warmup=recipe["warmup"], factor=recipe["factor"])
+    run = Run(opts, corpus, tokenizer, model, optimizer, schedule, train_examples,
+              encode_pairs(tokenizer, corpus.pairs("dev", opts.direction), config.max_len), TrainState(), say)
+    if checkpoint is not None:
+        restore(run, checkpoint)
+        say(f"resuming {out} at step {run.state.step} (epoch {run.state.epoch + 1}, batch {run.state.position})")
+    say(f"{corpus.name} corpus {opts.direction}: {len(train_examples):,} training pairs, "
+        f"{len(run.dev_examples)} dev; model {config.n_layers}+{config.n_layers} layers, d_model {config.d_model}, "
+        f"{model.num_parameters():,} parameters; batches of ≤ {opts.max_tokens} tokens")
+    return run
 
 
 def load_data(options: TrainOptions) -> Corpus:
-    """The built-in corpus (sized by the preset) or the corpus folder ``options.data``."""
-    if options.data is None:
-        if options.direction not in ("en-ja", "ja-en"):
-            raise TrainingError(f"the built-in corpus is English–Japanese: --direction must be en-ja or ja-en, "
-                                f"got {options.direction!r}")
-        sizes = PRESETS[options.preset]["corpus"]
-        if options.limit is not None:
-            sizes = {k: min(v, options.limit) for k, v in sizes.items()}
-        corpus = make_builtin_corpus(seed=0, **sizes)
-    else:
-        try:
-            corpus = load_corpus(options.data, options.direction, limit=options.limit)
-        except ValueError as error:  # CorpusError is a ValueError
-            raise TrainingError(str(error)) from None
+    """The corpus of a run (data/source.py), the built-in one sized by the preset."""
+    try:
+        corpus = source.load_data(options.data, options.direction, PRESETS[options.preset]["corpus"],
+                                  limit=options.limit)
+    except CorpusError as error:
+        raise TrainingError(str(error)) from None
     if not corpus.train:
         raise TrainingError(f"the corpus {corpus.name!r} has no training pairs")
     return corpus
 
 
+def start_run_folder(out: Path, opts: TrainOptions, config: TransformerConfig, tokenizer: BPETokenizer) -> None:
+    """Clear an earlier run (``--overwrite``), then write the new run's config.json and tokenizer.json."""
+    if opts.overwrite:
+        run_folder.clear_run(out)
+    out.mkdir(parents=True, exist_ok=True)
+    ckpt.write_json_atomic(out / run_folder.CONFIG_FILE, {"model": dataclasses.asdict(config),
+                                                          "training": run_settings(opts)})
+    ckpt.write_json_atomic(out / ckpt.TOKENIZER_FILE, tokenizer_to_dict(tokenizer))
+
+
+def restore(run: Run, checkpoint: ckpt.Checkpoint) -> None:
+    """Put the weights, Adam's moments, the schedule, the dropout streams and the TrainState back."""
+    ckpt.check_weights_match(checkpoint.weights, run.model.state_dict(), where=str(checkpoint.path))
+    run.model.load_state_dict(checkpoint.weights)
+    if checkpoint.optimizer is None:
+        raise TrainingError(f"{checkpoint.path}: has no optimizer.npz, so training cannot resume exactly")
+    try:
+        run.optimizer.load_state_dict(checkpoint.optimizer)
+        run.schedule.load_state_dict(checkpoint.state["schedule"])
+    except (KeyError, ValueError) as error:
+        raise TrainingError(f"{checkpoint.path}: optimiser state does not fit ({error})") from None
+    set_rng_state(run.model, checkpoint.state["rng"], checkpoint.step)
+    run.state = TrainState(checkpoint.step, checkpoint.state["epoch"], checkpoint.state["position"],
+                           checkpoint.state.get("history", []))
+
+
+# -- step 2: the loop -----------------------------------------------------------------------------
+def train_loop(run: Run) -> dict:
+    """Optimizer steps until a stopping rule holds; returns this invocation's losses, tokens and time.
+
+    The batches come from ``iterate_batches``: epochs of length-bucketed batches, each epoch a pure
+    function of (seed, epoch), started at the saved (epoch, position) when resuming.
+    """
+    opts, state, model, tokenizer = run.options, run.state, run.model, run.tokenizer
+    pad = model.config.pad_id
+    per_epoch = len(epoch_batches(run.train_examples, opts.max_tokens, pad, opts.seed, 0,
+                                  tokenizer.bos_id, tokenizer.eos_id))
+    stream = iterate_batches(run.train_examples, opts.max_tokens, pad, opts.seed, state.epoch, state.position,
+                             tokenizer.bos_id, tokenizer.eos_id)
+    losses: list[float] = []
+    tokens, started = 0, time.monotonic()
+    last_saved = state.step if state.step > 0 else -1    # a resumed run starts at a saved step
+    bar = ProgressBar(planned_steps(opts, state.step, per_epoch, 0.0, 0), initial=state.step,
+                      enabled=not opts.quiet)
+    model.train()
+    for epoch, position, batch in stream:
+        if epoch != state.epoch:                   # the previous epoch is complete: score it on dev
+            end_of_epoch(run, losses, time.monotonic() - started)
+            state.epoch, state.position = epoch, 0
+        reason = stop_reason(opts, state, time.monotonic() - started)
+        if reason is not None:
+            break
+        loss, lr = train_step(run, batch)
+        state.step, state.position = state.step + 1, position + 1
+        losses.append(loss)
+        tokens += batch.n_tgt_tokens
+        if state.step % opts.save_every == 0:
+            save_checkpoint(run)
+            last_saved = state.step
+        elapsed = time.monotonic() - started
+        bar.update(state.step, planned_steps(opts, state.step, per_epoch, elapsed, len(losses)), state.epoch + 1,
+                   _mean_tail(losses), tokens / max(elapsed, 1e-9), lr)
+    bar.close()
+    seconds = time.monotonic() - started
+    if state.step != last_saved:
+        save_checkpoint(run)
+    run.say(f"stopped after {reason}: step {state.step}, {seconds:.0f} s of training, "
+            f"{tokens / max(seconds, 1e-9):,.0f} target tokens/s")
+    return {"losses": losses, "seconds": seconds, "epochs": state.epoch + state.position / max(per_epoch, 1)}
+
+
+def train_step(run: Run, batch) -> tuple[float, float]:
+    """One update: loss, backward, clip, the rate of eq. 3, Adam. Returns (loss, learning rate)."""
+    loss = batch_loss(run.model, batch)
+    run.optimizer.zero_grad()
+    loss.backward()
+    clip_grad_norm(run.optimizer.params, CLIP_NORM)
+    lr = run.schedule.step()                    # eq. 3 sets the rate of this update
+    run.optimizer.step()
+    value = float(loss.item())
+    if not math.isfinite(value):
+        raise TrainingError(f"the loss became {value} at step {run.state.step + 1}; lower the learning rate "
+                            f"(factor) or raise the warm-up")
+    return value, lr
+
+
+def stop_reason(opts: TrainOptions, state: TrainState, elapsed: float) -> str | None:
+    """Which stopping rule holds, if any: --steps and --epochs in total, --minutes for this invocation."""
+    if opts.steps is not None and state.step >= opts.steps:
+        return f"{opts.steps} steps"
+    if opts.epochs is not None and state.epoch >= opts.epochs:
+        return f"{opts.epochs} epochs"
+    if opts.minutes is not None and elapsed >= 60.0 * opts.minutes:
+        return f"{opts.minutes:g} minutes"
+    return None
+
+
+def planned_steps(opts: TrainOptions, step: int, per_epoch: int, elapsed: float, steps_done: int) -> int | None:
+    """The step at which the run will stop, as far as can be told yet (for the progress bar's ETA)."""
+    ends = []
+    if opts.steps is not None:
+        ends.append(opts.steps)
+    if opts.epochs is not None:
+        ends.append(opts.epochs * per_epoch)
+    if opts.minutes is not None and steps_done and elapsed > 0:   # at the speed so far
+        ends.append(step + int(max(60.0 * opts.minutes - elapsed, 0.0) * steps_done / elapsed))
+    return min(ends) if ends else None
+
+
+def end_of_epoch(run: Run, losses: list[float], elapsed: float) -> None:
+    """Dev cross-entropy and greedy dev BLEU of the epoch just finished, kept in the history."""
+    state, n = run.state, min(run.recipe["eval_sentences"], len(run.dev_pairs))
+    dev_loss = evaluate_loss(run.model, run.dev_examples, run.options.max_tokens, run.tokenizer)
+    dev_bleu, _ = bleu_of(run.model, run.tokenizer, run.dev_pairs[:n], beam=1)
+    state.history.append({"epoch": state.epoch + 1, "step": state.step, "train_loss": _mean_tail(losses),
+                          "dev_loss": dev_loss, "dev_bleu_greedy": dev_bleu.score})
+    run.say(f"epoch {state.epoch + 1} done at step {state.step}: train loss {_mean_tail(losses):.3f}, "
+            f"dev loss {dev_loss:.3f} (ppl {math.exp(min(dev_loss, 50)):.2f}), "
+            f"dev BLEU {dev_bleu.score:.1f} (greedy, {n} sentences), {_format_time(elapsed)}")
+
+
+def save_checkpoint(run: Run) -> Path:
+    """OUT/checkpoints/step-N: weights, Adam, the schedule, the TrainState and the dropout streams."""
+    state = {"config": dataclasses.asdict(run.model.config), "training": run_settings(run.options),
+             "schedule": run.schedule.state_dict(), "epoch": run.state.epoch, "position": run.state.position,
+             "rng": rng_state(run.model), "history": run.state.history, "kind": "step"}
+    return ckpt.save_checkpoint(run.out, run.state.step, run.model.state_dict(), state,
+                                optimizer=run.optimizer.state_dict(), tokenizer=tokenizer_to_dict(run.tokenizer),
+                                keep_last=max(run.options.average, 2))
+
+
+# -- step 3: finish -------------------------------------------------------------------------------
+def finish(run: Run, record: dict, started: float) -> dict:
+    """Choose and save the final model, evaluate it on the test sets, write OUT/results.json."""
+    opts, config = run.options, run.model.config
+    summary: dict[str, Any] = {"out": str(run.out), "steps": run.state.step, "epochs": record["epochs"],
+                               "train_seconds": round(record["seconds"], 1), "losses": record["losses"],
+                               "history": run.state.history, "config": dataclasses.asdict(config),
+                               "training": run_settings(opts), "options": result_settings(opts)}
+    weights, summary["final_model"] = choose_final_weights(run)
+    run.model.load_state_dict(weights)
+    ckpt.save_final(run.out, weights, {"config": dataclasses.asdict(config), "training": run_settings(opts),
+                                       "step": run.state.step, "model": summary["final_model"]},
+                    tokenizer=tokenizer_to_dict(run.tokenizer))
+    if opts.evaluate:
+        summary.update(final_evaluation(run))
+    summary["wall_seconds"] = round(time.monotonic() - started, 1)
+    ckpt.write_json_atomic(run.out / run_folder.RESULTS_FILE, {k: v for k, v in summary.items() if k != "losses"})
+    run.say(f"total wall time {_format_time(summary['wall_seconds'])} ({summary['wall_seconds']:.0f} s); "
+            f"try: python -m minitransformer translate --checkpoint {run.out} \"...\"")
+    return summary
+
+
+def choose_final_weights(run: Run) -> tuple[dict, str]:
+    """The weights to keep: the average of the last k checkpoints (§6.1) if it does at least as well
+    on the dev set (greedy BLEU) as the last checkpoint, else the last checkpoint."""
+    model, last = run.model, run.model.state_dict()
+    checkpoints = ckpt.list_checkpoints(run.out)[-run.options.average:]
+    if run.options.average < 2 or len(checkpoints) < 2:
+        return last, "last checkpoint"
+    averaged = ckpt.average_checkpoints(checkpoints)
+    n = min(run.recipe["eval_sentences"], len(run.dev_pairs))
+    last_bleu, _ = bleu_of(model, run.tokenizer, run.dev_pairs[:n], beam=1)
+    model.load_state_dict(averaged)
+    averaged_bleu, _ = bleu_of(model, run.tokenizer, run.dev_pairs[:n], beam=1)
+    names = ", ".join(p.name for p in checkpoints)
+    run.say(f"dev BLEU (greedy, {n} sentences): last checkpoint {last_bleu.score:.2f}, "
+            f"average of {len(checkpoints)} ({names}) {averaged_bleu.score:.2f}")
+    if averaged_bleu.score >= last_bleu.score:
+        return averaged, f"average of the last {len(checkpoints)} checkpoints"
+    return last, "last checkpoint (the average scored lower on dev)"
+
+
+def final_evaluation(run: Run) -> dict:
+    """Test BLEU with beam search on test (and the held-out-combination test), examples, attention picture."""
+    opts, model, tokenizer, say = run.options, run.model, run.tokenizer, run.say
+    results: dict[str, Any] = {}
+    model.eval()
+    for split, label in (("test", "test (unseen sentences)"),
+                         ("test_heldout", "test_heldout (word combinations never seen in training)")):
+        pairs = run.corpus.pairs(split, opts.direction)
+        if not pairs:
+            continue
+        t0 = time.monotonic()
+        score, hypotheses = bleu_of(model, tokenizer, pairs, beam=opts.beam, alpha=opts.alpha)
+        exact = sum(h.split() == ref.split() for h, (_, ref) in zip(hypotheses, pairs)) / len(pairs)
+        results[f"{split}_bleu"] = round(score.score, 2)
+        results[f"{split}_exact_match"] = round(exact, 4)
+        say(f"{label}: BLEU {score.score:.2f} (beam {opts.beam}, α {opts.alpha}), "
+            f"{100 * exact:.1f}% exact, {len(pairs)} sentences, {time.monotonic() - t0:.1f} s")
+        if split == "test":
+            examples = []
+            for (source_text, reference), output in list(zip(pairs, hypotheses))[:5]:
+                examples.append({"source": source_text, "reference": reference, "output": output})
+                say(f"  {source_text}\n    → {output}\n    reference: {reference}")
+            results["examples"] = examples
+    if opts.plot:
+        results.update(_attention_picture(run))
+    return results
+
+
+def _attention_picture(run: Run) -> dict:
+    """OUT/attention.png: the last decoder layer's cross-attention for a test sentence of about 9 words."""
+    pairs = run.corpus.pairs("test", run.options.direction) or run.dev_pairs
+    if not pairs:
+        return {}
+    try:
+        from .plot import attention_heatmap  # noqa: PLC0415 - matplotlib only when drawing
+    except ImportError as error:
+        run.say(f"no attention picture ({error}); install matplotlib to draw it")
+        return {}
+    translator = Translator(run.model, run.tokenizer)
+    sentence = min(pairs[:50], key=lambda p: abs(len(p[0].split()) - 9))[0]
+    weights, src_labels, tgt_labels, src_ids, tgt_ids = translator.cross_attention(sentence)
+    path = run.out / run_folder.ATTENTION_FILE
+    attention_heatmap(weights, src_labels, tgt_labels, path, title=f"last decoder layer, mean over heads: {sentence}",
+                      src_ids=src_ids, tgt_ids=tgt_ids)
+    run.say(f"attention heat map of “{sentence}”: {path}")
+    return {"attention_png": str(path)}
+
+
+# -- the loss and the data ------------------------------------------------------------------------
 def encode_pairs(tokenizer: BPETokenizer, pairs: Sequence[tuple[str, str]], max_len: int,
                  drop_long: bool = True) -> list[tuple[list[int], list[int]]]:
     """(source ids, target ids) for each pair; pairs that do not fit ``max_len`` are dropped."""
     examples = []
-    for source, target in pairs:
-        src, tgt = tokenizer.encode(source), tokenizer.encode(target)
+    for source_text, target_text in pairs:
+        src, tgt = tokenizer.encode(source_text), tokenizer.encode(target_text)
         if not src or (drop_long and (len(src) > max_len or len(tgt) + 1 > max_len)):
             continue
         examples.append((src, tgt))
     return examples
 
 
+def batch_loss(model: Transformer, batch, label_smoothing: float = LABEL_SMOOTHING):
+    """Mean label-smoothed cross-entropy over the batch's target tokens (§5.4)."""
+    logits = model(batch.src, batch.tgt_in)                                     # (B, T, V)
+    vocab = logits.shape[-1]
+    targets = backend.to_device(batch.tgt_out.reshape(-1), logits.device)       # (B·T,) on the logits' device
+    return F.cross_entropy(logits.reshape(-1, vocab), targets,
+                           label_smoothing=label_smoothing, ignore_index=model.config.pad_id)
+
+
+def evaluate_loss(model: Transformer, examples, max_tokens: int, tokenizer: BPETokenizer) -> float:
+    """Per-token cross-entropy (no smoothing) over ``examples``, in eval mode; the decoder's input
+    starts with the tokenizer's bos and its output ends with the tokenizer's eos, as in training."""
+    was_training = model.training
+    model.eval()
+    total, tokens = 0.0, 0
+    with no_grad():
+        for batch in epoch_batches(examples, max_tokens, model.config.pad_id, seed=0, epoch=0,
+                                   bos_id=tokenizer.bos_id, eos_id=tokenizer.eos_id):
+            loss = batch_loss(model, batch, label_smoothing=0.0)
+            total += float(loss.item()) * batch.n_tgt_tokens
+            tokens += batch.n_tgt_tokens
+    model.train(was_training)
+    return total / max(tokens, 1)
+
+
+# -- small helpers --------------------------------------------------------------------------------
+def _printer(quiet: bool) -> Callable[[str], None]:
+    """Print a line on stdout without breaking the progress bar (tqdm redraws it below)."""
+    def say(text: str) -> None:
+        if not quiet:
+            tqdm.write(text, file=sys.stdout)
+            sys.stdout.flush()
+    return say
+
+
+def _format_time(seconds: float) -> str:
+    seconds = int(round(seconds))
+    return f"{seconds // 60}:{seconds % 60:02d}"
+
+
+def _mean_tail(values: list[float], n: int = 50) -> float:
+    tail = values[-n:]
+    return sum(tail) / len(tail) if tail else float("nan")
+
+
+def _model_config(opts: TrainOptions, vocab_size: int) -> TransformerConfig:
+    return TransformerConfig(src_vocab_size=vocab_size, tgt_vocab_size=vocab_size, tie_embeddings=True,
+                             pad_id=BPETokenizer.pad_id, max_len=MAX_LEN, seed=opts.seed,
+                             **PRESETS[opts.preset]["model"])
+
+
+def _load_resume_checkpoint(out: Path) -> ckpt.Checkpoint:
+    try:
+        return ckpt.load_checkpoint(out, with_optimizer=True, prefer_final=False)
+    except ckpt.CheckpointError as error:
+        raise TrainingError(f"--resume: {error}") from None
+
+
+# -- dropout generators and BLEU ------------------------------------------------------------------
 def dropout_generators(model: Transformer) -> list[Generator]:
     """Every random-number generator the model's dropout draws from, in a fixed order."""
     return [generator for _, generator in model.named_generators()]
@@ -192,349 +491,7 @@ def set_rng_state(model: Transformer, states: dict | list, step: int | None = No
         raise TrainingError(f"the checkpoint's dropout state does not fit the model: {error}") from None
 
 
-def batch_loss(model: Transformer, batch, label_smoothing: float = LABEL_SMOOTHING):
-    """Mean label-smoothed cross-entropy over the batch's target tokens (§5.4)."""
-    logits = model(batch.src, batch.tgt_in)                                     # (B, T, V)
-    vocab = logits.shape[-1]
-    targets = backend.to_device(batch.tgt_out.reshape(-1), logits.device)       # (B·T,) on the logits' device
-    return F.cross_entropy(logits.reshape(-1, vocab), targets,
-                           label_smoothing=label_smoothing, ignore_index=model.config.pad_id)
-
-
-def evaluate_loss(model: Transformer, examples, max_tokens: int) -> float:
-    """Per-token cross-entropy (no smoothing) over ``examples``, in eval mode."""
-    was_training = model.training
-    model.eval()
-    total, tokens = 0.0, 0
-    with no_grad():
-        for batch in epoch_batches(examples, max_tokens, model.config.pad_id, seed=0, epoch=0):
-            loss = batch_loss(model, batch, label_smoothing=0.0)
-            total += float(loss.item()) * batch.n_tgt_tokens
-            tokens += batch.n_tgt_tokens
-    model.train(was_training)
-    return total / max(tokens, 1)
-
-
 def bleu_of(model: Transformer, tokenizer: BPETokenizer, pairs, beam: int, alpha: float = 0.6):
     """Corpus BLEU of the model on (source, reference) text pairs; returns (BLEUScore, hypotheses)."""
     return Translator(model, tokenizer).bleu(pairs, beam_size=beam, alpha=alpha)
 
-
-def _format_time(seconds: float) -> str:
-    seconds = int(round(seconds))
-    return f"{seconds // 60}:{seconds % 60:02d}"
-
-
-class ProgressBar:
-    """One status line on stderr: redrawn in place on a terminal, printed every few seconds otherwise."""
-
-    def __init__(self, stream: TextIO = sys.stderr, enabled: bool = True, interval: float | None = None) -> None:
-        self.stream, self.enabled = stream, enabled
-        self.tty = enabled and hasattr(stream, "isatty") and stream.isatty()
-        self.interval = interval if interval is not None else (0.2 if self.tty else 10.0)
-        self.last = -math.inf
-        self.width = 0
-
-    def update(self, fraction: float | None, text: str, force: bool = False) -> None:
-        if not self.enabled:
-            return
-        now = time.monotonic()
-        if not force and now - self.last < self.interval:
-            return
-        self.last = now
-        if fraction is not None:
-            filled = int(20 * min(max(fraction, 0.0), 1.0))
-            text = f"[{'#' * filled}{'.' * (20 - filled)}] {100 * min(fraction, 1.0):3.0f}% {text}"
-        if self.tty:
-            self.stream.write("\r" + text.ljust(self.width))
-            self.width = len(text)
-        else:
-            self.stream.write(text + "\n")
-        self.stream.flush()
-
-    def message(self, text: str) -> None:
-        """A line of its own (clears the status line first)."""
-        if not self.enabled:
-            return
-        if self.tty and self.width:
-            self.stream.write("\r" + " " * self.width + "\r")
-            self.width = 0
-        self.stream.write(text + "\n")
-        self.stream.flush()
-        self.last = -math.inf
-
-
-# -- the run ------------------------------------------------------------------------------------------
-def _prepare_out_dir(options: TrainOptions) -> dict | None:
-    """Check the output folder; return the saved run settings when resuming."""
-    out = Path(options.out)
-    run_file = out / "config.json"
-    has_run = run_file.is_file() or (out / ckpt.LATEST_FILE).is_file()
-    if options.resume:
-        if not has_run:
-            raise TrainingError(f"--resume: {out} holds no run to resume (no config.json / latest checkpoint)")
-        try:
-            saved = json.loads(run_file.read_text(encoding="utf-8"))
-            return saved["training"]
-        except (OSError, ValueError, KeyError) as error:
-            raise TrainingError(f"--resume: cannot read {run_file} ({type(error).__name__}: {error})") from None
-    if has_run and not options.overwrite:
-        raise TrainingError(f"{out} already holds a training run; pass --resume to continue it, "
-                            f"--overwrite to start again there, or choose another --out")
-    if out.exists() and not out.is_dir():
-        raise TrainingError(f"--out {out} exists and is not a folder")
-    return None
-
-
-def train(options: TrainOptions, log: Callable[[str], None] | None = None) -> dict:
-    """Train (or resume) a translator; returns a summary dict (also written to OUT/results.json)."""
-    say = log or (lambda text: None if options.quiet else print(text, flush=True))
-    saved = _prepare_out_dir(options)
-    opts = _resolved(options, saved)
-    preset = PRESETS[opts.preset]
-    out = Path(opts.out)
-    try:
-        backend.set_default_device(opts.device)
-    except (RuntimeError, ValueError) as error:
-        raise TrainingError(f"--device {opts.device}: {error}") from None
-    wall_start = time.monotonic()
-
-    corpus = load_data(opts)
-    direction = opts.direction
-    try:
-        train_pairs = corpus.pairs("train", direction)
-    except ValueError as error:
-        raise TrainingError(str(error)) from None
-    dev_pairs = corpus.pairs("dev", direction)
-
-    # tokenizer and configuration: trained/built fresh, or read back from the run folder
-    if saved is not None:
-        checkpoint = _load_resume_checkpoint(out)
-        tokenizer = tokenizer_from_dict(checkpoint.tokenizer or {}, str(checkpoint.path / ckpt.TOKENIZER_FILE))
-        config = config_from_dict(checkpoint.state.get("config"), str(checkpoint.path))
-        expected = _model_config(opts, tokenizer.vocab_size)
-        differences = ckpt.config_differences(dataclasses.asdict(config), dataclasses.asdict(expected))
-        if differences:
-            raise TrainingError(f"{checkpoint.path}: saved from another model configuration: "
-                                + "; ".join(differences))
-    else:
-        checkpoint = None
-        t0 = time.monotonic()
-        tokenizer = BPETokenizer.train([s for pair in train_pairs for s in pair], opts.vocab_size)
-        say(f"BPE: {tokenizer.vocab_size} tokens shared by both languages (learned in {time.monotonic() - t0:.1f} s)")
-        config = _model_config(opts, tokenizer.vocab_size)
-        out.mkdir(parents=True, exist_ok=True)
-        ckpt.write_json_atomic(out / "config.json", {"model": dataclasses.asdict(config),
-                                                     "training": _run_settings(opts)})
-        ckpt.write_json_atomic(out / ckpt.TOKENIZER_FILE, tokenizer_to_dict(tokenizer))
-
-    train_examples = encode_pairs(tokenizer, train_pairs, config.max_len)
-    dev_examples = encode_pairs(tokenizer, dev_pairs, config.max_len)
-    model = Transformer(config)
-    if opts.device != "cpu":
-        model.to(opts.device)
-    optimizer = Adam(model.parameters(), lr=0.0, betas=(0.9, 0.98), eps=1e-9)   # §5.3
-    schedule = NoamSchedule(optimizer, config.d_model, warmup=preset["warmup"], factor=preset["factor"])
-    step, epoch, position, history = 0, 0, 0, []
-    if checkpoint is not None:
-        ckpt.check_weights_match(checkpoint.weights, model.state_dict(), where=str(checkpoint.path))
-        model.load_state_dict(checkpoint.weights)
-        if checkpoint.optimizer is None:
-            raise TrainingError(f"{checkpoint.path}: has no optimizer.npz, so training cannot resume exactly")
-        try:
-            optimizer.load_state_dict(checkpoint.optimizer)
-            schedule.load_state_dict(checkpoint.state["schedule"])
-        except (KeyError, ValueError) as error:
-            raise TrainingError(f"{checkpoint.path}: optimiser state does not fit ({error})") from None
-        set_rng_state(model, checkpoint.state["rng"], checkpoint.step)
-        step, epoch, position = checkpoint.step, checkpoint.state["epoch"], checkpoint.state["position"]
-        history = checkpoint.state.get("history", [])
-        say(f"resuming {out} at step {step} (epoch {epoch + 1}, batch {position})")
-    say(f"{corpus.name} corpus {direction}: {len(train_examples):,} training pairs, {len(dev_examples)} dev; "
-        f"model {config.n_layers}+{config.n_layers} layers, d_model {config.d_model}, "
-        f"{model.num_parameters():,} parameters; batches of ≤ {opts.max_tokens} tokens")
-
-    def save(kind: str = "step") -> Path:
-        state = {"config": dataclasses.asdict(config), "training": _run_settings(opts),
-                 "schedule": schedule.state_dict(), "epoch": epoch, "position": position,
-                 "rng": rng_state(model), "history": history, "kind": kind}
-        return ckpt.save_checkpoint(out, step, model.state_dict(), state, optimizer=optimizer.state_dict(),
-                                    tokenizer=tokenizer_to_dict(tokenizer), keep_last=max(opts.average, 2))
-
-    # the loop: epochs of length-bucketed batches, each epoch a pure function of (seed, epoch)
-    bar = ProgressBar(enabled=not opts.quiet)
-    budget = None if opts.minutes is None else 60.0 * opts.minutes
-    losses: list[float] = []
-    tokens_seen, started = 0, time.monotonic()
-    last_saved = step if checkpoint is not None else -1
-    batches = epoch_batches(train_examples, opts.max_tokens, config.pad_id, opts.seed, epoch,
-                            tokenizer.bos_id, tokenizer.eos_id)
-    model.train()
-
-    def stop_reason() -> str | None:
-        if opts.steps is not None and step >= opts.steps:
-            return f"{opts.steps} steps"
-        if opts.epochs is not None and epoch >= opts.epochs:
-            return f"{opts.epochs} epochs"
-        if budget is not None and time.monotonic() - started >= budget:
-            return f"{opts.minutes:g} minutes"
-        return None
-
-    def fraction_done() -> float | None:
-        parts = []
-        if opts.steps is not None:
-            parts.append(step / opts.steps)
-        if opts.epochs is not None:
-            parts.append((epoch + position / max(len(batches), 1)) / opts.epochs)
-        if budget is not None:
-            parts.append((time.monotonic() - started) / budget)
-        return max(parts) if parts else None
-
-    def end_of_epoch() -> None:
-        dev_loss = evaluate_loss(model, dev_examples, opts.max_tokens)
-        n = min(preset["eval_sentences"], len(dev_pairs))
-        dev_bleu, _ = bleu_of(model, tokenizer, dev_pairs[:n], beam=1)
-        history.append({"epoch": epoch + 1, "step": step, "train_loss": _mean_tail(losses),
-                        "dev_loss": dev_loss, "dev_bleu_greedy": dev_bleu.score})
-        bar.message(f"epoch {epoch + 1} done at step {step}: train loss {_mean_tail(losses):.3f}, "
-                    f"dev loss {dev_loss:.3f} (ppl {math.exp(min(dev_loss, 50)):.2f}), "
-                    f"dev BLEU {dev_bleu.score:.1f} (greedy, {n} sentences), "
-                    f"{_format_time(time.monotonic() - started)}")
-
-    reason = stop_reason()
-    while reason is None:
-        if position >= len(batches):            # the epoch is complete: evaluate it, start the next
-            end_of_epoch()
-            epoch, position = epoch + 1, 0
-            batches = epoch_batches(train_examples, opts.max_tokens, config.pad_id, opts.seed, epoch,
-                                    tokenizer.bos_id, tokenizer.eos_id)
-            reason = stop_reason()
-            continue
-        batch = batches[position]
-        loss = batch_loss(model, batch)
-        optimizer.zero_grad()
-        loss.backward()
-        clip_grad_norm(optimizer.params, CLIP_NORM)
-        lr = schedule.step()                    # eq. 3 sets the rate of this update
-        optimizer.step()
-        step, position = step + 1, position + 1
-        value = float(loss.item())
-        if not math.isfinite(value):
-            raise TrainingError(f"the loss became {value} at step {step}; lower the learning rate (factor) "
-                                f"or raise the warm-up")
-        losses.append(value)
-        tokens_seen += batch.n_tgt_tokens
-        if step % preset["save_every"] == 0:
-            save()
-            last_saved = step
-        elapsed = time.monotonic() - started
-        bar.update(fraction_done(), f"epoch {epoch + 1} step {step} | loss {_mean_tail(losses):.3f} | "
-                                    f"{tokens_seen / max(elapsed, 1e-9):,.0f} tok/s | lr {lr:.2e} | "
-                                    f"{_format_time(elapsed)}")
-        reason = stop_reason()
-    train_seconds = time.monotonic() - started
-    if step != last_saved:
-        save()
-    bar.message(f"stopped after {reason}: step {step}, {train_seconds:.0f} s of training, "
-                f"{tokens_seen / max(train_seconds, 1e-9):,.0f} target tokens/s")
-
-    summary: dict[str, Any] = {"out": str(out), "steps": step, "epochs": epoch + position / max(len(batches), 1),
-                               "train_seconds": round(train_seconds, 1), "losses": losses, "history": history,
-                               "config": dataclasses.asdict(config), "training": _run_settings(opts)}
-    final_weights, chosen = _final_model(model, tokenizer, out, dev_pairs, opts, preset, say)
-    model.load_state_dict(final_weights)
-    ckpt.save_final(out, final_weights, {"config": dataclasses.asdict(config), "training": _run_settings(opts),
-                                         "step": step, "model": chosen},
-                    tokenizer=tokenizer_to_dict(tokenizer))
-    summary["final_model"] = chosen
-    if opts.evaluate:
-        summary.update(_final_evaluation(model, tokenizer, corpus, direction, opts, say))
-    summary["wall_seconds"] = round(time.monotonic() - wall_start, 1)
-    ckpt.write_json_atomic(out / "results.json", {k: v for k, v in summary.items() if k != "losses"})
-    say(f"total wall time {_format_time(summary['wall_seconds'])} ({summary['wall_seconds']:.0f} s); "
-        f"try: python -m minitransformer translate --checkpoint {out} \"...\"")
-    return summary
-
-
-def _mean_tail(values: list[float], n: int = 50) -> float:
-    tail = values[-n:]
-    return sum(tail) / len(tail) if tail else float("nan")
-
-
-def _model_config(opts: TrainOptions, vocab_size: int) -> TransformerConfig:
-    return TransformerConfig(src_vocab_size=vocab_size, tgt_vocab_size=vocab_size, tie_embeddings=True,
-                             pad_id=BPETokenizer.pad_id, max_len=MAX_LEN, seed=opts.seed,
-                             **PRESETS[opts.preset]["model"])
-
-
-def _run_settings(opts: TrainOptions) -> dict:
-    return {name: getattr(opts, name) for name in
-            ("data", "direction", "preset", "seed", "max_tokens", "vocab_size", "limit")}
-
-
-def _load_resume_checkpoint(out: Path) -> ckpt.Checkpoint:
-    try:
-        return ckpt.load_checkpoint(out, with_optimizer=True, prefer_final=False)
-    except ckpt.CheckpointError as error:
-        raise TrainingError(f"--resume: {error}") from None
-
-
-def _final_model(model, tokenizer, out: Path, dev_pairs, opts: TrainOptions, preset, say):
-    """The weights to keep: the average of the last k checkpoints (§6.1) if it does at least as well
-    on the dev set (greedy BLEU) as the last checkpoint, else the last checkpoint."""
-    last = model.state_dict()
-    checkpoints = ckpt.list_checkpoints(out)[-opts.average:]
-    if opts.average < 2 or len(checkpoints) < 2:
-        return last, "last checkpoint"
-    averaged = ckpt.average_checkpoints(checkpoints)
-    n = min(preset["eval_sentences"], len(dev_pairs))
-    last_bleu, _ = bleu_of(model, tokenizer, dev_pairs[:n], beam=1)
-    model.load_state_dict(averaged)
-    averaged_bleu, _ = bleu_of(model, tokenizer, dev_pairs[:n], beam=1)
-    names = ", ".join(p.name for p in checkpoints)
-    say(f"dev BLEU (greedy, {n} sentences): last checkpoint {last_bleu.score:.2f}, "
-        f"average of {len(checkpoints)} ({names}) {averaged_bleu.score:.2f}")
-    if averaged_bleu.score >= last_bleu.score:
-        return averaged, f"average of the last {len(checkpoints)} checkpoints"
-    return last, "last checkpoint (the average scored lower on dev)"
-
-
-def _final_evaluation(model, tokenizer, corpus: Corpus, direction: str, opts: TrainOptions, say) -> dict:
-    """Test BLEU with beam search on test (and the held-out-combination test), examples, attention picture."""
-    results: dict[str, Any] = {}
-    model.eval()
-    for split, label in (("test", "test (unseen sentences)"),
-                         ("test_heldout", "test_heldout (word combinations never seen in training)")):
-        pairs = corpus.pairs(split, direction)
-        if not pairs:
-            continue
-        t0 = time.monotonic()
-        score, hypotheses = bleu_of(model, tokenizer, pairs, beam=opts.beam, alpha=opts.alpha)
-        exact = sum(h.split() == ref.split() for h, (_, ref) in zip(hypotheses, pairs)) / len(pairs)
-        results[f"{split}_bleu"] = round(score.score, 2)
-        results[f"{split}_exact_match"] = round(exact, 4)
-        say(f"{label}: BLEU {score.score:.2f} (beam {opts.beam}, α {opts.alpha}), "
-            f"{100 * exact:.1f}% exact, {len(pairs)} sentences, {time.monotonic() - t0:.1f} s")
-        if split == "test":
-            examples = []
-            for (source, reference), output in list(zip(pairs, hypotheses))[:5]:
-                examples.append({"source": source, "reference": reference, "output": output})
-                say(f"  {source}\n    → {output}\n    reference: {reference}")
-            results["examples"] = examples
-    if opts.plot:
-        pairs = corpus.pairs("test", direction) or corpus.pairs("dev", direction)
-        if pairs:
-            try:
-                from .plot import attention_heatmap  # noqa: PLC0415 - matplotlib only when drawing
-                translator = Translator(model, tokenizer)
-                source = min(pairs[:50], key=lambda p: abs(len(p[0].split()) - 9))[0]
-                weights, src_labels, tgt_labels, src_ids, tgt_ids = translator.cross_attention(source)
-                path = Path(opts.out) / "attention.png"
-                attention_heatmap(weights, src_labels, tgt_labels, path,
-                                  title=f"last decoder layer, mean over heads: {source}",
-                                  src_ids=src_ids, tgt_ids=tgt_ids)
-                results["attention_png"] = str(path)
-                say(f"attention heat map of “{source}”: {path}")
-            except ImportError as error:
-                say(f"no attention picture ({error}); install matplotlib to draw it")
-    return results

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
 
 import numpy as np
 import pytest
@@ -196,3 +198,39 @@ def test_averaging_the_last_checkpoints(tmp_path, rng):
     _save(other, 1, {"encoder.w": np.zeros((2, 2), np.float32), "decoder.b": np.zeros(4, np.float32)})
     with pytest.raises(CheckpointError, match="encoder.w"):
         ckpt.average_checkpoints([folders[0], other])
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o002], ids=["umask-022", "umask-002"])
+def test_saved_files_and_folders_respect_the_umask(tmp_path, rng, umask):
+    """A run folder shared by a group must be readable by it: no file private to its owner."""
+    old = os.umask(umask)
+    try:
+        _save(tmp_path, 1, _weights(rng), optimizer={"step": np.asarray(1)}, tokenizer={"type": "bpe"})
+        ckpt.save_final(tmp_path, _weights(rng), {"step": 1}, tokenizer={"type": "bpe"})
+        ckpt.write_json_atomic(tmp_path / "config.json", {"a": 1})
+    finally:
+        os.umask(old)
+    for path in tmp_path.rglob("*"):
+        expected = (0o777 if path.is_dir() else 0o666) & ~umask
+        assert stat.S_IMODE(path.stat().st_mode) == expected, path
+
+
+def test_weights_that_are_not_numbers_are_refused_naming_the_file(tmp_path, rng):
+    folder = _save(tmp_path, 1, _weights(rng))
+    with open(folder / "model.npz", "wb") as f:
+        np.savez(f, **{"encoder.w": np.array([["a", "b"]]), "decoder.b": np.zeros(4, np.float32)})
+    state = json.loads((folder / "state.json").read_text())
+    del state["sha256"]["model.npz"]                           # a hand-made file: no checksum to catch it
+    (folder / "state.json").write_text(json.dumps(state))
+    with pytest.raises(CheckpointError, match=r"model\.npz: array 'encoder.w' holds <U1 values, not numbers"):
+        ckpt.load_checkpoint(tmp_path)
+
+
+def test_an_incomplete_final_model_is_refused_not_replaced(tmp_path, rng):
+    _save(tmp_path, 1, _weights(rng))
+    ckpt.save_final(tmp_path, _weights(rng), {"step": 1})
+    assert ckpt.resolve_checkpoint(tmp_path) == tmp_path / "final"
+    (tmp_path / "final" / "state.json").unlink()
+    with pytest.raises(CheckpointError, match=r"final: the final model is incomplete \(no state.json\)"):
+        ckpt.resolve_checkpoint(tmp_path)
+    assert ckpt.resolve_checkpoint(tmp_path, prefer_final=False).name == "step-000001"   # resuming still works

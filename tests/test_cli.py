@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-TINY_RUN = ["--preset", "tiny", "--limit", "20", "--average", "2"]
+TINY_RUN = ["--preset", "toy", "--limit", "20", "--average", "2"]
 
 
 def run_cli(*args, stdin: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -128,7 +128,44 @@ def test_train_refusals(run_dir, tmp_path):
             "corpus folder not found")
     refused(run_cli("train", "--out", tmp_path / "y", "--resume"), "no run to resume")
     refused(run_cli("train", "--steps", "0"), "must be positive")
-    refused(run_cli("train", "--preset", "gigantic"), "invalid choice")
+    refused(run_cli("train", "--preset", "gigantic"), "unknown preset 'gigantic'; choose one of toy, quick, small")
+    refused(run_cli("train", "--preset", "tiny", "--out", tmp_path / "z"), "the preset 'tiny' is now called 'toy'")
+    (tmp_path / "afile").write_text("x")
+    refused(run_cli("train", "--out", tmp_path / "afile" / "sub"), "cannot be a folder", "afile is a file")
+
+
+def test_the_same_train_command_twice_is_not_an_error(run_dir):
+    """The README's first command runs twice in a row: the second `train` finds its finished run."""
+    result = run_cli("train", "--out", run_dir, "--steps", "4", *TINY_RUN)
+    assert result.returncode == 0, result.stderr
+    assert "already holds this run, finished" in result.stdout and "nothing to train" in result.stdout
+
+
+def test_every_training_option_has_a_flag():
+    """The train subcommand is built from TrainOptions: each field has a flag, with the same default."""
+    import dataclasses
+
+    from minitransformer.__main__ import build_parser
+    from minitransformer.train import TrainOptions
+
+    parser = build_parser()
+    args = parser.parse_args(["train"])
+    parsed = {f.name: getattr(args, f.name) for f in dataclasses.fields(TrainOptions)}
+    assert parsed == dataclasses.asdict(TrainOptions())
+    args = parser.parse_args(["train", "--alpha", "0.8", "--no-plot", "--no-eval", "--save-every", "7"])
+    assert (args.alpha, args.plot, args.evaluate, args.save_every) == (0.8, False, False, 7)
+
+
+def test_a_run_without_a_complete_final_model_is_never_used_silently(run_dir, tmp_path):
+    copy = tmp_path / "run"
+    shutil.copytree(run_dir, copy)
+    (copy / "final" / "state.json").unlink()
+    refused(run_cli("translate", "--checkpoint", copy, "the cat ate the fish ."), "final model is incomplete")
+    refused(run_cli("evaluate", "--checkpoint", copy, "--limit", "2"), "final model is incomplete")
+    shutil.rmtree(copy / "final")                             # an unfinished run: its latest checkpoint, said aloud
+    result = run_cli("translate", "--checkpoint", copy, "the cat ate the fish .")
+    assert result.returncode == 0, result.stderr
+    assert "has no final model" in result.stderr and "step-000004" in result.stderr
 
 
 @pytest.mark.parametrize("command", ["train", "translate", "evaluate"])

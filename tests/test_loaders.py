@@ -125,6 +125,19 @@ def test_load_corpus_errors(tmp_path):
         load_corpus(folder, "fr-de")
 
 
+def test_load_data_picks_the_builtin_corpus_or_a_folder(tmp_path):
+    """The corpus a run trains on, as training and `evaluate` both ask for it (data/source.py)."""
+    from minitransformer.data.source import load_data
+
+    builtin = load_data(None, "ja-en", dict(n_train=50, n_dev=5, n_test=5, n_heldout=5), limit=20)
+    assert builtin.sizes() == {"train": 20, "dev": 5, "test": 5, "test_heldout": 5}
+    assert builtin.name == "builtin"
+    with pytest.raises(CorpusError, match="the built-in corpus is English–Japanese: --direction must be en-ja"):
+        load_data(None, "en-fr", dict(n_train=50, n_dev=5, n_test=5, n_heldout=5))
+    folder = load_data(str(make_aligned_folder(tmp_path / "enja")), "en-ja", limit=2)
+    assert folder.sizes() == {"train": 2, "dev": 2, "test": 2, "test_heldout": 0}
+
+
 # --- the real corpora in shared/data ---------------------------------------------
 
 def manifest() -> dict:

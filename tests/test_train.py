@@ -10,13 +10,14 @@ import minitransformer as mt
 import minitransformer.functional as F
 from minitransformer import checkpoint as ckpt
 from minitransformer.nn.transformer import Transformer, TransformerConfig
+from minitransformer.presets import MODELS
 from minitransformer.train import (PRESETS, ProgressBar, TrainingError, TrainOptions, dropout_generators, rng_state,
                                    set_rng_state, train)
 
 
 def _options(out, **overrides) -> TrainOptions:
     # 60 training pairs in batches of <= 400 tokens: a handful of batches per epoch
-    settings = dict(out=str(out), preset="tiny", limit=60, average=1, evaluate=False, quiet=True)
+    settings = dict(out=str(out), preset="toy", limit=60, average=1, evaluate=False, quiet=True)
     settings.update(overrides)
     return TrainOptions(**settings)
 
@@ -60,14 +61,84 @@ def test_training_lowers_the_loss(tmp_path):
 
 def test_an_existing_run_is_not_overwritten_by_accident(tmp_path):
     train(_options(tmp_path / "run", steps=2))
-    with pytest.raises(TrainingError, match="already holds a training run.*--resume.*--overwrite"):
+    with pytest.raises(TrainingError, match="already holds a training run with other settings "
+                                            r"\(steps 2 there, 3 now\).*--resume.*--overwrite"):
+        train(_options(tmp_path / "run", steps=3))
+    assert train(_options(tmp_path / "run", steps=3, overwrite=True))["steps"] == 3
+
+
+def test_the_same_command_again_finds_its_finished_run_and_trains_nothing(tmp_path):
+    """The README's first command can be run twice: the second `train` returns the first one's results."""
+    first = train(_options(tmp_path / "run", steps=2))
+    lines = []
+    again = train(_options(tmp_path / "run", steps=2), log=lines.append)
+    assert again["already_trained"] and again["steps"] == first["steps"] == 2
+    assert lines == [f"{tmp_path / 'run'} already holds this run, finished: nothing to train "
+                     f"(--overwrite trains it again)"]
+
+
+def test_an_unfinished_run_is_not_taken_for_a_finished_one(tmp_path):
+    train(_options(tmp_path / "run", steps=2))
+    (tmp_path / "run" / "results.json").unlink()          # as if killed before the end
+    with pytest.raises(TrainingError, match="did not finish; pass --resume"):
         train(_options(tmp_path / "run", steps=2))
-    assert train(_options(tmp_path / "run", steps=2, overwrite=True))["steps"] == 2
+
+
+def test_overwrite_leaves_nothing_of_the_earlier_run(tmp_path):
+    """Run A saves more (and later) checkpoints than run B: none of them may survive into B."""
+    out = tmp_path / "run"
+    train(_options(out, steps=6, save_every=1, average=2))
+    b = train(_options(out, steps=3, save_every=1, average=2, overwrite=True))
+    assert [p.name for p in ckpt.list_checkpoints(out)] == ["step-000002", "step-000003"]
+    final = json.loads((out / "final" / "state.json").read_text())
+    assert final["step"] == 3 and b["steps"] == 3
+    assert "step-000006" not in json.dumps(b)
+
+
+def test_overwrite_with_another_preset_replaces_the_final_model(tmp_path):
+    out = tmp_path / "run"
+    train(_options(out, steps=4, save_every=1, average=3))
+    train(_options(out, steps=2, preset="quick", overwrite=True, average=3))
+    final = ckpt.load_checkpoint(out)
+    assert final.path == out / "final" and final.config["d_model"] == MODELS["tiny"]["d_model"]
+    assert json.loads((out / "config.json").read_text())["training"]["preset"] == "quick"
+    assert all(c.name == "step-000002" for c in ckpt.list_checkpoints(out))
+
+
+def test_overwrite_deletes_only_what_the_run_wrote(tmp_path):
+    out = tmp_path / "run"
+    train(_options(out, steps=2))
+    (out / "notes.txt").write_text("mine")
+    train(_options(out, steps=2, overwrite=True))
+    assert (out / "notes.txt").read_text() == "mine"
+    (out / "final" / "my-model.npz").write_text("mine too")
+    before = sorted(p.relative_to(out) for p in out.rglob("*"))
+    with pytest.raises(TrainingError, match=r"my-model\.npz was not written by a training run"):
+        train(_options(out, steps=2, overwrite=True))
+    assert sorted(p.relative_to(out) for p in out.rglob("*")) == before     # refused before deleting anything
+
+
+def test_a_folder_that_holds_files_of_the_same_names_but_no_run_is_refused(tmp_path):
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "config.json").write_text('{"colour": "blue"}')
+    for overwrite in (False, True):
+        with pytest.raises(TrainingError, match="holds config.json but no training run"):
+            train(_options(out, steps=1, overwrite=overwrite))
+    assert (out / "config.json").read_text() == '{"colour": "blue"}'
+
+
+def test_an_out_below_a_file_is_refused_before_any_work(tmp_path):
+    (tmp_path / "afile").write_text("x")
+    lines = []
+    with pytest.raises(TrainingError, match=r"--out .*afile/sub: cannot be a folder \(.*afile is a file\)"):
+        train(_options(tmp_path / "afile" / "sub", steps=1), log=lines.append)
+    assert lines == []                                       # refused before the tokenizer was trained
 
 
 def test_resume_refuses_other_settings_and_missing_runs(tmp_path):
     train(_options(tmp_path / "run", steps=2))
-    with pytest.raises(TrainingError, match=r"preset: 'tiny' in the saved run, 'quick' requested"):
+    with pytest.raises(TrainingError, match=r"preset: 'toy' in the saved run, 'quick' requested"):
         train(_options(tmp_path / "run", steps=4, resume=True, preset="quick"))
     with pytest.raises(TrainingError, match="no run to resume"):
         train(_options(tmp_path / "empty", steps=4, resume=True))
@@ -98,8 +169,10 @@ def test_a_missing_corpus_folder_is_a_clear_error(tmp_path):
 
 
 def test_bad_option_values_are_refused(tmp_path):
-    with pytest.raises(TrainingError, match="unknown preset 'huge'"):
+    with pytest.raises(TrainingError, match="unknown preset 'huge'; choose one of toy, quick, small"):
         train(_options(tmp_path / "a", preset="huge"))
+    with pytest.raises(TrainingError, match="the preset 'tiny' is now called 'toy'"):
+        train(_options(tmp_path / "a", preset="tiny"))
     with pytest.raises(TrainingError, match="built-in corpus is English–Japanese"):
         train(_options(tmp_path / "b", direction="en-fr", steps=1))
 
@@ -181,14 +254,66 @@ def test_the_older_list_format_of_the_dropout_state_still_resumes():
         set_rng_state(model, {"encoder.nothing.generator": {"seed": 1}}, step=1)
 
 
-def test_progress_bar_prints_lines_when_not_a_terminal(capsys):
+def test_the_status_line_fits_80_columns_and_shows_an_eta():
     import io
     stream = io.StringIO()
-    bar = ProgressBar(stream=stream, interval=0.0)
-    bar.update(0.5, "loss 1.0")
-    bar.message("epoch 1 done")
-    text = stream.getvalue()
-    assert "[##########..........]  50% loss 1.0\n" in text and "epoch 1 done\n" in text
-    quiet = ProgressBar(stream=stream, enabled=False)
-    quiet.update(1.0, "nothing")
-    assert "nothing" not in stream.getvalue()
+    bar = ProgressBar(total=100_000, initial=52_000, stream=stream)
+    bar.update(52_001, 100_000, epoch=377, loss=12.345, tokens_per_second=123_456, lr=3.14e-3)
+    bar.close()
+    lines = [line for line in stream.getvalue().replace("\n", "\r").split("\r") if line]
+    assert lines and all(len(line) < 80 for line in lines)
+    last = lines[-1]
+    assert "52001/100000" in last and "<" in last                    # steps, then [elapsed<remaining]
+    for piece in ("ep 377", "loss 12.345", "123.5k tok/s", "lr 3.1e-03"):
+        assert piece in last
+    quiet_stream = io.StringIO()
+    quiet = ProgressBar(total=10, stream=quiet_stream, enabled=False)
+    quiet.update(1, 10, epoch=1, loss=1.0, tokens_per_second=1.0, lr=1.0)
+    quiet.close()
+    assert quiet_stream.getvalue() == ""
+
+
+def test_the_dev_loss_uses_the_tokenizers_bos_and_eos():
+    """evaluate_loss must build the decoder's input and output with the tokenizer's ids, as training does."""
+    from types import SimpleNamespace
+
+    from minitransformer.data.batching import make_batches
+    from minitransformer.train import batch_loss, evaluate_loss
+
+    config = TransformerConfig.tiny(12, d_model=8, n_heads=2, d_ff=8, n_layers=1, dropout=0.0, max_len=16)
+    model = Transformer(config).to(np.float64)
+    examples = [([4, 5, 6], [7, 8]), ([9, 4], [10, 11, 5])]
+    tokenizer = SimpleNamespace(bos_id=3, eos_id=11)      # not the 1 and 2 of the batching defaults
+    expected = []
+    for ids in ((3, 11), (1, 2)):
+        (batch,) = make_batches(examples, 100, pad_id=0, shuffle=False, bos_id=ids[0], eos_id=ids[1])
+        expected.append(batch_loss(model, batch, label_smoothing=0.0).item())
+    assert expected[0] != pytest.approx(expected[1])
+    assert evaluate_loss(model, examples, 100, tokenizer) == pytest.approx(expected[0], rel=1e-12)
+
+
+def test_one_table_of_presets():
+    """A name means one model: TransformerConfig's presets, the training recipes and their sizes agree."""
+    from minitransformer.presets import RENAMED_PRESETS
+    for name, sizes in MODELS.items():
+        config = TransformerConfig.preset(name, 100)
+        assert {key: getattr(config, key) for key in sizes} == sizes
+    for name in ("tiny", "small", "base", "big"):
+        assert getattr(TransformerConfig, name)(100) == TransformerConfig.preset(name, 100)
+    for name, recipe in PRESETS.items():
+        assert recipe["model"] in MODELS.values()
+        if name in MODELS:                                   # a recipe named after a model trains that model
+            assert recipe["model"] == MODELS[name]
+    assert PRESETS["small"]["model"] == MODELS["small"] and PRESETS["quick"]["model"] == MODELS["tiny"]
+    assert set(RENAMED_PRESETS.values()) <= set(PRESETS) and not set(RENAMED_PRESETS) & set(PRESETS)
+    with pytest.raises(ValueError, match="unknown model size 'huge'; choose one of toy, tiny, small"):
+        TransformerConfig.preset("huge", 100)
+
+
+def test_a_run_saved_under_an_old_preset_name_still_resumes(tmp_path):
+    out = tmp_path / "run"
+    train(_options(out, steps=2))
+    config = json.loads((out / "config.json").read_text())
+    config["training"]["preset"] = "tiny"                    # what earlier versions wrote for this model
+    (out / "config.json").write_text(json.dumps(config))
+    assert train(_options(out, steps=3, preset=None, resume=True))["steps"] == 3

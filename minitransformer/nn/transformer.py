@@ -75,24 +75,31 @@ class TransformerConfig:
         return cls(**fields)
 
     @classmethod
+    def preset(cls, name: str, vocab: int, **overrides) -> TransformerConfig:
+        """The model called ``name`` in presets.MODELS (toy, tiny, small, medium, base, big)."""
+        from ..presets import model_sizes  # noqa: PLC0415 - the one table of named sizes
+
+        return cls._preset(vocab, model_sizes(name), overrides)
+
+    @classmethod
     def base(cls, vocab: int = 37000, **overrides) -> TransformerConfig:
         """The paper's base model: N=6, d_model=512, h=8, d_ff=2048, P_drop=0.1 (Table 3)."""
-        return cls._preset(vocab, dict(d_model=512, n_heads=8, d_ff=2048, n_layers=6, dropout=0.1), overrides)
+        return cls.preset("base", vocab, **overrides)
 
     @classmethod
     def big(cls, vocab: int = 37000, **overrides) -> TransformerConfig:
         """The paper's big model: N=6, d_model=1024, h=16, d_ff=4096, P_drop=0.3 (Table 3)."""
-        return cls._preset(vocab, dict(d_model=1024, n_heads=16, d_ff=4096, n_layers=6, dropout=0.3), overrides)
+        return cls.preset("big", vocab, **overrides)
 
     @classmethod
     def small(cls, vocab: int, **overrides) -> TransformerConfig:
-        """3 + 3 layers of width 128 (4 heads, d_ff 512): trains on a laptop CPU in minutes."""
-        return cls._preset(vocab, dict(d_model=128, n_heads=4, d_ff=512, n_layers=3, dropout=0.1), overrides)
+        """2 + 2 layers of width 128 (4 heads, d_ff 512): the default translator, minutes on a laptop CPU."""
+        return cls.preset("small", vocab, **overrides)
 
     @classmethod
     def tiny(cls, vocab: int, **overrides) -> TransformerConfig:
         """2 + 2 layers of width 64 (4 heads, d_ff 256): for tests and quick experiments."""
-        return cls._preset(vocab, dict(d_model=64, n_heads=4, d_ff=256, n_layers=2, dropout=0.1), overrides)
+        return cls.preset("tiny", vocab, **overrides)
 
 
 class Transformer(Module):

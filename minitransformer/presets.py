@@ -1,0 +1,69 @@
+"""Named model sizes and training recipes: the one table the model, the trainer and the benchmarks read.
+
+A name means one model everywhere: ``TransformerConfig.small(vocab)`` is the
+model that ``python -m minitransformer train --preset small`` trains, and the
+benchmarks name their variants after the model they change ("small-N3" is
+"small" with N = 3). Sizes use the paper's symbols (Table 3): N layers in the
+encoder and in the decoder, d_model, h heads, d_ff, P_drop.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+# name: N, d_model, h, d_ff, P_drop
+MODELS: dict[str, dict[str, Any]] = {
+    "toy":    dict(n_layers=1, d_model=32,   n_heads=2,  d_ff=64,   dropout=0.1),  # the tests' runs: seconds
+    "tiny":   dict(n_layers=2, d_model=64,   n_heads=4,  d_ff=256,  dropout=0.1),  # smoke runs, experiments
+    "small":  dict(n_layers=2, d_model=128,  n_heads=4,  d_ff=512,  dropout=0.1),  # the default translator
+    "medium": dict(n_layers=3, d_model=256,  n_heads=4,  d_ff=1024, dropout=0.1),  # real corpora
+    "base":   dict(n_layers=6, d_model=512,  n_heads=8,  d_ff=2048, dropout=0.1),  # the paper's base model
+    "big":    dict(n_layers=6, d_model=1024, n_heads=16, d_ff=4096, dropout=0.3),  # the paper's big model
+}
+
+# Training recipes: a model of the table above, the data, the batch size, the schedule and the default
+# length of a run. Peak learning rate of eq. 3 = factor / sqrt(d_model · warmup): 5.1e-3 for "small",
+# 7.0e-4 for "base". A recipe is named after its model, except "quick", which is a short run of "tiny".
+PRESETS: dict[str, dict[str, Any]] = {
+    # for tests: seconds
+    "toy": dict(model=MODELS["toy"], vocab_size=300,
+                corpus=dict(n_train=600, n_dev=40, n_test=40, n_heldout=40), max_tokens=400, warmup=40,
+                factor=0.5, minutes=None, epochs=1, steps=None, save_every=20, eval_sentences=20),
+    # --quick: a 20-second smoke run of the whole pipeline
+    "quick": dict(model=MODELS["tiny"], vocab_size=600,
+                  corpus=dict(n_train=4000, n_dev=100, n_test=100, n_heldout=100), max_tokens=1000, warmup=100,
+                  factor=0.5, minutes=0.25, epochs=None, steps=None, save_every=40, eval_sentences=50),
+    # the default: a real translator of the built-in corpus in a few minutes on a laptop CPU.
+    # A fixed number of steps (not minutes), so that every machine gets the same model and BLEU.
+    "small": dict(model=MODELS["small"], vocab_size=1000,
+                  corpus=dict(n_train=20000, n_dev=500, n_test=500, n_heldout=500), max_tokens=1000, warmup=300,
+                  factor=1.0, minutes=None, epochs=None, steps=1400, save_every=100, eval_sentences=200),
+    # real corpora (small_parallel_enja, Tatoeba): a bigger vocabulary and model
+    "medium": dict(model=MODELS["medium"], vocab_size=8000,
+                   corpus=dict(n_train=20000, n_dev=500, n_test=500, n_heldout=500), max_tokens=1500, warmup=800,
+                   factor=1.0, minutes=30.0, epochs=None, steps=None, save_every=200, eval_sentences=200),
+    # the paper's base model (§6.1, Table 3): for a GPU
+    "base": dict(model=MODELS["base"], vocab_size=16000,
+                 corpus=dict(n_train=20000, n_dev=500, n_test=500, n_heldout=500), max_tokens=25000, warmup=4000,
+                 factor=1.0, minutes=None, epochs=20, steps=None, save_every=1000, eval_sentences=500),
+}
+DEFAULT_PRESET = "small"
+
+# Earlier names of training recipes. A run folder that recorded one keeps working; asking for one by
+# hand is refused, because "tiny" now names the model of TransformerConfig.tiny, not this one.
+RENAMED_PRESETS = {"tiny": "toy"}
+
+
+def model_sizes(name: str) -> dict[str, Any]:
+    """The sizes of the model called ``name`` (a key of MODELS); a clear error for any other name."""
+    if name not in MODELS:
+        raise ValueError(f"unknown model size {name!r}; choose one of {', '.join(MODELS)}")
+    return dict(MODELS[name])
+
+
+def unknown_preset_message(name: str) -> str:
+    """The one-line refusal for a training preset that does not exist (or was renamed)."""
+    if name in RENAMED_PRESETS:
+        new = RENAMED_PRESETS[name]
+        return (f"the preset {name!r} is now called {new!r} (N={MODELS[new]['n_layers']}, "
+                f"d_model {MODELS[new]['d_model']}); '{name}' names the model of the 'quick' preset")
+    return f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}"
