@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -109,3 +110,81 @@ def offset_baseline(pairs: Sequence[tuple[int, int]]) -> tuple[int, float]:
     offsets = Counter(j - i for i, j in pairs)
     best, count = offsets.most_common(1)[0]
     return best, count / len(pairs)
+
+
+# -- reading every head of a trained model ---------------------------------------------------------
+KINDS = ("encoder", "decoder", "cross")   # encoder self-attention, decoder masked self-attention, encoder–decoder
+
+
+@dataclass
+class AttentionMaps:
+    """Every head's weights for one sentence: ``weights[kind]`` is (layers, heads, queries, keys)."""
+
+    weights: dict[str, np.ndarray]
+    source: list[str]          # labels of the source subwords (encoder queries and keys, cross keys)
+    decoder_input: list[str]   # <s> y_1 … y_n: decoder self-attention queries and keys
+    output: list[str]          # y_1 … y_n </s>: what each decoder row predicts (cross-attention queries)
+    source_ids: list[int]
+    decoder_input_ids: list[int]
+    output_ids: list[int]
+
+    def labels(self, kind: str) -> tuple[list[str], list[str], list[int], list[int]]:
+        """(query labels, key labels, query ids, key ids) of a kind."""
+        if kind == "encoder":
+            return self.source, self.source, self.source_ids, self.source_ids
+        if kind == "decoder":
+            return self.decoder_input, self.decoder_input, self.decoder_input_ids, self.decoder_input_ids
+        if kind == "cross":
+            return self.output, self.source, self.output_ids, self.source_ids
+        raise ValueError(f"unknown attention kind {kind!r}; choose one of {', '.join(KINDS)}")
+
+
+def attention_maps(translator, source: str, output_ids: Sequence[int] | None = None) -> AttentionMaps:
+    """Run the model once on ``source`` (and ``output_ids``, default: its greedy translation) with every
+    attention layer keeping its weights (``record_attention``), then read them from the layers."""
+    from . import backend  # noqa: PLC0415
+    from .decode import decode_sentences, searching  # noqa: PLC0415
+    from .nn.attention import record_attention  # noqa: PLC0415
+
+    model, tok = translator.model, translator.tokenizer
+    src_ids = translator.encode_sources([source])[0]
+    if not src_ids:
+        raise ValueError("attention_maps: the source sentence is empty")
+    if output_ids is None:
+        output_ids = decode_sentences(model, [src_ids], tok.bos_id, tok.eos_id, beam_size=1)[0]
+    output_ids = list(output_ids)[:model.config.max_len - 1]
+    tgt_in = [tok.bos_id] + output_ids
+    with searching(model), record_attention(model):
+        memory, src_mask = model.encode(np.asarray([src_ids], dtype=np.int64))
+        model.decode(np.asarray([tgt_in], dtype=np.int64), memory, src_mask)
+
+    def stack(layers, name: str) -> np.ndarray:
+        return np.stack([backend.asnumpy(getattr(layer, name).attention_weights.data)[0] for layer in layers])
+
+    weights = {"encoder": stack(model.encoder.layers, "self_attn"),
+               "decoder": stack(model.decoder.layers, "self_attn"),
+               "cross": stack(model.decoder.layers, "cross_attn")}
+    target = output_ids + [tok.eos_id]
+    return AttentionMaps(weights, translator.display_tokens(src_ids), translator.display_tokens(tgt_in),
+                         translator.display_tokens(target), list(src_ids), tgt_in, target)
+
+
+def draw_attention_maps(maps: AttentionMaps, out: str, kinds: Sequence[str] = KINDS,
+                        sentence: str = "") -> list[str]:
+    """One PNG per kind, a grid of layers × heads: OUT-encoder.png, OUT-decoder.png, OUT-cross.png
+    (or exactly OUT when one kind is asked for). Returns the paths written."""
+    from pathlib import Path  # noqa: PLC0415
+
+    from .plot import attention_grid  # noqa: PLC0415 - matplotlib only when drawing
+
+    titles = {"encoder": "encoder self-attention", "decoder": "decoder masked self-attention",
+              "cross": "encoder–decoder attention"}
+    out_path = Path(out)
+    paths = []
+    for kind in kinds:
+        queries, keys, query_ids, key_ids = maps.labels(kind)
+        path = out_path if len(kinds) == 1 else out_path.with_name(f"{out_path.stem}-{kind}{out_path.suffix or '.png'}")
+        attention_grid(maps.weights[kind], keys, queries, path, title=f"{titles[kind]}: {sentence}".rstrip(": "),
+                       src_ids=key_ids, tgt_ids=query_ids)
+        paths.append(str(path))
+    return paths
