@@ -23,8 +23,11 @@ def test_uniform_attention_puts_the_formulas_mass_on_the_gold_partners():
     assert attention_mass(weights, links) == pytest.approx((1 + 2 + 1) / 4 / 3)
     # argmax of a uniform row is position 0: only row 0 has it as a partner
     assert alignment_accuracy(weights, links) == pytest.approx(1 / 3)
-    # AER = 1 − 2 |A ∩ G| / (|A| + |G|) with |A| = 3 argmax links, |G| = 4, one in common
-    assert alignment_error_rate(weights, links) == pytest.approx(1 - 2 * 1 / (3 + 4))
+    # AER = 1 − (|A ∩ S| + |A ∩ P|) / (|A| + |S|): 3 argmax links (0, t); P = the 4 links;
+    # S = the links of rows 0 and 2, which have one partner each; (0, 0) is in both
+    assert alignment_error_rate(weights, links) == pytest.approx(1 - (1 + 1) / (3 + 2))
+    one_row_two_partners = np.array([[0.0, 1.0, 0.0]])
+    assert alignment_error_rate(one_row_two_partners, [(0, 0), (1, 0)]) == 0.0   # a possible link counts
 
 
 def test_an_anti_diagonal_gets_nothing_right_and_rows_without_links_do_not_count():
@@ -43,7 +46,7 @@ def test_the_tally_over_sentences_weights_every_row_alike():
     scores = tally.scores()
     assert scores["rows"] == 7 and scores["accuracy"] == pytest.approx(5 / 7)
     assert scores["mass"] == pytest.approx(5 / 7)
-    assert scores["aer"] == pytest.approx(1 - 2 * 5 / (7 + 7))
+    assert scores["aer"] == pytest.approx(1 - (5 + 5) / (7 + 7))
 
 
 def test_relations_against_the_best_fixed_offset():
