@@ -25,14 +25,17 @@ Every row runs with several seeds (the seed sets the weights, the batch order
 and dropout); the JSON keeps each run and the mean ± sample standard deviation
 per row. Dev perplexity is per target subword with no smoothing (eval mode);
 BLEU is greedy on the first dev sentences (the paper used beam 4). Training
-FLOPs are counted by formula: 6 × (parameters outside the embedding) × tokens
-plus the attention score products (chapter 12).
+FLOPs are counted by formula (minitransformer/flops.py) and divided by the
+training seconds, to compare with this machine's GEMM rate, measured first.
+Run it with OPENBLAS_NUM_THREADS=1 on a busy machine: two BLAS threads
+waiting for a core another process holds made steps several times slower.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import math
+import os
 import platform
 import statistics
 import sys
@@ -47,6 +50,7 @@ from minitransformer import backend  # noqa: E402
 from minitransformer.data.batching import iterate_batches  # noqa: E402
 from minitransformer.data.bpe import BPETokenizer  # noqa: E402
 from minitransformer.data.corpus import make_builtin_corpus  # noqa: E402
+from minitransformer.flops import training_flops  # noqa: E402
 from minitransformer.nn import init  # noqa: E402
 from minitransformer.nn.attention import MultiHeadAttention  # noqa: E402
 from minitransformer.nn.linear import Linear  # noqa: E402
@@ -130,23 +134,18 @@ def build_model(sizes: dict, vocab: int, pad_id: int, seed: int) -> Transformer:
     return model
 
 
-def training_flops(model: Transformer, sizes: dict, target_tokens: int, source_tokens: int,
-                   length: float) -> float:
-    """Forward + backward ≈ 3 × forward; forward ≈ 2 FLOPs per weight per token it touches, plus
-    the attention products QKᵀ and AV (2 · 2 · L · d per token per attention layer, L = mean length)."""
-    config = model.config
-    embedding = config.src_vocab_size * config.d_model
-    per_weight = 0
-    for name, parameter in model.named_parameters():
-        if parameter.data.ndim < 2 or "embedding" in name or "positional" in name:   # lookups, not products
-            continue
-        per_weight += parameter.data.size * (source_tokens if name.startswith("encoder") else target_tokens)
-    projection = embedding * target_tokens                           # logits = h Eᵀ
-    d_k = sizes["d_k"] or config.d_model // config.n_heads
-    d_v = config.d_model // config.n_heads
-    attention_width = config.n_heads * (d_k + d_v)
-    attention = 2 * length * attention_width * config.n_layers * (source_tokens + 2 * target_tokens)
-    return 3.0 * (2.0 * (per_weight + projection) + attention)
+def gemm_rate(size: int = 256, repeats: int = 20) -> float:
+    """This machine's float32 GEMM rate (FLOP/s) on square matrices of ``size``, best of ``repeats``
+    (with the BLAS threads the run was started with): the ceiling the engine's rate is compared to."""
+    import numpy as np  # noqa: PLC0415
+
+    a = np.random.default_rng(0).standard_normal((size, size)).astype(np.float32)
+    best = float("inf")
+    for _ in range(repeats):
+        started = time.perf_counter()
+        a @ a
+        best = min(best, time.perf_counter() - started)
+    return 2 * size ** 3 / best
 
 
 def run_one(sizes: dict, seed: int, data: dict, setting: Setting) -> dict:
@@ -176,18 +175,20 @@ def run_one(sizes: dict, seed: int, data: dict, setting: Setting) -> dict:
     train_seconds = time.monotonic() - started
     dev_loss = evaluate_loss(model, data["dev"], setting.max_tokens, tokenizer)
     bleu, _ = Translator(model, tokenizer).bleu(data["dev_pairs"][:setting.bleu_sentences], beam_size=1)
-    mean_length = sum(len(s) for s, _ in data["train"]) / len(data["train"])
+    source_len = sum(len(s) for s, _ in data["train"]) / len(data["train"])
+    target_len = sum(len(t) + 1 for _, t in data["train"]) / len(data["train"])
+    flops = training_flops(model.config, src_tokens, tgt_tokens, source_len, target_len)
     return {"seed": seed, "parameters": model.num_parameters(), "dev_ppl": math.exp(min(dev_loss, 50.0)),
             "dev_loss": dev_loss, "bleu": bleu.score, "final_train_loss": sum(losses[-20:]) / len(losses[-20:]),
             "train_seconds": round(train_seconds, 2), "seconds": round(time.monotonic() - started, 2),
             "source_tokens": src_tokens, "target_tokens": tgt_tokens,
-            "train_flops": training_flops(model, sizes, tgt_tokens, src_tokens, mean_length)}
+            "train_flops": flops, "flops_per_second": flops / max(train_seconds, 1e-9)}
 
 
 def summarize(runs: list[dict]) -> dict:
     """Mean and sample standard deviation of each measure over the seeds."""
     out = {"parameters": runs[0]["parameters"], "seeds": [r["seed"] for r in runs]}
-    for key in ("dev_ppl", "bleu", "final_train_loss", "seconds", "train_flops"):
+    for key in ("dev_ppl", "bleu", "final_train_loss", "seconds", "train_flops", "flops_per_second"):
         values = [r[key] for r in runs]
         out[key] = {"mean": statistics.fmean(values),
                     "sd": statistics.stdev(values) if len(values) > 1 else 0.0}
@@ -227,7 +228,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"table 3 at small scale: {len(rows)} rows × {seeds} seeds, {setting.steps} steps of ≤ "
           f"{setting.max_tokens} tokens, {len(data['train'])} training pairs, vocabulary {data['tokenizer'].vocab_size}")
     results = {"setting": setting.__dict__, "base": base_sizes, "seeds_per_row": seeds, "quick": args.quick,
-               "machine": {"python": platform.python_version(), "processor": platform.processor() or platform.machine()},
+               "machine": {"python": platform.python_version(), "processor": platform.processor() or platform.machine(),
+                           "blas_threads": os.environ.get("OPENBLAS_NUM_THREADS"),
+                           "gemm_flops_per_second_256": gemm_rate(256), "gemm_flops_per_second_1024": gemm_rate(1024, 3)},
+               "flops_note": "training FLOPs by formula (minitransformer/flops.py); row (B) counted as if "
+                             "d_k = d_model / h, an upper bound",
                "rows": []}
     for letter, changes in rows:
         sizes = {**base_sizes, **changes}
