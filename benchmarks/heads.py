@@ -107,6 +107,34 @@ def relation_scores(translator: Translator, corpus, pairs, kind: str) -> dict:
             "offset_baseline": {"offset": best_offset, "accuracy": best_count / max(total, 1)}}
 
 
+def run_flops(run: Path, corpus) -> dict:
+    """Training FLOPs of the run by formula (minitransformer/flops.py): its batches rebuilt exactly
+    (``iterate_batches`` is a pure function of the seed), real (non-pad) tokens counted."""
+    from minitransformer.data.batching import iterate_batches  # noqa: PLC0415
+    from minitransformer.flops import training_flops  # noqa: PLC0415
+    from minitransformer.train import encode_pairs  # noqa: PLC0415
+
+    checkpoint = load_checkpoint(run, with_optimizer=False)
+    translator = Translator.load(run)
+    config, tok, settings = translator.model.config, translator.tokenizer, checkpoint.state["training"]
+    results = json.loads((run / "results.json").read_text()) if (run / "results.json").is_file() else {}
+    steps = results.get("steps") or checkpoint.state.get("step")
+    examples = encode_pairs(tok, corpus.pairs("train"), config.max_len)
+    source_tokens = target_tokens = 0
+    for step, (_, _, batch) in enumerate(iterate_batches(examples, settings["max_tokens"], config.pad_id,
+                                                         settings["seed"], 0, 0, tok.bos_id, tok.eos_id)):
+        if step == steps:
+            break
+        source_tokens += int((batch.src != config.pad_id).sum())
+        target_tokens += batch.n_tgt_tokens
+    source_len = sum(len(s) for s, _ in examples) / len(examples)
+    target_len = sum(len(t) + 1 for _, t in examples) / len(examples)
+    return {"steps": steps, "source_tokens": source_tokens, "target_tokens": target_tokens,
+            "mean_source_len": source_len, "mean_target_len": target_len,
+            "training_flops": training_flops(config, source_tokens, target_tokens, source_len, target_len),
+            "parameters": translator.model.num_parameters()}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--run", default="runs/enja", help="the trained run folder (default runs/enja)")
@@ -129,6 +157,9 @@ def main(argv: list[str] | None = None) -> int:
     for name in ("all_heads_average", "diagonal_baseline"):
         s = final[name]
         print(f"  {name}: {s['accuracy']:.3f} / {s['mass']:.3f} / {s['aer']:.3f}")
+    if (run / "final").is_dir():
+        results["flops"] = run_flops(run, corpus)
+        print(f"training FLOPs of the run by formula: {results['flops']['training_flops']:.3e}")
     results["encoder_relations"] = [relation_scores(translator, corpus, test[:args.sentences], kind)
                                     for kind in ("object", "subject")]
     for relation in results["encoder_relations"]:
