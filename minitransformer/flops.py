@@ -24,7 +24,13 @@ from __future__ import annotations
 
 def encoder_layer_flops(d_model: int, d_ff: int, source_len: float) -> float:
     """Forward FLOPs of one encoder layer per source token (attention over ``source_len`` keys)."""
-    return 8 * d_model ** 2 + 4 * source_len * d_model + 4 * d_model * d_ff
+    # Exercise 12.2 — the FLOPs of one encoder layer (chapters/12-looking-inside.md; graded by pytest -m ex_12_2)
+    ### BEGIN SOLUTION
+    projections = 4 * 2 * d_model * d_model          # W^Q, W^K, W^V, W^O: one (1 × d)(d × d) product each
+    scores_and_mix = 2 * 2 * source_len * d_model    # q·kᵀ over S keys, then A·V, summed over the h heads
+    feed_forward = 2 * 2 * d_model * d_ff            # W_1 (d × d_ff) and W_2 (d_ff × d)
+    return projections + scores_and_mix + feed_forward
+    ### END SOLUTION
 
 
 def decoder_layer_flops(d_model: int, d_ff: int, source_len: float, target_len: float) -> float:

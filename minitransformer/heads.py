@@ -70,9 +70,12 @@ def alignment_error_rate(weights, links: Iterable[tuple[int, int]]) -> float:
     possible = {(s, t) for t, sources in partners.items() for s in sources}
     if not possible:
         return float("nan")
+    # Exercise 12.1 — the alignment error rate of a head (chapters/12-looking-inside.md; graded by pytest -m ex_12_1)
+    ### BEGIN SOLUTION
     sure = {(s, t) for t, sources in partners.items() if len(sources) == 1 for s in sources}
-    predicted = {(int(np.argmax(weights[t])), t) for t in partners}
+    predicted = {(int(np.argmax(weights[t])), t) for t in partners}          # one argmax link per linked row
     return 1.0 - (len(predicted & sure) + len(predicted & possible)) / (len(predicted) + len(sure))
+    ### END SOLUTION
 
 
 class AlignmentTally:
