@@ -85,7 +85,7 @@ class Setting:
     n_train: int = 20000
     n_dev: int = 500
     vocab_size: int = 1000
-    steps: int = 120
+    steps: int = 400
     max_tokens: int = 500
     warmup: int = 60
     factor: float = 0.5
@@ -199,8 +199,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="the toy model, a few steps: seconds")
     parser.add_argument("--rows", default=None, help="letters of the rows to run, e.g. A,E (base always runs)")
+    parser.add_argument("--labels", default=None, help="only the rows with these labels, e.g. 'h=1;positions=learned' "
+                                                       "(base always runs)")
     parser.add_argument("--seeds", type=int, default=None, help="seeds per row (default 3; 1 with --quick)")
-    parser.add_argument("--steps", type=int, default=None, help="training steps per run (default 120)")
+    parser.add_argument("--steps", type=int, default=None, help="training steps per run (default 400)")
     parser.add_argument("--out", default=None, help="results JSON (default benchmarks/results/table3.json, "
                                                     "table3-quick.json with --quick)")
     args = parser.parse_args(argv)
@@ -219,6 +221,12 @@ def main(argv: list[str] | None = None) -> int:
         if unknown:
             parser.error(f"--rows: unknown rows {sorted(unknown)}; choose from A, B, C, D, E")
         rows = [r for r in rows if r[0] == "base" or r[0] in letters]
+    if args.labels:
+        wanted = {label.strip() for label in args.labels.split(";")}
+        unknown = wanted - {describe(changes) for _, changes in ROWS}
+        if unknown:
+            parser.error(f"--labels: unknown labels {sorted(unknown)}; e.g. 'h=1', 'N=3', 'positions=learned'")
+        rows = [r for r in rows if r[0] == "base" or describe(r[1]) in wanted]
     base_sizes = dict(BASE, **(dict(MODELS["toy"]) if args.quick else {}))
     out = Path(args.out) if args.out else ROOT / "benchmarks" / "results" / (
         "table3-quick.json" if args.quick else "table3.json")

@@ -34,3 +34,6 @@ def test_table3_refuses_an_unknown_row():
     result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "table3.py"), "--quick", "--rows", "Z"],
                             capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
     assert result.returncode != 0 and "unknown rows ['Z']" in result.stderr
+    labels = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "table3.py"), "--quick", "--labels", "h=3"],
+                            capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
+    assert labels.returncode != 0 and "unknown labels ['h=3']" in labels.stderr
