@@ -11,8 +11,9 @@ writes benchmarks/results/heads.json (quoted by chapter 12):
   so that the gold links of the pair apply; against a positional baseline that
   aligns output position t with source position t·S/T (a monotone diagonal);
 * the same for each step checkpoint of the run (``--history``: folders
-  step-000100, ... kept as training went; training itself keeps only the last
-  five), on the first ``--history-sentences`` test pairs: how alignment grows;
+  step-000100, ... copied aside while training ran, since training keeps only
+  the last five), on the first ``--history-sentences`` test pairs: how
+  alignment grows;
 * encoder self-attention: for each head, how often the first subword of an
   English verb puts its strongest attention on its object's head noun (or its
   subject's), against the best fixed offset ("look k subwords away").
