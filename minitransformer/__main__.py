@@ -3,6 +3,7 @@
     python -m minitransformer train                      # built-in corpus, en→ja, ~2 minutes on 2 idle cores
     python -m minitransformer translate --checkpoint runs/enja "the cat ate the fish ."
     python -m minitransformer evaluate --checkpoint runs/enja --split test_heldout
+    python -m minitransformer attention --checkpoint runs/enja "the cat ate the fish ." --out maps.png
 
 Every refusal (a missing corpus, a corrupt or mismatched checkpoint, bad
 options) is one clear line on stderr and a non-zero exit status.
@@ -123,6 +124,18 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--alpha", type=float, default=0.6)
     evaluate.add_argument("--limit", type=_checked(positive_int), help="evaluate on the first N pairs only")
     evaluate.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+
+    attention = commands.add_parser(
+        "attention", help="draw every attention head for one sentence",
+        description="Translate one sentence greedily and draw the attention weights of every head, one PNG "
+                    "per kind (encoder self-attention, decoder self-attention, encoder-decoder attention), "
+                    "each a grid of layers × heads: OUT-encoder.png, OUT-decoder.png, OUT-cross.png.")
+    attention.add_argument("sentence", help="the source sentence")
+    attention.add_argument("--checkpoint", default="runs/enja", help="a run folder or a checkpoint folder")
+    attention.add_argument("--out", default="attention.png", help="where to write (default attention.png)")
+    attention.add_argument("--kind", choices=["encoder", "decoder", "cross"], action="append",
+                           help="only this kind (repeatable); with one kind, OUT is the file name itself")
+    attention.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     return parser
 
 
@@ -221,6 +234,16 @@ def cmd_evaluate(args) -> int:
     return 0
 
 
+def cmd_attention(args) -> int:
+    from .heads import KINDS, attention_maps, draw_attention_maps  # noqa: PLC0415
+
+    maps = attention_maps(_load_translator(args), args.sentence)
+    print("output: " + " ".join(maps.output))
+    for path in draw_attention_maps(maps, args.out, args.kind or KINDS, sentence=args.sentence):
+        print(path)
+    return 0
+
+
 class _Refusal(Exception):
     """A request the command refuses; printed as one line."""
 
@@ -238,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
     from .data.loaders import CorpusError  # noqa: PLC0415
     from .train import TrainingError  # noqa: PLC0415
 
-    handlers = {"train": cmd_train, "translate": cmd_translate, "evaluate": cmd_evaluate}
+    handlers = {"train": cmd_train, "translate": cmd_translate, "evaluate": cmd_evaluate, "attention": cmd_attention}
     try:
         return handlers[args.command](args)
     except (_Refusal, CheckpointError, CorpusError, TrainingError) as error:

@@ -4,10 +4,13 @@ matplotlib is imported inside each function, never when the package is
 imported, and figures are built with ``matplotlib.figure.Figure`` (no pyplot,
 no GUI backend): they save to PNG anywhere and display inline in notebooks.
 
-Japanese labels need a font with CJK glyphs. ``cjk_font()`` looks for one
-that really covers the characters (Noto Sans CJK, IPAGothic, ...); where none
-is installed, kana are written in romaji (Hepburn) and tokens with kanji are
-labelled by their vocabulary id, so the picture still reads and nothing crashes.
+Japanese labels need a font with CJK glyphs. The package depends on
+matplotlib-fontja, which ships the IPAex Gothic font: ``cjk_font()`` registers
+that file with matplotlib (without changing any global setting) and then looks
+for a font that really covers the characters (IPAexGothic, Noto Sans CJK, ...).
+Where none can be found (matplotlib-fontja removed, no system font), kana are
+written in romaji (Hepburn) and tokens with kanji are labelled by their
+vocabulary id, so the picture still reads and nothing crashes.
 """
 from __future__ import annotations
 
@@ -33,9 +36,30 @@ def _font_charmap(path: str) -> frozenset:
         return frozenset()
 
 
-def cjk_font(sample: str = "日本語の猫を食べた") -> str | None:
-    """The name of an installed font that can draw ``sample`` (kanji and kana), or None."""
+@functools.lru_cache(maxsize=None)
+def bundled_font() -> str | None:
+    """The path of matplotlib-fontja's IPAex Gothic, registered with matplotlib; None if not installed.
+
+    The font file is found without importing matplotlib_fontja, whose import also switches matplotlib's
+    default font family for the whole process; here only the font becomes available.
+    """
+    import importlib.util  # noqa: PLC0415
+
     from matplotlib import font_manager  # noqa: PLC0415
+    spec = importlib.util.find_spec("matplotlib_fontja")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(list(spec.submodule_search_locations)[0]) / "fonts" / "ipaexg.ttf"
+    if not path.is_file():
+        return None
+    font_manager.fontManager.addfont(str(path))
+    return str(path)
+
+
+def cjk_font(sample: str = "日本語の猫を食べた") -> str | None:
+    """The name of a font that can draw ``sample`` (kanji and kana): matplotlib-fontja's first, or None."""
+    from matplotlib import font_manager  # noqa: PLC0415
+    bundled_font()
     needed = {ord(c) for c in sample if not c.isspace()}
     fonts = sorted(font_manager.fontManager.ttflist,
                    key=lambda f: not any(h.lower() in f.name.lower() for h in CJK_FONT_HINTS))
@@ -144,6 +168,54 @@ def attention_heatmap(weights, src_labels: Sequence[str], tgt_labels: Sequence[s
     note = "\n(no CJK font: kana romanized, kanji tokens as #id)" if romanized else ""
     ax.set_title((title or "encoder–decoder attention") + note, fontsize=9)
     fig.colorbar(image, ax=ax, fraction=0.04, pad=0.02)
+    fig.tight_layout()
+    if path is not None:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path)
+    return fig
+
+
+def attention_grid(weights, src_labels: Sequence[str], tgt_labels: Sequence[str],
+                   path: str | Path | None = None, title: str | None = None,
+                   src_ids: Sequence[int] | None = None, tgt_ids: Sequence[int] | None = None):
+    """Draw every head of every layer: ``weights`` (layers, heads, T, S) as a grid, one row per layer.
+
+    Rows of each small map are the queries (``tgt_labels``), columns the keys (``src_labels``);
+    labels are written on the left column and the bottom row. Returns the matplotlib Figure.
+    """
+    from matplotlib.figure import Figure  # noqa: PLC0415 - lazy by design
+
+    weights = np.asarray(weights, dtype=np.float64)
+    if weights.ndim != 4 or weights.shape[2:] != (len(tgt_labels), len(src_labels)):
+        raise ValueError(f"attention_grid: weights must be (layers, heads, {len(tgt_labels)}, {len(src_labels)}) "
+                         f"for the labels given, got shape {weights.shape}")
+    n_layers, n_heads = weights.shape[:2]
+    xs, x_font = drawable_labels(src_labels, src_ids)
+    ys, y_font = drawable_labels(tgt_labels, tgt_ids)
+    romanized = (xs != list(src_labels)) or (ys != list(tgt_labels))
+    cell_w, cell_h = 0.9 + 0.2 * len(xs), 0.9 + 0.2 * len(ys)
+    fig = Figure(figsize=(0.8 + cell_w * n_heads, 0.8 + cell_h * n_layers), dpi=90)
+    axes = fig.subplots(n_layers, n_heads, squeeze=False)
+    for layer in range(n_layers):
+        for head in range(n_heads):
+            ax = axes[layer][head]
+            ax.imshow(weights[layer, head], cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto")
+            ax.set_xticks(range(len(xs)))
+            ax.set_yticks(range(len(ys)))
+            if layer == n_layers - 1:
+                ax.set_xticklabels(xs, rotation=70, ha="right", fontsize=7, **({"fontfamily": x_font} if x_font else {}))
+            else:
+                ax.set_xticklabels([])
+            if head == 0:
+                ax.set_yticklabels(ys, fontsize=7, **({"fontfamily": y_font} if y_font else {}))
+                ax.set_ylabel(f"layer {layer + 1}", fontsize=8)
+            else:
+                ax.set_yticklabels([])
+            if layer == 0:
+                ax.set_title(f"head {head + 1}", fontsize=8)
+    note = " (no CJK font: kana romanized, kanji tokens as #id)" if romanized else ""
+    fig.suptitle((title or "attention") + note, fontsize=9, **({"fontfamily": x_font or y_font}
+                                                                if (x_font or y_font) else {}))
     fig.tight_layout()
     if path is not None:
         Path(path).parent.mkdir(parents=True, exist_ok=True)

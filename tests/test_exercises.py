@@ -590,3 +590,36 @@ def test_causal_linear_attention_does_not_see_the_future(rng):
     out = F.linear_attention(q, k, v, causal=True)
     k.data[:, :, 5:], v.data[:, :, 5:] = 3.0, -7.0
     np.testing.assert_array_equal(F.linear_attention(q, k, v, causal=True).data[:, :, :5], out.data[:, :, :5])
+
+
+# -- Exercise 12.1: the alignment error rate of a head ---------------------------------------------------------
+@pytest.mark.grades_12_1
+def test_aer_is_zero_for_a_perfect_head_and_counts_phrase_links_as_possible():
+    from minitransformer.heads import alignment_error_rate
+    assert alignment_error_rate(np.eye(4), [(i, i) for i in range(4)]) == 0.0
+    # row 0 has two partners (possible links), row 1 one (a sure link); both argmaxes are right
+    weights = np.array([[0.1, 0.8, 0.1], [0.0, 0.0, 1.0]])
+    assert alignment_error_rate(weights, [(0, 0), (1, 0), (2, 1)]) == 0.0
+
+
+@pytest.mark.grades_12_1
+def test_aer_by_its_definition_on_random_heads(rng):
+    from minitransformer.heads import alignment_error_rate
+    for _ in range(20):
+        weights = rng.dirichlet(np.ones(5), size=4)                          # 4 output rows, 5 sources
+        links = sorted({(int(s), int(t)) for s, t in zip(rng.integers(0, 5, 6), rng.integers(0, 4, 6))})
+        partners = {t: {s for s, u in links if u == t} for _, t in links}
+        predicted = {(int(np.argmax(weights[t])), t) for t in partners}
+        sure = {(s, t) for t, sources in partners.items() if len(sources) == 1 for s in sources}
+        expected = 1 - (len(predicted & sure) + len(predicted & set(links))) / (len(predicted) + len(sure))
+        assert alignment_error_rate(weights, links) == pytest.approx(expected)
+
+
+# -- Exercise 12.2: the FLOPs of one encoder layer -----------------------------------------------------------
+@pytest.mark.grades_12_2
+@pytest.mark.parametrize("d_model, d_ff, length", [(4, 8, 3), (512, 2048, 25), (128, 512, 11.5)])
+def test_encoder_layer_flops_count_every_product(d_model, d_ff, length):
+    from minitransformer.flops import encoder_layer_flops
+    per_matrix = {"W^Q, W^K, W^V, W^O": 4 * 2 * d_model * d_model, "q kᵀ": 2 * length * d_model,
+                  "A V": 2 * length * d_model, "W_1, W_2": 2 * 2 * d_model * d_ff}
+    assert encoder_layer_flops(d_model, d_ff, length) == pytest.approx(sum(per_matrix.values()))

@@ -10,6 +10,7 @@ import random
 from dataclasses import dataclass, field
 
 from ..corpus import Corpus
+from .alignment import subword_links
 from .lexicon import ADJECTIVES, ANIMALS, COMMON_NOUNS, PEOPLE, VERBS, _can_fill
 from .sampler import Combination, Sentence, _Sampler
 
@@ -45,6 +46,38 @@ class BuiltinCorpus(Corpus):
     reserved: list = field(default_factory=list)          # Combination triples kept out of training
     combinations: dict = field(default_factory=dict)      # english sentence -> frozenset of Combinations
     constructions: dict = field(default_factory=dict)     # english sentence -> construction name
+    alignments: dict = field(default_factory=dict)        # english sentence -> gold (en word, ja word) links
+    verb_objects: dict = field(default_factory=dict)      # english sentence -> (verb, object head) word pairs
+    verb_subjects: dict = field(default_factory=dict)     # english sentence -> (verb, subject head) word pairs
+    _japanese: dict | None = field(default=None, repr=False, compare=False)
+
+    def alignment(self, english: str) -> tuple[tuple[int, int], ...]:
+        """The gold word alignment of the pair whose English side is ``english``: (English word, Japanese
+        word) index pairs, words as ``split()`` gives them (data/grammar/alignment.py says what links)."""
+        try:
+            return self.alignments[english]
+        except KeyError:
+            raise KeyError(f"{english!r} is not an English sentence of this corpus") from None
+
+    def subword_alignment(self, tokenizer, english: str, direction: str | None = None
+                          ) -> tuple[tuple[int, int], ...]:
+        """The gold alignment of one pair as (source position, target position) links between the
+        subwords ``tokenizer`` makes of the two sentences, for ``direction`` (default: the corpus's)."""
+        direction = self._check_direction(direction or self.direction)
+        japanese = self.translation(english)
+        links = self.alignment(english)
+        if direction == self.directions[0]:
+            return subword_links(tokenizer, english, japanese, links)
+        return subword_links(tokenizer, japanese, english, [(j, i) for i, j in links])
+
+    def translation(self, english: str) -> str:
+        """The Japanese sentence of the pair whose English side is ``english``."""
+        if self._japanese is None:
+            self._japanese = {en: ja for split in self.SPLITS for en, ja in self.split(split)}
+        try:
+            return self._japanese[english]
+        except KeyError:
+            raise KeyError(f"{english!r} is not an English sentence of this corpus") from None
 
 
 class GrammarError(RuntimeError):
@@ -115,4 +148,7 @@ def make_builtin_corpus(seed: int = 0, n_train: int = 20000, n_dev: int = 500, n
         reserved=reserved,
         combinations={s.english: s.combinations for s in everything},
         constructions={s.english: s.construction for s in everything},
+        alignments={s.english: s.alignment for s in everything},
+        verb_objects={s.english: s.verb_object for s in everything},
+        verb_subjects={s.english: s.verb_subject for s in everything},
     )

@@ -14,8 +14,9 @@ from dataclasses import dataclass, replace
 from .lexicon import (ADJECTIVES, ANIMAL, ANIMATE, ARU, COMMON_BY_WORD, COMMON_NOUNS, DRINK, FOOD, FOODS_ALSO_ANIMALS,
                       IRU, NAMES, NUMBERS, OBJECT, PEOPLE_ONLY, PERSON, PLACE, PROFESSIONS, PRONOUNS, RELATIONS, TIMES,
                       VERBS, Adjective, Noun, Pronoun, Verb, _can_fill, _verb, ichidan)
-from .rules import (Clause, NounPhrase, _be, en_complements, en_np, en_question, en_statement, ja_clause, ja_np,
-                    ja_np_particle)
+from .alignment import linked, relations, word_alignment
+from .rules import (NEGATIVE_ENDINGS, Clause, NounPhrase, _be, en_complements, en_np, en_question, en_statement,
+                    ja_clause, ja_np, ja_np_particle, ja_verb_group)
 
 @functools.cache
 def _nouns_in(classes: frozenset) -> list[Noun]:
@@ -44,6 +45,23 @@ class Sentence:
     japanese: str
     construction: str
     combinations: frozenset  # of Combination
+    alignment: tuple = ()    # gold links (English word, Japanese word), see alignment.py
+    verb_object: tuple = ()  # (verb, head noun of its object) pairs of English words
+    verb_subject: tuple = ()  # (verb, head noun of its subject) pairs of English words
+
+
+# Sentence ends and the words that join or frame clauses, linked across the languages (alignment.py).
+STOP_EN, STOP_JA = linked(["."], "end"), linked(["。"], "end")
+QUESTION_EN, QUESTION_JA = linked(["?"], "end"), linked(["か", "？"], "end")
+
+
+def _predicate(words: list[str]) -> list[str]:
+    """A Japanese predicate after its first word: linked to English "be", its negative ending also to "not"."""
+    return [linked([w], "be", "not")[0] if w in NEGATIVE_ENDINGS else linked([w], "be")[0] for w in words]
+
+
+def _be_words(be: list[str]) -> list[str]:
+    return [linked([w], "not")[0] if w == "not" else linked([w], "be")[0] for w in be]
 
 
 class _Sampler:
@@ -224,13 +242,13 @@ class _Sampler:
         clause = self.action_clause()
         self.tense_and_time(clause)
         self.note_clause(clause)
-        return en_statement(clause) + ["."], ja_clause(clause, "polite", topic=True) + ["。"]
+        return en_statement(clause) + STOP_EN, ja_clause(clause, "polite", topic=True) + STOP_JA
 
     def yes_no_question(self):
         clause = self.action_clause()
         self.tense_and_time(clause, negative=0.0)
         self.note_clause(clause)
-        return en_question(clause) + ["?"], ja_clause(clause, "polite", topic=True) + ["か", "？"]
+        return en_question(clause) + QUESTION_EN, ja_clause(clause, "polite", topic=True) + QUESTION_JA
 
     def wh_question(self):
         clause = self.action_clause(conjoin=False)
@@ -244,7 +262,7 @@ class _Sampler:
             options.append("where")
         if not options:  # nothing left to ask for: a yes/no question instead
             self.note_clause(clause)
-            return en_question(clause) + ["?"], ja_clause(clause, "polite", topic=True) + ["か", "？"]
+            return en_question(clause) + QUESTION_EN, ja_clause(clause, "polite", topic=True) + QUESTION_JA
         clause.wh = self.choice(options)
         if clause.wh == "who":
             clause.subject = None
@@ -253,7 +271,7 @@ class _Sampler:
         elif clause.wh == "where":
             clause.goal = clause.place = None
         self.note_clause(clause)
-        return en_question(clause) + ["?"], ja_clause(clause, "polite", topic=True) + ["か", "？"]
+        return en_question(clause) + QUESTION_EN, ja_clause(clause, "polite", topic=True) + QUESTION_JA
 
     def adjective_predicate(self):
         forced = self._forced("adjective-noun")
@@ -272,11 +290,12 @@ class _Sampler:
         self.note_np(subject)
         past, negative, question = self.chance(0.4), self.chance(0.25), self.chance(0.2)
         negative = negative and not question
-        be = [_be(subject.agreement, past)] + (["not"] if negative else [])
-        ja = ja_np_particle(subject, "は") + adjective.predicate(past, negative)
+        be = _be_words([_be(subject.agreement, past)] + (["not"] if negative else []))
+        predicate = adjective.predicate(past, negative)
+        ja = ja_np_particle(subject, "は") + linked(predicate[:1], "adjective") + _predicate(predicate[1:])
         if question:
-            return be + en_np(subject) + [adjective.en, "?"], ja + ["か", "？"]
-        return en_np(subject) + be + [adjective.en, "."], ja + ["。"]
+            return be + en_np(subject) + linked([adjective.en], "adjective") + QUESTION_EN, ja + QUESTION_JA
+        return en_np(subject) + be + linked([adjective.en], "adjective") + STOP_EN, ja + STOP_JA
 
     def noun_predicate(self):
         subject = NounPhrase(self.choice(NAMES + PRONOUNS[:4]))
@@ -286,15 +305,15 @@ class _Sampler:
         self.note_np(predicate)
         past, negative, question = self.chance(0.4), self.chance(0.25), self.chance(0.2)
         negative = negative and not question
-        be = [_be(subject.agreement, past)] + (["not"] if negative else [])
+        be = _be_words([_be(subject.agreement, past)] + (["not"] if negative else []))
         if negative:
             copula = ["で", "は", "あり", "ません"] + (["でした"] if past else [])
         else:
             copula = ["でした" if past else "です"]
-        ja = ja_np_particle(subject, "は") + ja_np(predicate) + copula
+        ja = ja_np_particle(subject, "は") + ja_np(predicate) + _predicate(copula)
         if question:
-            return be + en_np(subject) + en_np(predicate, indefinite=True) + ["?"], ja + ["か", "？"]
-        return en_np(subject) + be + en_np(predicate, indefinite=True) + ["."], ja + ["。"]
+            return be + en_np(subject) + en_np(predicate, indefinite=True) + QUESTION_EN, ja + QUESTION_JA
+        return en_np(subject) + be + en_np(predicate, indefinite=True) + STOP_EN, ja + STOP_JA
 
     def like(self):
         subject = self.noun_phrase(frozenset({PERSON}))
@@ -310,19 +329,21 @@ class _Sampler:
             copula = ["で", "は", "あり", "ません"] + (["でした"] if past else [])
         else:
             copula = ["でした" if past else "です"]
-        ja = ja_np_particle(subject, "は") + ja_np_particle(obj, "が") + ["好き"] + copula
+        ja = ja_np_particle(subject, "は") + ja_np_particle(obj, "が") + ja_verb_group(["好き"] + copula, clause)
         if question:
-            return en_question(clause) + ["?"], ja + ["か", "？"]
-        return en_statement(clause) + ["."], ja + ["。"]
+            return en_question(clause) + QUESTION_EN, ja + QUESTION_JA
+        return en_statement(clause) + STOP_EN, ja + STOP_JA
 
     def location_phrase(self, exclude: set, person: bool = False) -> tuple[list[str], list[str]]:
         """("under the table", テーブル の 下 に) or ("in the park", 公園 に); people only at places."""
         if person or self.chance(0.5):
             place = self.common_noun(frozenset({PLACE}), exclude)
-            return [place.prep, "the", place.en], [place.ja, "に"]
+            return (linked([place.prep], "at") + ["the"] + linked([place.en], "place"),
+                    linked([place.ja], "place") + linked(["に"], "at"))
         relation_en, relation_ja, landmarks = self.choice(RELATIONS)
         landmark = self.common_noun(landmarks, exclude)
-        return relation_en.split() + ["the", landmark.en], [landmark.ja, "の", relation_ja, "に"]
+        return (linked(relation_en.split(), "relation") + ["the"] + linked([landmark.en], "landmark"),
+                linked([landmark.ja], "landmark") + ["の"] + linked([relation_ja, "に"], "relation"))
 
     def existential(self):
         thing = self.noun_phrase(frozenset({PERSON, ANIMAL, OBJECT, FOOD}), countable=True,
@@ -334,12 +355,13 @@ class _Sampler:
         where_en, where_ja = self.location_phrase({thing.head.en}, person=thing.head.kind == PERSON)
         self.note_np(thing)
         past, question = self.chance(0.4), self.chance(0.2)
-        be = _be(thing.agreement, past)
+        be = linked([_be(thing.agreement, past)], "be")[0]
+        there = linked(["there"], "be")[0]                # "there is" is いる / ある
         verb = IRU if thing.head.kind in ANIMATE else ARU
-        ja = where_ja + ja_np_particle(thing, "が") + verb.polite(past)
+        ja = where_ja + ja_np_particle(thing, "が") + linked(verb.polite(past), "be")
         if question:
-            return [be, "there"] + en_np(thing, indefinite=True) + where_en + ["?"], ja + ["か", "？"]
-        return ["there", be] + en_np(thing, indefinite=True) + where_en + ["."], ja + ["。"]
+            return [be, there] + en_np(thing, indefinite=True) + where_en + QUESTION_EN, ja + QUESTION_JA
+        return [there, be] + en_np(thing, indefinite=True) + where_en + STOP_EN, ja + STOP_JA
 
     def location(self):
         subject = self.noun_phrase(frozenset({PERSON, ANIMAL, OBJECT}), relative=False)
@@ -348,25 +370,27 @@ class _Sampler:
             subject = self.noun_phrase(frozenset({PERSON, ANIMAL, OBJECT}), relative=False)
         self.note_np(subject)
         past = self.chance(0.4)
-        be = _be(subject.agreement, past)
+        be = linked([_be(subject.agreement, past)], "be")[0]
         verb = IRU if subject.head.kind in ANIMATE else ARU
         if self.chance(0.25):  # where is the cat ?
-            ja = ja_np_particle(subject, "は") + ["どこ", "に"] + verb.polite(past) + ["か", "？"]
-            return ["where", be] + en_np(subject) + ["?"], ja
+            ja = (ja_np_particle(subject, "は") + linked(["どこ"], "wh") + ["に"] + linked(verb.polite(past), "be")
+                  + QUESTION_JA)
+            return linked(["where"], "wh") + [be] + en_np(subject) + QUESTION_EN, ja
         exclude = {subject.head.en}
         where_en, where_ja = self.location_phrase(exclude, person=subject.head.kind == PERSON)
-        ja = ja_np_particle(subject, "は") + where_ja + verb.polite(past) + ["。"]
-        return en_np(subject) + [be] + where_en + ["."], ja
+        ja = ja_np_particle(subject, "は") + where_ja + linked(verb.polite(past), "be") + STOP_JA
+        return en_np(subject) + [be] + where_en + STOP_EN, ja
 
     def request(self):
         verbs = [v for v in VERBS if v.request and PERSON in v.subjects]
         clause = self.clause(self.choice(verbs), subject=None)
         self.note_clause(clause)
+        verb = linked([clause.verb.base], (id(clause), "verb"), roles=[("verb", id(clause))])
         if self.chance(0.5):  # please eat the apple . -> りんご を 食べ て ください 。
-            english = ["please", clause.verb.base] + en_complements(clause) + ["."]
-            return english, ja_clause(clause, "te") + ["ください", "。"]
-        english = ["let", "'s", clause.verb.base] + en_complements(clause) + ["."]
-        return english, ja_clause(clause, "polite")[:-1] + ["ましょう", "。"]
+            english = linked(["please"], "please") + verb + en_complements(clause) + STOP_EN
+            return english, ja_clause(clause, "te") + linked(["ください"], "please") + STOP_JA
+        english = linked(["let", "'s"], "let") + verb + en_complements(clause) + STOP_EN
+        return english, ja_clause(clause, "polite")[:-1] + linked(["ましょう"], "let") + STOP_JA
 
     def two_clauses(self) -> tuple[Clause, Clause]:
         first = self.action_clause(conjoin=False, simple=True)
@@ -378,17 +402,18 @@ class _Sampler:
     def and_(self):
         first, second = self.two_clauses()
         first.past = second.past = self.chance(0.6)
-        english = en_statement(first) + ["and"] + en_statement(second) + ["."]
-        japanese = ja_clause(first, "te", topic=True) + ["、"] + ja_clause(second, "polite", topic=True) + ["。"]
+        english = en_statement(first) + linked(["and"], "join") + en_statement(second) + STOP_EN
+        japanese = (ja_clause(first, "te", topic=True) + linked(["、"], "join")
+                    + ja_clause(second, "polite", topic=True) + STOP_JA)
         return english, japanese
 
     def but(self):
         first, second = self.two_clauses()
         for clause in (first, second):
             self.tense_and_time(clause, time=False, negative=0.4)
-        english = en_statement(first) + [",", "but"] + en_statement(second) + ["."]
-        japanese = (ja_clause(first, "polite", topic=True) + ["が", "、"]
-                    + ja_clause(second, "polite", topic=True) + ["。"])
+        english = en_statement(first) + linked([","], "comma") + linked(["but"], "join") + en_statement(second) + STOP_EN
+        japanese = (ja_clause(first, "polite", topic=True) + linked(["が"], "join") + linked(["、"], "comma")
+                    + ja_clause(second, "polite", topic=True) + STOP_JA)
         return english, japanese
 
     def when(self):
@@ -396,8 +421,10 @@ class _Sampler:
         first.past = True
         self.tense_and_time(second, time=False)
         second.past = True
-        english = ["when"] + en_statement(first) + [","] + en_statement(second) + ["."]
-        japanese = ja_clause(first, "plain") + ["とき", "、"] + ja_clause(second, "polite", topic=True) + ["。"]
+        english = (linked(["when"], "join") + en_statement(first) + linked([","], "comma") + en_statement(second)
+                   + STOP_EN)
+        japanese = (ja_clause(first, "plain") + linked(["とき"], "join") + linked(["、"], "comma")
+                    + ja_clause(second, "polite", topic=True) + STOP_JA)
         return english, japanese
 
     # --- driver ----------------------------------------------------------------------
@@ -417,10 +444,11 @@ class _Sampler:
         english, japanese = build()
         if force is not None and force not in self.combinations:
             return None
-        english, japanese = " ".join(english), " ".join(japanese)
-        if not (3 <= len(english.split()) <= MAX_TOKENS and 3 <= len(japanese.split()) <= MAX_TOKENS):
+        english_text, japanese_text = " ".join(english), " ".join(japanese)
+        if not (3 <= len(english_text.split()) <= MAX_TOKENS and 3 <= len(japanese_text.split()) <= MAX_TOKENS):
             return None
-        return Sentence(english, japanese, construction, frozenset(self.combinations))
+        return Sentence(english_text, japanese_text, construction, frozenset(self.combinations),
+                        word_alignment(english, japanese), relations(english, "object"), relations(english, "subject"))
 
 
 _LIKE = _verb("like liked", ichidan("好き"), "trans", PEOPLE_ONLY, {OBJECT}, progressive=False)

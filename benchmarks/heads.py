@@ -1,0 +1,188 @@
+"""What the heads of the trained default model do, measured against the grammar's gold alignments.
+
+    python -m minitransformer train --out runs/enja          # the default model (keeps the last 5 checkpoints)
+    python benchmarks/heads.py --run runs/enja --history runs/enja-history
+
+writes benchmarks/results/heads.json (quoted by chapter 12):
+
+* every cross-attention head (layer, head), every layer's head average and the
+  average over all heads: alignment accuracy, attention mass and AER on the
+  test split, the reference translation fed to the decoder (teacher forcing),
+  so that the gold links of the pair apply; against a positional baseline that
+  aligns output position t with source position t·S/T (a monotone diagonal);
+* the same for each step checkpoint of the run (``--history``: folders
+  step-000100, ... copied aside while training ran, since training keeps only
+  the last five), on the first ``--history-sentences`` test pairs: how
+  alignment grows;
+* encoder self-attention: for each head, how often the first subword of an
+  English verb puts its strongest attention on its object's head noun (or its
+  subject's), against the best fixed offset ("look k subwords away").
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from minitransformer.checkpoint import load_checkpoint  # noqa: E402
+from minitransformer.data.grammar.alignment import word_spans  # noqa: E402
+from minitransformer.data.source import load_data  # noqa: E402
+from minitransformer.heads import AlignmentTally, attention_maps  # noqa: E402
+from minitransformer.presets import PRESETS  # noqa: E402
+from minitransformer.translator import Translator  # noqa: E402
+
+
+def corpus_of(run: Path):
+    """The built-in corpus the run was trained on (its preset's sizes, seed 0)."""
+    settings = load_checkpoint(run, with_optimizer=False).state.get("training") or {}
+    if settings.get("data") is not None or settings.get("direction") != "en-ja":
+        raise SystemExit(f"{run}: heads.py measures runs on the built-in corpus, en-ja")
+    return load_data(None, "en-ja", PRESETS[settings["preset"]]["corpus"], limit=settings.get("limit"))
+
+
+def diagonal_links(n_target: int, n_source: int) -> np.ndarray:
+    """The positional baseline as an attention matrix: row t puts all weight on source t·S/T."""
+    weights = np.zeros((n_target, n_source))
+    for t in range(n_target):
+        weights[t, min(n_source - 1, int(t * n_source / n_target))] = 1.0
+    return weights
+
+
+def cross_attention_scores(translator: Translator, corpus, pairs) -> dict:
+    """Per head, per layer average, overall average and the diagonal baseline, over ``pairs``."""
+    config = translator.model.config
+    heads = {(layer, head): AlignmentTally() for layer in range(config.n_layers) for head in range(config.n_heads)}
+    layer_means = {layer: AlignmentTally() for layer in range(config.n_layers)}
+    overall, diagonal = AlignmentTally(), AlignmentTally()
+    tok = translator.tokenizer
+    for english, japanese in pairs:
+        maps = attention_maps(translator, english, output_ids=tok.encode(japanese))
+        links = corpus.subword_alignment(tok, english)
+        cross = maps.weights["cross"][:, :, :-1, :]          # the eos row has no gold partner
+        for (layer, head), tally in heads.items():
+            tally.add(cross[layer, head], links)
+        for layer, tally in layer_means.items():
+            tally.add(cross[layer].mean(axis=0), links)
+        overall.add(cross.mean(axis=(0, 1)), links)
+        diagonal.add(diagonal_links(*cross.shape[2:]), links)
+    per_head = [{"layer": layer + 1, "head": head + 1, **tally.scores()} for (layer, head), tally in heads.items()]
+    best = max(per_head, key=lambda h: h["accuracy"])
+    return {"heads": per_head, "best_head": best,
+            "layer_average": [{"layer": layer + 1, **t.scores()} for layer, t in layer_means.items()],
+            "all_heads_average": overall.scores(), "diagonal_baseline": diagonal.scores(), "sentences": len(pairs)}
+
+
+def relation_scores(translator: Translator, corpus, pairs, kind: str) -> dict:
+    """Encoder self-attention: share of (verb, argument) pairs whose verb row peaks on the argument's head
+    word, per head, against the best fixed offset from the verb's first subword."""
+    config = translator.model.config
+    table = corpus.verb_objects if kind == "object" else corpus.verb_subjects
+    hits = np.zeros((config.n_layers, config.n_heads), dtype=int)
+    offsets: Counter = Counter()
+    total = 0
+    for english, _ in pairs:
+        relations = table[english]
+        if not relations:
+            continue
+        spans = word_spans(translator.tokenizer, english)
+        maps = attention_maps(translator, english, output_ids=[])
+        encoder = maps.weights["encoder"]                     # (layers, heads, S, S)
+        for verb, argument in relations:
+            row, target = spans[verb][0], set(spans[argument])
+            hits += np.isin(encoder[:, :, row, :].argmax(axis=-1), list(target))
+            offsets.update({k for k in range(-12, 13) if row + k in target})
+            total += 1
+    best_offset, best_count = offsets.most_common(1)[0] if offsets else (0, 0)
+    per_head = [{"layer": layer + 1, "head": head + 1, "accuracy": float(hits[layer, head] / max(total, 1))}
+                for layer in range(config.n_layers) for head in range(config.n_heads)]
+    return {"relation": f"verb -> head noun of its {kind}", "pairs": total, "heads": per_head,
+            "best_head": max(per_head, key=lambda h: h["accuracy"]),
+            "offset_baseline": {"offset": best_offset, "accuracy": best_count / max(total, 1)}}
+
+
+def run_flops(run: Path, corpus) -> dict:
+    """Training FLOPs of the run by formula (minitransformer/flops.py): its batches rebuilt exactly
+    (``iterate_batches`` is a pure function of the seed), real (non-pad) tokens counted."""
+    from minitransformer.data.batching import iterate_batches  # noqa: PLC0415
+    from minitransformer.flops import training_flops  # noqa: PLC0415
+    from minitransformer.train import encode_pairs  # noqa: PLC0415
+
+    checkpoint = load_checkpoint(run, with_optimizer=False)
+    translator = Translator.load(run)
+    config, tok, settings = translator.model.config, translator.tokenizer, checkpoint.state["training"]
+    results = json.loads((run / "results.json").read_text()) if (run / "results.json").is_file() else {}
+    steps = results.get("steps") or checkpoint.state.get("step")
+    examples = encode_pairs(tok, corpus.pairs("train"), config.max_len)
+    source_tokens = target_tokens = 0
+    for step, (_, _, batch) in enumerate(iterate_batches(examples, settings["max_tokens"], config.pad_id,
+                                                         settings["seed"], 0, 0, tok.bos_id, tok.eos_id)):
+        if step == steps:
+            break
+        source_tokens += int((batch.src != config.pad_id).sum())
+        target_tokens += batch.n_tgt_tokens
+    source_len = sum(len(s) for s, _ in examples) / len(examples)
+    target_len = sum(len(t) + 1 for _, t in examples) / len(examples)
+    return {"steps": steps, "source_tokens": source_tokens, "target_tokens": target_tokens,
+            "mean_source_len": source_len, "mean_target_len": target_len,
+            "training_flops": training_flops(config, source_tokens, target_tokens, source_len, target_len),
+            "parameters": translator.model.num_parameters()}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--run", default="runs/enja", help="the trained run folder (default runs/enja)")
+    parser.add_argument("--history", default=None, help="a folder of step-N checkpoint folders, for the curve")
+    parser.add_argument("--sentences", type=int, default=500, help="test pairs for the final model (default 500)")
+    parser.add_argument("--history-sentences", type=int, default=100, help="test pairs per checkpoint (default 100)")
+    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "heads.json"))
+    args = parser.parse_args(argv)
+    run = Path(args.run)
+    started = time.monotonic()
+    corpus = corpus_of(run)
+    test = corpus.pairs("test")
+    translator = Translator.load(run)
+    results = {"run": str(run), "split": "test", "final": cross_attention_scores(translator, corpus,
+                                                                                  test[:args.sentences])}
+    final = results["final"]
+    print(f"cross-attention, {final['sentences']} test sentences (accuracy / mass / AER):")
+    for h in final["heads"]:
+        print(f"  layer {h['layer']} head {h['head']}: {h['accuracy']:.3f} / {h['mass']:.3f} / {h['aer']:.3f}")
+    for name in ("all_heads_average", "diagonal_baseline"):
+        s = final[name]
+        print(f"  {name}: {s['accuracy']:.3f} / {s['mass']:.3f} / {s['aer']:.3f}")
+    if (run / "final").is_dir():
+        results["flops"] = run_flops(run, corpus)
+        print(f"training FLOPs of the run by formula: {results['flops']['training_flops']:.3e}")
+    results["encoder_relations"] = [relation_scores(translator, corpus, test[:args.sentences], kind)
+                                    for kind in ("object", "subject")]
+    for relation in results["encoder_relations"]:
+        print(f"encoder, {relation['relation']} ({relation['pairs']} pairs): best head "
+              f"{relation['best_head']}, best offset {relation['offset_baseline']}")
+    if args.history:
+        curve = []
+        for folder in sorted(Path(args.history).glob("step-*")):
+            scores = cross_attention_scores(Translator.load(folder), corpus, test[:args.history_sentences])
+            step = int(folder.name.split("-")[1])
+            curve.append({"step": step, "best_head": scores["best_head"],
+                          "heads": [{k: h[k] for k in ("layer", "head", "accuracy")} for h in scores["heads"]],
+                          "all_heads_average": scores["all_heads_average"]["accuracy"]})
+            print(f"  step {step}: best head {scores['best_head']['accuracy']:.3f}, "
+                  f"average {scores['all_heads_average']['accuracy']:.3f}", flush=True)
+        results["history"] = {"sentences": args.history_sentences, "curve": curve}
+    results["wall_seconds"] = round(time.monotonic() - started, 1)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(results, indent=1))
+    print(f"wall time {results['wall_seconds']:.0f} s; results: {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
