@@ -318,7 +318,8 @@ SPECIFIC = {
     },
     "Softmax": {
         "centering term dropped (gy ⊙ y)": lambda s, gy, c: gy * _saved(s)[0],
-        "sum over the wrong axis": lambda s, gy, c: _saved(s)[0] * (gy - (gy * _saved(s)[0]).sum(axis=0, keepdims=True)),
+        "sum over the wrong axis":
+            lambda s, gy, c: _saved(s)[0] * (gy - (gy * _saved(s)[0]).sum(axis=0, keepdims=True)),
     },
     "LogSoftmax": {
         "Σ gy forgotten (gy − softmax)": lambda s, gy, c: gy - np.exp(_saved(s)[0]),
