@@ -6,10 +6,12 @@
 # functional/, forward and backward alike, and lists the mutants that no test catches ("survivors").
 # It runs in a scratch copy, so the repository gets no mutants/ folder or mutmut settings.
 #
-#   tools/mutation_survey.sh                        # ops/ and functional/ (long: about a mutant a second)
-#   tools/mutation_survey.sh 'minitransformer/ops/arithmetic.py'   # only these files (globs)
+#   tools/mutation_survey.sh                        # ops/ and functional/: ~1,900 mutants, an hour or more
+#   tools/mutation_survey.sh 'minitransformer/ops/arithmetic.py'   # only these files (globs): minutes
 #
-# Prints mutmut's summary and the survivors; `mutmut show NAME` in the scratch folder shows one.
+# Prints the survivors ("survived"); `mutmut show NAME` in the scratch folder shows one. "timeout" means
+# a test noticed (it ran far longer than on the clean code); "no tests" means no selected test reaches
+# that code (e.g. the GPU-only paths on a machine without one). MUTMUT_CHILDREN sets the workers (2).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 python="${PYTHON:-$root/.venv/bin/python}"
