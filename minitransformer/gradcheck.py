@@ -22,7 +22,15 @@ from .tensor import Tensor, no_grad
 
 
 class GradcheckError(AssertionError):
-    """The analytic gradient (backward) disagrees with the numerical one."""
+    """The gradient check failed: one of the two kinds below (catch this for either)."""
+
+
+class GradientMismatch(GradcheckError):
+    """backward() ran, and its gradient disagrees with the numerical one: a wrong derivative."""
+
+
+class BackwardFailed(GradcheckError):
+    """backward() raised: the check could not compare any gradient (a crash, not a wrong value)."""
 
 
 def numerical_gradient(fn: Callable[..., Tensor], inputs: Sequence[Tensor], which: int, upstream, eps: float):
@@ -56,8 +64,10 @@ def gradcheck(fn: Callable[..., Tensor], inputs: Sequence[Tensor], eps: float = 
 
     ``inputs`` are float64 Tensors; those with ``requires_grad=True`` are
     checked. An element passes when |analytic − numeric| ≤ atol + rtol·|numeric|.
-    Returns True, or raises GradcheckError naming the input, the worst index,
-    and both values.
+    Returns True, or raises GradcheckError: a GradientMismatch naming the
+    input, the worst index and both values, or a BackwardFailed when backward
+    raised (a crash proves nothing about the derivative, so tests that want a
+    wrong value caught can tell the two apart).
     """
     inputs = list(inputs)
     checked = [i for i, t in enumerate(inputs) if isinstance(t, Tensor) and t.requires_grad]
@@ -76,14 +86,16 @@ def gradcheck(fn: Callable[..., Tensor], inputs: Sequence[Tensor], eps: float = 
     if not isinstance(output, Tensor) or not output.requires_grad:
         raise ValueError("gradcheck: fn must return a Tensor that depends on an input with requires_grad=True")
     xp = backend.xp_of(output.data)
-    upstream = xp.asarray(backend.xp_for("cpu").random.default_rng(seed).standard_normal(output.shape))
+    # a stream of its own, not default_rng(seed): tests draw their inputs from default_rng(0), and an upstream
+    # equal to the input would make a linear map's gW = Xᵀ G = Xᵀ X symmetric, so a transposed gW would pass
+    upstream = xp.asarray(backend.xp_for("cpu").random.default_rng([seed, 1]).standard_normal(output.shape))
     upstream = backend.to_device(upstream, output.device).astype(output.dtype)
     try:
         output.backward(upstream)
     except Exception as error:  # a backward that crashes fails the check, with the reason
         if isinstance(error, NotImplementedError) and str(error).startswith("Exercise "):
             raise  # an unsolved classroom exercise (TEACHING.md) is not a wrong gradient: say which one it is
-        raise GradcheckError(f"backward() failed: {type(error).__name__}: {error}") from error
+        raise BackwardFailed(f"backward() failed: {type(error).__name__}: {error}") from error
 
     for i in checked:
         tensor = inputs[i]
@@ -96,7 +108,7 @@ def gradcheck(fn: Callable[..., Tensor], inputs: Sequence[Tensor], eps: float = 
             a, n = float(analytic.reshape(-1)[worst]), float(numeric.reshape(-1)[worst])
             bad = int((excess > 0).sum())
             name = f" ({tensor.name})" if tensor.name else ""
-            error = GradcheckError(
+            error = GradientMismatch(
                 f"gradient of input {i}{name} with shape {tensor.shape} is wrong at {bad} of {numeric.size} "
                 f"positions; worst at index {index}: analytic {a:.6g}, numeric {n:.6g} "
                 f"(|difference| {abs(a - n):.3g} > atol {atol:g} + rtol {rtol:g} × |numeric|)")

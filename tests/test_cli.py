@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -17,8 +18,11 @@ ROOT = Path(__file__).resolve().parents[1]
 TINY_RUN = ["--preset", "toy", "--limit", "20", "--average", "2"]
 
 
-def run_cli(*args, stdin: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""), MPLBACKEND="Agg")
+def run_cli(*args, stdin: str | None = None, timeout: float = 120, pythonpath: str | None = None
+            ) -> subprocess.CompletedProcess:
+    """``pythonpath`` goes first on the path (a folder that shadows a module, e.g. a CuPy that is not there)."""
+    path = [p for p in (pythonpath, str(ROOT), os.environ.get("PYTHONPATH")) if p]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(path), MPLBACKEND="Agg")
     return subprocess.run([sys.executable, "-m", "minitransformer", *map(str, args)], input=stdin,
                           capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT)
 
@@ -47,7 +51,8 @@ def test_train_writes_a_complete_run(run_dir):
                  "final/state.json", "final/tokenizer.json"):
         assert (run_dir / name).is_file(), name
     results = json.loads((run_dir / "results.json").read_text())
-    assert results["steps"] == 4 and 0.0 <= results["test_bleu"] <= 100.0
+    # the scores' values are checked by test_evaluate_reproduces_the_scores_of_the_training_run
+    assert results["steps"] == 4 and {"test_bleu", "test_chrf", "test_heldout_bleu"} <= set(results)
     assert len(results["examples"]) == 5
     assert (run_dir / "attention.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
@@ -88,7 +93,7 @@ def test_translate_accepts_a_checkpoint_folder(run_dir):
 def test_evaluate_prints_bleu(run_dir):
     result = run_cli("evaluate", "--checkpoint", run_dir, "--split", "test_heldout", "--limit", "5", "--greedy")
     assert result.returncode == 0, result.stderr
-    assert "builtin test_heldout" in result.stdout and "BLEU" in result.stdout
+    assert "builtin test_heldout (en-ja, 5 sentences, greedy): BLEU " in result.stdout   # scores: tests below
 
 
 def test_a_missing_checkpoint_is_refused(tmp_path):
@@ -177,3 +182,179 @@ def test_every_subcommand_has_help(command):
 def test_no_command_prints_help_and_fails():
     result = run_cli()
     assert result.returncode != 0 and "COMMAND" in result.stderr
+
+
+# -- every option of every subcommand is exercised ------------------------------------------------
+def _in_process(monkeypatch, *argv):
+    """main(argv) in this process (a refusal returns its exit status and prints one line on stderr)."""
+    from minitransformer.__main__ import main
+
+    monkeypatch.setenv("MINITRANSFORMER_MALLOC", "0")       # leave the test process's malloc alone
+    return main([str(a) for a in argv])
+
+
+# a non-default value for every field of TrainOptions, as flags, and what the field must then hold
+TRAIN_FLAGS = {
+    "out": (["--out", "elsewhere/run"], "elsewhere/run"),
+    "data": (["--data", "corpora/enja"], "corpora/enja"),
+    "direction": (["--direction", "ja-en"], "ja-en"),
+    "preset": (["--preset", "small"], "small"),
+    "seed": (["--seed", "7"], 7),
+    "max_tokens": (["--max-tokens", "300"], 300),
+    "vocab_size": (["--vocab-size", "150"], 150),
+    "tokenizer": (["--tokenizer", "raw"], "raw"),
+    "minutes": (["--minutes", "0.5"], 0.5),
+    "epochs": (["--epochs", "3"], 3),
+    "steps": (["--steps", "9"], 9),
+    "save_every": (["--save-every", "2"], 2),
+    "device": (["--device", "cuda"], "cuda"),
+    "resume": (["--resume"], True),
+    "overwrite": (["--overwrite"], True),
+    "average": (["--average", "3"], 3),
+    "beam": (["--beam", "2"], 2),
+    "alpha": (["--alpha", "0.8"], 0.8),
+    "limit": (["--limit", "11"], 11),
+    "evaluate": (["--no-eval"], False),
+    "plot": (["--no-plot"], False),
+    "quiet": (["--quiet"], True),
+}
+
+
+def test_each_train_flag_sets_its_training_option(monkeypatch):
+    import dataclasses
+
+    import minitransformer.train as training
+    from minitransformer.train import TrainOptions
+
+    assert set(TRAIN_FLAGS) == {f.name for f in dataclasses.fields(TrainOptions)}, "a new option needs a row here"
+    received = []
+    monkeypatch.setattr(training, "train", lambda options: received.append(options))
+    defaults = TrainOptions()
+    for name, (flags, value) in TRAIN_FLAGS.items():
+        assert getattr(defaults, name) != value, name          # the test value is not the default
+        assert _in_process(monkeypatch, "train", *flags) == 0
+        options = received.pop()
+        assert getattr(options, name) == value, name
+        others = {f.name for f in dataclasses.fields(TrainOptions)} - {name}
+        assert all(getattr(options, o) == getattr(defaults, o) for o in others), name   # and nothing else
+    assert _in_process(monkeypatch, "train", "--quick") == 0
+    assert received.pop().preset == "quick"
+
+
+def test_quick_refuses_another_preset(monkeypatch, capsys):
+    assert _in_process(monkeypatch, "train", "--quick", "--preset", "toy") == 2
+    assert "--quick is the preset 'quick'; do not combine it with --preset" in capsys.readouterr().err
+
+
+def test_the_train_options_shape_the_run(tmp_path, monkeypatch, capsys):
+    out = tmp_path / "run"
+    status = _in_process(monkeypatch, "train", "--out", out, "--preset", "toy", "--limit", "20", "--direction", "ja-en",
+                         "--seed", "3", "--max-tokens", "300", "--vocab-size", "200", "--tokenizer", "words",
+                         "--epochs", "1", "--save-every", "1", "--average", "1", "--beam", "2", "--alpha", "0.8",
+                         "--no-plot", "--quiet")
+    printed = capsys.readouterr()
+    assert status == 0, printed.err
+    assert printed.out == ""                                              # --quiet
+    training = json.loads((out / "config.json").read_text())["training"]
+    assert {k: training[k] for k in ("direction", "seed", "max_tokens", "vocab_size", "tokenizer")} == \
+        {"direction": "ja-en", "seed": 3, "max_tokens": 300, "vocab_size": 200, "tokenizer": "words"}
+    assert len(json.loads((out / "tokenizer.json").read_text())["vocab"]) == 200          # the preset has 300
+    results = json.loads((out / "results.json").read_text())
+    assert results["epochs"] == 1.0                                       # --epochs 1: exactly one pass
+    assert not (out / "attention.png").exists() and "attention_png" not in results   # --no-plot
+    saved = sorted(p.name for p in (out / "checkpoints").iterdir())
+    assert saved[-1] == f"step-{results['steps']:06d}" and len(saved) >= min(results["steps"], 2)  # --save-every 1
+    assert results["final_model"] == "last checkpoint"                    # --average 1: no averaging
+
+    # --overwrite replaces the run; --minutes stops this invocation's training on time, long before 50 epochs
+    status = _in_process(monkeypatch, "train", "--out", out, "--preset", "toy", "--limit", "20", "--overwrite",
+                         "--minutes", "0.0001", "--epochs", "50", "--no-eval", "--average", "1")
+    printed = capsys.readouterr()
+    assert status == 0, printed.err
+    assert "stopped after 0.0001 minutes" in printed.out
+    assert json.loads((out / "config.json").read_text())["training"]["seed"] == 0
+    assert 1 <= json.loads((out / "results.json").read_text())["steps"] < 20      # 6 ms of steps, not 50 epochs
+
+
+def test_device_cuda_without_cupy_is_refused_in_one_line(run_dir, tmp_path):
+    fake = tmp_path / "no_cupy" / "cupy"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ModuleNotFoundError(\"No module named 'cupy'\", name='cupy')\n")
+    env_path = str(fake.parent)
+    for args in (["train", "--out", tmp_path / "run", "--device", "cuda", "--steps", "1", *TINY_RUN],
+                 ["translate", "--checkpoint", run_dir, "--device", "cuda", "hello"],
+                 ["evaluate", "--checkpoint", run_dir, "--device", "cuda", "--limit", "2"]):
+        result = run_cli(*args, pythonpath=env_path)
+        refused(result, "device 'cuda' needs CuPy, which is not installed", "pip install cupy-cuda12x")
+        assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+def test_translate_passes_beam_alpha_and_device_to_the_translator(run_dir, monkeypatch, capsys):
+    from minitransformer.translator import Translator
+
+    calls = []
+    real_load = Translator.load
+    monkeypatch.setattr(Translator, "load", classmethod(
+        lambda cls, path, device="cpu": calls.append(("load", device)) or real_load.__func__(cls, path, device=device)))
+    monkeypatch.setattr(Translator, "translate", lambda self, sentences, beam_size, alpha: calls.append(
+        ("translate", beam_size, alpha)) or ["x"] * len(sentences))
+    assert _in_process(monkeypatch, "translate", "--checkpoint", run_dir, "--beam", "3", "--alpha", "1.5",
+                       "--device", "cpu", "the cat .") == 0
+    assert _in_process(monkeypatch, "translate", "--checkpoint", run_dir, "--greedy", "the cat .") == 0
+    assert calls == [("load", "cpu"), ("translate", 3, 1.5), ("load", "cpu"), ("translate", 1, 0.6)]
+    assert capsys.readouterr().out == "x\nx\n"
+
+
+def _printed_scores(stdout: str) -> tuple[float, float]:
+    bleu = float(re.search(r"BLEU (\d+\.\d\d)", stdout)[1])
+    chrf = float(re.search(r"chrF2 = (\d+\.\d+)", stdout)[1])
+    return bleu, chrf
+
+
+def test_evaluate_reproduces_the_scores_of_the_training_run(run_dir):
+    """The final test BLEU and chrF of results.json are what `evaluate` computes for the same model and split."""
+    results = json.loads((run_dir / "results.json").read_text())
+    result = run_cli("evaluate", "--checkpoint", run_dir, "--split", "test", "--beam", "4", "--alpha", "0.6")
+    assert result.returncode == 0, result.stderr
+    assert "builtin test (en-ja, 20 sentences, beam 4, α 0.6)" in result.stdout
+    assert _printed_scores(result.stdout) == (round(results["test_bleu"], 2), results["test_chrf"])
+
+
+def test_evaluate_scores_the_translations_it_makes(run_dir, tmp_path):
+    """--data, --split, --greedy, --limit: the printed scores are those of the model's own translations."""
+    from minitransformer.bleu import corpus_bleu_score, tokenization_for
+    from minitransformer.chrf import corpus_chrf_score
+    from minitransformer.data.source import load_data
+    from minitransformer.presets import PRESETS
+    from minitransformer.translator import Translator
+
+    pairs = load_data(None, "en-ja", PRESETS["toy"]["corpus"], limit=20).pairs("test_heldout", "en-ja")
+    data = tmp_path / "enja"
+    data.mkdir()
+    for split in ("train", "dev", "test"):       # an outside corpus: the held-out pairs, reversed
+        (data / f"{split}.tsv").write_text("".join(f"{en}\t{ja}\n" for en, ja in pairs[::-1]), encoding="utf-8")
+    result = run_cli("evaluate", "--checkpoint", run_dir, "--data", data, "--split", "dev", "--limit", "4",
+                     "--greedy")
+    assert result.returncode == 0, result.stderr
+    assert " dev (en-ja, 4 sentences, greedy)" in result.stdout
+    chosen = pairs[::-1][:4]
+    hypotheses = Translator.load(run_dir).translate([en for en, _ in chosen], beam_size=1,
+                                                  warn_unseen=False)
+    references = [ja for _, ja in chosen]
+    bleu = corpus_bleu_score(hypotheses, references, tokenize=tokenization_for("ja", references)).score
+    chrf = corpus_chrf_score(hypotheses, references).score
+    assert _printed_scores(result.stdout) == (round(bleu, 2), round(chrf, 2))
+
+
+def test_every_option_of_every_subcommand_is_used_by_a_test():
+    """A new flag without a test fails here: each option string must appear, quoted, in this file."""
+    import argparse
+
+    from minitransformer.__main__ import build_parser
+
+    source = Path(__file__).read_text(encoding="utf-8")
+    subcommands = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    untested = [f"{name} {flag}" for name, parser in subcommands.choices.items() for action in parser._actions
+                for flag in action.option_strings if flag.startswith("--") and flag != "--help"
+                and f'"{flag}"' not in source]
+    assert not untested, f"options no test uses: {untested}"

@@ -77,7 +77,20 @@ def test_translation_is_a_function_both_ways():
     # GrammarError is raised if two meanings ever give one sentence two translations.
     big = make_builtin_corpus(seed=11, n_train=60000, n_dev=0, n_test=0, n_heldout=300)
     assert len(big.train) == 60000
-    assert issubclass(GrammarError, RuntimeError)
+    pairs = big.train + big.test_heldout
+    assert len({en for en, _ in pairs}) == len({ja for _, ja in pairs}) == len(pairs)   # one-to-one
+
+
+def test_a_sentence_drawn_again_with_another_translation_raises_grammar_error():
+    from types import SimpleNamespace
+
+    from minitransformer.data.grammar.builtin import _unique_sentences
+
+    drawn = iter([SimpleNamespace(english="I eat.", japanese="食べる。", combinations=frozenset()),
+                  SimpleNamespace(english="I eat.", japanese="食べます。", combinations=frozenset())])
+    sampler = SimpleNamespace(sentence=lambda force=None: next(drawn))
+    with pytest.raises(GrammarError, match=r"ambiguous pair: 'I eat\.' -> '食べます。'"):
+        _unique_sentences(sampler, 2, {}, {}, accept=lambda s: True)
 
 
 def test_heldout_combinations_never_meet_in_training(corpus):

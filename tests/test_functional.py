@@ -260,6 +260,17 @@ def test_broken_linear_backward_fails_gradcheck(rng, broken):
         mt.gradcheck(lambda x, w, b: broken()(x, w, b), [x, w, b])
 
 
+@pytest.mark.parametrize("needed", [(True, False, False), (False, True, True), (True, True, False)], ids=str)
+def test_linear_backward_computes_only_the_gradients_that_are_needed(rng, needed):
+    """A frozen weight or a constant input gets None: no GEMM spent on a gradient nobody reads."""
+    shapes = [(2, 3, 4), (4, 5), (5,)]
+    inputs = [mt.Tensor(rng.standard_normal(shape), requires_grad=need) for shape, need in zip(shapes, needed)]
+    function = F.LinearFunction()
+    function(*inputs)
+    grads = function.backward(rng.standard_normal((2, 3, 5)))
+    assert tuple(g is not None for g in grads) == needed
+
+
 def test_embedding_gradcheck_with_repeated_ids_and_a_padding_row(rng):
     weight = leaf(rng.standard_normal((5, 3)))
     ids = np.array([[1, 4, 1], [0, 1, 2]])

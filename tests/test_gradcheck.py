@@ -13,7 +13,9 @@ import numpy as np
 import pytest
 
 import minitransformer as mt
+import minitransformer.functional as F
 from minitransformer.backend import xp_of
+from minitransformer.gradcheck import BackwardFailed, GradientMismatch
 from minitransformer.ops import Add, Exp, MatMul, Max, Mul, Tanh, unbroadcast
 
 
@@ -73,7 +75,7 @@ def test_the_error_names_input_worst_index_and_both_values(rng):
     assert "worst at index (1, 2)" in message
     analytic, numeric = (float(v) for v in re.search(r"analytic (\S+), numeric (\S+)", message).groups())
     assert analytic == 0.0
-    upstream = np.random.default_rng(0).standard_normal((2, 3))  # gradcheck's upstream for seed 0
+    upstream = np.random.default_rng([0, 1]).standard_normal((2, 3))  # gradcheck's upstream for seed 0
     assert numeric == pytest.approx(upstream[1, 2] * np.exp(x.data[1, 2]), rel=1e-4)
 
 
@@ -189,3 +191,34 @@ def test_a_sum_of_outputs_check_misses_a_zeroed_softmax_but_gradcheck_does_not(r
     assert mt.gradcheck(lambda x: Softmax()(x), [x])                # the correct one passes
     with pytest.raises(mt.GradcheckError, match="input 0"):
         mt.gradcheck(lambda x: SoftmaxWithZeroedBackward()(x), [x])  # the random upstream sees the mistake
+
+
+# -- the upstream gradient is not the test's own input ------------------------------------------------
+class LinearWithTransposedWeightGradient(F.LinearFunction):
+    def backward(self, gy):
+        gx, gw = super().backward(gy)
+        return gx, gw.T                              # Gᵀ X instead of Xᵀ G: the shapes fit for a square W
+
+
+def test_the_upstream_gradient_is_not_drawn_like_the_tests_inputs():
+    """Tests draw inputs from default_rng(0); were the upstream G drawn the same way it would equal the first
+    input, and a linear map's gW = Xᵀ G = Xᵀ X would be symmetric: a transposed gW would pass."""
+    rng = np.random.default_rng(0)
+    x, w = leaf(rng, (2, 3, 4)), leaf(rng, (4, 4))
+    assert mt.gradcheck(lambda x, w: F.LinearFunction()(x, w), [x, w])
+    with pytest.raises(GradientMismatch, match=r"gradient of input 1 with shape \(4, 4\) is wrong at"):
+        mt.gradcheck(lambda x, w: LinearWithTransposedWeightGradient()(x, w), [x, w])
+
+
+def test_a_crash_and_a_wrong_value_are_told_apart(rng):
+    """Both are GradcheckErrors (existing callers catch either); a mutation test wants the second."""
+    class Crashing(Tanh):
+        def backward(self, gy):
+            return self.renamed_attribute
+
+    with pytest.raises(BackwardFailed, match=r"backward\(\) failed: AttributeError"):
+        mt.gradcheck(lambda x: Crashing()(x), [leaf(rng, 3)])
+    with pytest.raises(GradientMismatch, match="is wrong at"):
+        mt.gradcheck(lambda x: ZeroedTanh()(x), [leaf(rng, 3)])
+    assert issubclass(BackwardFailed, mt.GradcheckError) and issubclass(GradientMismatch, mt.GradcheckError)
+    assert not issubclass(BackwardFailed, GradientMismatch)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -11,8 +12,8 @@ import minitransformer.functional as F
 from minitransformer import checkpoint as ckpt
 from minitransformer.nn.transformer import Transformer, TransformerConfig
 from minitransformer.presets import MODELS
-from minitransformer.train import (PRESETS, ProgressBar, TrainingError, TrainOptions, dropout_generators, rng_state,
-                                   set_rng_state, train)
+from minitransformer.train import (PRESETS, ProgressBar, TrainingError, TrainOptions, batch_loss, dropout_generators,
+                                   rng_state, set_rng_state, train)
 
 
 def _options(out, **overrides) -> TrainOptions:
@@ -203,9 +204,43 @@ def test_the_loss_is_the_label_smoothed_cross_entropy_of_section_5_4():
     target[:, 0] = 0.0
     target[np.arange(3), tgt_out[0]] += 0.9
     expected = -(target * log_p).sum(-1).mean()
-    got = F.cross_entropy(model(src, tgt_in).reshape(-1, 11), tgt_out.reshape(-1), label_smoothing=0.1,
-                          ignore_index=0).item()
-    assert got == pytest.approx(expected, rel=1e-10)
+    batch = SimpleNamespace(src=src, tgt_in=tgt_in, tgt_out=tgt_out)
+    assert batch_loss(model, batch).item() == pytest.approx(expected, rel=1e-10)   # the loss training uses
+    unsmoothed = -log_p[np.arange(3), tgt_out[0]].mean()
+    assert batch_loss(model, batch, label_smoothing=0.0).item() == pytest.approx(unsmoothed, rel=1e-10)
+    padded = SimpleNamespace(src=src, tgt_in=np.array([[1, 7, 8, 2]]), tgt_out=np.array([[7, 8, 2, 0]]))
+    logits = model(src, padded.tgt_in).numpy().reshape(-1, 11)[:3]     # the pad position is not counted
+    log_p = logits - logits.max(-1, keepdims=True)
+    log_p -= np.log(np.exp(log_p).sum(-1, keepdims=True))
+    assert batch_loss(model, padded).item() == pytest.approx(-(target * log_p).sum(-1).mean(), rel=1e-10)
+
+
+def test_the_training_step_uses_the_papers_settings(tmp_path, monkeypatch):
+    """Label smoothing 0.1 (§5.4), Adam β = (0.9, 0.98), ε = 1e-9 (§5.3), gradients clipped to norm 1."""
+    import minitransformer.train as training
+
+    seen = {"smoothing": [], "clip": [], "adam": []}
+    real_cross_entropy, real_clip, real_step = F.cross_entropy, training.clip_grad_norm, training.Adam.step
+
+    def cross_entropy(*args, **kwargs):
+        seen["smoothing"].append(kwargs.get("label_smoothing"))
+        return real_cross_entropy(*args, **kwargs)
+
+    def clip(params, max_norm):
+        seen["clip"].append(max_norm)
+        return real_clip(params, max_norm)
+
+    def step(self):
+        seen["adam"].append((self.betas, self.eps))
+        return real_step(self)
+
+    monkeypatch.setattr(training.F, "cross_entropy", cross_entropy)
+    monkeypatch.setattr(training, "clip_grad_norm", clip)
+    monkeypatch.setattr(training.Adam, "step", step)
+    train(_options(tmp_path / "run", steps=2))
+    assert seen["smoothing"] == [0.1, 0.1]
+    assert seen["clip"] == [1.0, 1.0]
+    assert seen["adam"] == [((0.9, 0.98), 1e-9)] * 2
 
 
 def test_gradcheck_of_the_training_loss_through_a_tiny_model():

@@ -88,6 +88,10 @@ class BPETokenizer:
         pair_counts: dict[tuple[int, int], int] = defaultdict(int)
         pair_words: dict[tuple[int, int], set[int]] = defaultdict(set)
         for index, symbols in enumerate(corpus):
+            if END_OF_WORD in words[index]:
+                # a word that spells the marker ("a</w>b") could merge into a token equal to a word-final one
+                # ("a</w>"), and decoding would end the word there: it lends its characters, never its pairs
+                continue
             for pair in zip(symbols, symbols[1:]):
                 pair_counts[pair] += frequencies[index]
                 pair_words[pair].add(index)
