@@ -46,12 +46,14 @@ def test_numerical_gradient_of_a_cube_is_three_x_squared(rng):
 @pytest.mark.grades_1_1
 def test_numerical_gradient_of_each_input_of_a_product(rng):
     a, b = tensor(rng, 2, 3), tensor(rng, 2, 3)
+    a_before, b_before = a.data.copy(), b.data.copy()
     upstream = rng.standard_normal((2, 3))
     np.testing.assert_allclose(mt.numerical_gradient(lambda p, q: p * q, [a, b], 0, upstream, 1e-6),
-                               b.data * upstream, rtol=1e-6, atol=1e-8)
+                               b_before * upstream, rtol=1e-6, atol=1e-8)
     np.testing.assert_allclose(mt.numerical_gradient(lambda p, q: p * q, [a, b], 1, upstream, 1e-6),
-                               a.data * upstream, rtol=1e-6, atol=1e-8)
-    assert np.array_equal(a.data, a.data.copy())  # the inputs are left as they were
+                               a_before * upstream, rtol=1e-6, atol=1e-8)
+    np.testing.assert_array_equal(a.data, a_before)  # the inputs are left as they were (every nudge undone)
+    np.testing.assert_array_equal(b.data, b_before)
 
 
 class _Square(mt.Function):
