@@ -203,6 +203,8 @@ TRAIN_FLAGS = {
     "max_tokens": (["--max-tokens", "300"], 300),
     "vocab_size": (["--vocab-size", "150"], 150),
     "tokenizer": (["--tokenizer", "raw"], "raw"),
+    "attention": (["--attention", "local"], "local"),
+    "attention_window": (["--attention-window", "4"], 4),
     "minutes": (["--minutes", "0.5"], 0.5),
     "epochs": (["--epochs", "3"], 3),
     "steps": (["--steps", "9"], 9),
@@ -344,6 +346,14 @@ def test_evaluate_scores_the_translations_it_makes(run_dir, tmp_path):
     bleu = corpus_bleu_score(hypotheses, references, tokenize=tokenization_for("ja", references)).score
     chrf = corpus_chrf_score(hypotheses, references).score
     assert _printed_scores(result.stdout) == (round(bleu, 2), round(chrf, 2))
+
+
+def test_attention_draws_only_the_kinds_asked_for(run_dir, tmp_path, monkeypatch):
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    out = tmp_path / "maps.png"
+    assert _in_process(monkeypatch, "attention", "--checkpoint", run_dir, "--kind", "encoder", "--kind", "cross",
+                       "--out", out, "--device", "cpu", "the cat ate the fish .") == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["maps-cross.png", "maps-encoder.png"]
 
 
 def test_every_option_of_every_subcommand_is_used_by_a_test():

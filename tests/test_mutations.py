@@ -36,6 +36,8 @@ from minitransformer import ops
 from minitransformer.backend import scatter_add
 from minitransformer.functional.attention import ScaledDotProductAttention
 from minitransformer.functional.dropout import Dropout, Generator
+from minitransformer.functional.flash_attention import FlashAttention
+from minitransformer.functional.linear_attention import LinearAttention
 from minitransformer.gradcheck import BackwardFailed, GradientMismatch
 from minitransformer.ops import unbroadcast
 from minitransformer.tensor import Function
@@ -130,6 +132,11 @@ SETUPS = {
     "LogSoftmax": Setup(F.LogSoftmax, lambda r: (lambda x: F.LogSoftmax(-1)(x), [leaf(r, (3, 4))])),
     "CrossEntropy": Setup(F.CrossEntropy, lambda r: (lambda x: F.CrossEntropy(TARGETS, 0.1, 0)(x), [leaf(r, (5, 6))])),
     "Dropout": Setup(Dropout, lambda r: (lambda x: Dropout(0.4, Generator(5))(x), [leaf(r, (4, 5))])),
+    # chapter 13: lengths that are not multiples of the block or chunk, so the tiling's edges are checked too
+    "FlashAttention": Setup(FlashAttention, lambda r: (lambda q, k, v: FlashAttention(causal=True, block_size=2)(q, k, v),
+                                                       [leaf(r, (1, 2, 5, 3)) for _ in range(3)])),
+    "LinearAttention": Setup(LinearAttention, lambda r: (lambda q, k, v: LinearAttention(causal=True, chunk=2)(q, k, v),
+                                                         [leaf(r, (1, 2, 5, 3)) for _ in range(3)])),
 }
 
 
@@ -177,6 +184,12 @@ def _saved(self):
 
 
 SPECIFIC = {
+    "FlashAttention": {
+        "the queries' and keys' gradients swapped": lambda s, gy, c: (c(gy)[1], c(gy)[0], c(gy)[2]),
+    },
+    "LinearAttention": {
+        "the queries' and keys' gradients swapped": lambda s, gy, c: (c(gy)[1], c(gy)[0], c(gy)[2]),
+    },
     "Add": {
         "b's broadcast axis averaged, not summed":
             lambda s, gy, c: (unbroadcast(gy, s.shapes[0]), gy.mean(axis=0)),
