@@ -48,7 +48,9 @@ def run(command: str, cwd: Path, log: Path) -> dict:
                               env={k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
                               ).returncode
     seconds = time.monotonic() - started
-    return {"command": command, "exit_code": code, "seconds": round(seconds, 1),
+    lines = [line for line in log.read_text(encoding="utf-8", errors="replace").splitlines() if line.strip()]
+    return {"command": command, "exit_code": code, "last_line": lines[-1][-200:] if lines else "",
+            "seconds": round(seconds, 1),
             "minutes": round(seconds / 60, 1), "load_before": round(load_before, 2),
             "load_after": round(os.getloadavg()[0], 2)}
 
