@@ -42,7 +42,7 @@ rng = np.random.default_rng(0)
 # %% [markdown] ja
 # ## 1. ブロードキャストと、勾配を unbroadcast しなければならない理由
 #
-# NumPy は形状を右からそろえます。サイズ 1 の軸（または先頭に足りない軸）は、相手に合わせて引き伸ばされます。活性 $X \in \mathbb{R}^{2\times3\times4}$ に足されたバイアス $b \in \mathbb{R}^{4}$ は、$2\cdot3 = 6$ 回使われます。
+# NumPy は形状を右からそろえます。サイズ 1 の軸（または先頭に足りない軸）は、相手に合わせて引き伸ばされます。活性値 $X \in \mathbb{R}^{2\times3\times4}$ に足されたバイアス $b \in \mathbb{R}^{4}$ は、$2\cdot3 = 6$ 回使われます。
 
 # %%
 X = mt.Tensor(rng.standard_normal((2, 3, 4)), requires_grad=True)
@@ -59,7 +59,7 @@ print("X", X.shape, "+ b", b.shape, "→ Y", Y.shape)
 # added or stretched:
 
 # %% [markdown] ja
-# 各 $b_j$ は 6 つの出力 $Y_{\dots j}$ に寄与したので、多変数の連鎖律により、その勾配は 6 つの上流の勾配の和になります：$\frac{\partial L}{\partial b_j} = \sum_{n,t} \frac{\partial L}{\partial Y_{ntj}}$。上流の勾配は Y の形状 (2, 3, 4) を持っています。それを $b$ の勾配としてそのまま返せば、よくて形状のエラー、悪ければ気づかれないバグになります。`unbroadcast` は、ブロードキャストが追加した軸と引き伸ばした軸について、過不足なく和をとります。
+# 各 $b_j$ は 6 つの出力 $Y_{\dots j}$ に寄与したので、多変数の連鎖律により、その勾配は 6 つの上流勾配の和になります：$\frac{\partial L}{\partial b_j} = \sum_{n,t} \frac{\partial L}{\partial Y_{ntj}}$。上流勾配は Y の形状 (2, 3, 4) を持っています。それを $b$ の勾配としてそのまま返せば、よくて形状のエラー、悪ければ気づかれないバグになります。`unbroadcast` は、ブロードキャストが追加した軸と引き伸ばした軸について、過不足なく和をとります。
 
 # %%
 G = rng.standard_normal(Y.shape)
@@ -107,7 +107,7 @@ except ValueError as error:
 # %% [markdown] ja
 # ## 2. 行列積の逆伝播
 #
-# $A$ の形状が $(n, k)$、$B$ の形状が $(k, m)$ である $Y = AB$ について、勾配 $\partial L/\partial A$ は $A$ の形状 $(n, k)$ を持たなければならず、形状 $(n, m)$ の上流の勾配 $G = \partial L/\partial Y$ と $B$（形状 $(k, m)$）からしか作れません。形状を合わせると候補は $G B^\top$ ただ 1 つに絞られます：$(n, m)\cdot(m, k) = (n, k)$。同様に $\partial L/\partial B = A^\top G$ です：$(k, n)\cdot(n, m)$。
+# $A$ の形状が $(n, k)$、$B$ の形状が $(k, m)$ である $Y = AB$ について、勾配 $\partial L/\partial A$ は $A$ の形状 $(n, k)$ を持たなければならず、形状 $(n, m)$ の上流勾配 $G = \partial L/\partial Y$ と $B$（形状 $(k, m)$）からしか作れません。形状を合わせると候補は $G B^\top$ ただ 1 つに絞られます：$(n, m)\cdot(m, k) = (n, k)$。同様に $\partial L/\partial B = A^\top G$ です：$(k, n)\cdot(n, m)$。
 #
 # 形状は見当をつけ、要素ごとの導出が証明します。$Y_{ij} = \sum_p A_{ip} B_{pj}$ なので $\partial Y_{ij} / \partial A_{ip} = B_{pj}$ となり、$\frac{\partial L}{\partial A_{ip}} = \sum_j G_{ij} B_{pj} = (G B^\top)_{ip}$ です。両方を中心差分と比べて確かめてみましょう。
 
@@ -127,7 +127,7 @@ print("max |G Bᵀ − numeric| =", np.abs(A.grad - numeric_A).max())
 # batch element, so its gradient is summed over the batch — the same unbroadcast rule.
 
 # %% [markdown] ja
-# バッチがある場合、`matmul` は要素ごとの演算と同じように先頭の軸をブロードキャストします。形状 (d, d) の重みが、形状 (batch, tokens, d) の活性に掛けられるのです。重みはバッチのすべての要素で使い回されたので、その勾配はバッチについて和をとったものになります。これも同じ unbroadcast の規則です。
+# バッチがある場合、`matmul` は要素ごとの演算と同じように先頭の軸をブロードキャストします。形状 (d, d) の重みが、形状 (batch, tokens, d) の活性値に掛けられるのです。重みはバッチのすべての要素で使い回されたので、その勾配はバッチについて和をとったものになります。これも同じ unbroadcast の規則です。
 
 # %%
 acts = mt.Tensor(rng.standard_normal((2, 5, 3)), requires_grad=True)   # (B, T, d)
@@ -181,7 +181,7 @@ np.testing.assert_allclose(table.grad[4], G[0] + G[2] + G[3])
 #
 # ## 4. 縮約：max の勾配はどこへ行くのか
 #
-# `sum` は上流の勾配を、和をとったすべての要素へコピーします。`mean` は個数で割ってコピーします。`max` は勾配を勝者に送ります。同点の場合は勝者の間で均等に分けます。こうすると勾配の合計が正しく保たれ、関数は同点の引数について対称になります。
+# `sum` は上流勾配を、和をとったすべての要素へコピーします。`mean` は個数で割ってコピーします。`max` は勾配を勝者に送ります。同点の場合は勝者の間で均等に分けます。こうすると勾配の合計が正しく保たれ、関数は同点の引数について対称になります。
 
 # %%
 x = mt.Tensor([[1.0, 3.0, 3.0], [0.0, 5.0, 2.0]], requires_grad=True)

@@ -88,7 +88,7 @@ assert np.allclose(x_hat.mean(axis=1), 0, atol=1e-12) and np.allclose(x_hat.var(
 #            = s\Bigl(g_k - \frac1D\sum_i g_i - \hat x_k\,\frac1D\sum_i g_i \hat x_i\Bigr)
 #            = \frac1\sigma\bigl(g - \mathrm{mean}(g) - \hat x\odot\mathrm{mean}(g\odot\hat x)\bigr)_k .$$
 #
-# パラメータについては $g_\gamma = \sum g_y\odot\hat x$、$g_\beta = \sum g_y$ で、すべての行（トークン）について和を取ります。3 つの項をそれぞれ確かめましょう。下のプリミティブを組み合わせた版はエンジンの基本演算で作られているので、自動微分が同じ 3 つの経路を見つけてくれます。
+# パラメータについては $g_\gamma = \sum g_y\odot\hat x$、$g_\beta = \sum g_y$ で、すべての行（トークン）について和を取ります。3 つの項をそれぞれ確かめましょう。下の基本演算を組み合わせた版はエンジンの基本演算で作られているので、自動微分が同じ 3 つの経路を見つけてくれます。
 
 # %%
 def composed_layer_norm(x, weight, bias, eps=1e-5):
@@ -364,7 +364,7 @@ print("all gradient checks passed")
 # ## 演習
 #
 # 1. 層正規化の $g_\gamma$ と $g_\beta$ を導出し、なぜ先頭のすべての軸（バッチ*と*時間）について和を取るのかを説明しなさい。
-# 2. 不偏標準偏差を使い $\epsilon$ を平方根の外に置く層正規化を、プリミティブを組み合わせた関数として書き、勾配チェックを通しなさい。その融合版の逆伝播は、本書のものとどこが違うでしょうか。
+# 2. 不偏標準偏差を使い $\epsilon$ を平方根の外に置く層正規化を、基本演算を組み合わせた関数として書き、勾配チェックを通しなさい。その融合版の逆伝播は、本書のものとどこが違うでしょうか。
 # 3. 渦巻きの MLP で Xavier を $N(0, 1)$ に置き換えなさい。最初の損失と、10 分の 1 に下がるまでに必要なステップ数はどうなるでしょうか。
 # 4. 幅 3 の本物のカーネル（上の `conv1d`）で FFN を実装しなさい。各出力に影響する位置はいくつになるでしょうか。それは Transformer にとっての注意の必要性をどう変えるでしょうか。
 # 5. 埋め込みの逆伝播（`functional/embedding.py`）は scatter-add を使っています。それを `gw[ids] += gy` に置き換え、`tests/test_nn.py` の中で失敗するテストを見つけなさい。なぜ失敗するのでしょうか。
