@@ -317,7 +317,7 @@ assert frozen.creator is None and not frozen.requires_grad
 # %% [markdown] ja
 # ## 4. 数値勾配
 #
-# backward が正しいことは、どうすればわかるでしょうか。微分の定義と比べればよいのです。 **中心差分** $\frac{f(x+\varepsilon) - f(x-\varepsilon)}{2\varepsilon}$ の誤差は $O(\varepsilon^2)$ です（2 つのテイラー展開の $\varepsilon^2$ の項が打ち消し合います）。片側差分では $O(\varepsilon)$ です。しかし、$\varepsilon$ をどこまでも小さくすることはできません。引き算 $f(x+\varepsilon) - f(x-\varepsilon)$ で上位の桁が打ち消し合い、丸め誤差が $u/\varepsilon$ のように大きくなるからです。ここで $u$ はその dtype の単位丸め誤差です。
+# backward が正しいことは、どうすればわかるでしょうか。微分の定義と比べればよいのです。**中心差分** $\frac{f(x+\varepsilon) - f(x-\varepsilon)}{2\varepsilon}$ の誤差は $O(\varepsilon^2)$ です（2 つのテイラー展開の $\varepsilon^2$ の項が打ち消し合います）。片側差分では $O(\varepsilon)$ です。しかし、$\varepsilon$ をどこまでも小さくすることはできません。引き算 $f(x+\varepsilon) - f(x-\varepsilon)$ で上位の桁が打ち消し合い、丸め誤差が $u/\varepsilon$ のように大きくなるからです。ここで $u$ はその dtype の単位丸め誤差です。
 
 # %%
 def central_difference(f, x0, eps, dtype):
@@ -357,7 +357,7 @@ assert best["float64"] < 1e-9 < best["float32"]  # float32 is orders of magnitud
 # %% [markdown] ja
 # どちらの曲線も V 字型です。右側は打ち切り誤差（$\propto \varepsilon^2$）、左側は丸め誤差（$\propto u/\varepsilon$）です。float64 では V の底はおよそ $10^{-12}$ にあります。float32 では（$u$ が $1\cdot10^{-16}$ ではなく $u \approx 6\cdot10^{-8}$ なので）底はおよそ 100 万倍高く、ずっと大きな $\varepsilon$ のところにあります。float32 でのチェックは、探している間違いと同じくらい大きな誤差を許容しなければならなくなります。`mt.gradcheck` が float64 の入力を要求するのはそのためです。
 #
-# `mt.gradcheck(fn, inputs)` は、勾配を必要とするすべての入力のすべての要素を摂動させ、$L = \sum G \odot \text{fn}(\dots)$ の中心差分を `backward()` の計算結果と比べます。$G$ は*ランダムな* 上流勾配です（定数の $G = 1$ では、ソフトマックスのように和がゼロになる方向の間違いを見逃してしまいます）。
+# `mt.gradcheck(fn, inputs)` は、勾配を必要とするすべての入力のすべての要素を摂動させ、$L = \sum G \odot \text{fn}(\dots)$ の中心差分を `backward()` の計算結果と比べます。$G$ は*ランダムな*上流勾配です（定数の $G = 1$ では、ソフトマックスのように和がゼロになる方向の間違いを見逃してしまいます）。
 
 # %%
 a = mt.Tensor(rng.standard_normal((3, 4)), requires_grad=True)
