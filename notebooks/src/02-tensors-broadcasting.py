@@ -241,9 +241,9 @@ for name, (fn, inputs) in checks.items():
 # %% [markdown] ja
 # ## 演習
 #
-# 1. `unbroadcast` がブロードキャストの随伴であることを証明しなさい。すなわち、形状 $s$ の任意の $x$ とブロードキャスト後の形状の任意の $g$ について $\langle \text{broadcast}(x), g\rangle = \langle x, \text{unbroadcast}(g, s)\rangle$ が成り立つことを示しなさい。ランダムな形状で数値的にも確かめなさい。
-# 2. ベクトル $x$ について $y = x^\top A x$ の逆伝播を、まず形状による議論で、次に添字で導きなさい。それが $2Ax$ になるのはどんなときでしょうか。
-# 3. `Max` にならって `Min` を Function として書きなさい。同点の規則も含めること。gradcheck で確かめたうえで、同点の場合を正確にテストしなさい。
-# 4. `Take(axis, ids)`（ある軸に沿った `numpy.take`）を、scatter-add を使う backward とともに実装し、真ん中の軸で重複した ids を使ってテストしなさい。
-# 5. `matmul` の backward は、共有された重みのバッチを行の方向に畳み込みます（`a2.reshape(-1, k).T @ gy.reshape(-1, n_out)`）。これが `unbroadcast(a2.swapaxes(-1, -2) @ gy, b2.shape)` に等しいことを示し、$(32, 100, 512) @ (512, 512)$ について両者の時間を測りなさい。
+# 1. `unbroadcast` がブロードキャストの随伴であることを証明してください。すなわち、形状 $s$ の任意の $x$ とブロードキャスト後の形状の任意の $g$ について $\langle \text{broadcast}(x), g\rangle = \langle x, \text{unbroadcast}(g, s)\rangle$ が成り立つことを示してください。ランダムな形状で数値的にも確かめてください。
+# 2. ベクトル $x$ について $y = x^\top A x$ の逆伝播を、まず形状による議論で、次に添字で導いてください。それが $2Ax$ になるのはどんなときでしょうか。
+# 3. `Max` にならって `Min` を Function として書いてください。同点の規則も含めること。gradcheck で確かめたうえで、同点の場合を正確にテストしてください。
+# 4. `Take(axis, ids)`（ある軸に沿った `numpy.take`）を、scatter-add を使う backward とともに実装し、真ん中の軸で重複した ids を使ってテストしてください。
+# 5. `matmul` の backward は、共有された重みのバッチを行の方向に畳み込みます（`a2.reshape(-1, k).T @ gy.reshape(-1, n_out)`）。これが `unbroadcast(a2.swapaxes(-1, -2) @ gy, b2.shape)` に等しいことを示し、$(32, 100, 512) @ (512, 512)$ について両者の時間を測ってください。
 # 6. `concatenate` の backward が、保存しておいたサイズを使って `split` するのはなぜでしょうか。勾配を等分に分割したら、何がおかしくなるでしょうか。

@@ -314,8 +314,8 @@ print("all gradient checks passed")
 # %% [markdown] ja
 # ## 演習
 #
-# 1. $\mathrm{softmax}(x + c\mathbf{1}) = \mathrm{softmax}(x)$ であること、そしてソフトマックスの backward が返す勾配の成分の和が常に 0 になることを示しなさい。なぜそうでなければならないのでしょうか。
-# 2. `exp`、`sum`、`log` から自分で `log_softmax` を組み立て、ほどほどの大きさのスコアでは `F.log_softmax` と一致することを確かめなさい。次に $\pm 10^4$ のスコアを与えなさい。何が、どこで壊れるでしょうか。
-# 3. `log_softmax` の backward（$g_x = g_y - \mathrm{softmax}(x)\sum g_y$）を導き、ランダムな入力で `F.log_softmax` と比べて確かめなさい。
-# 4. 平滑化した分布を PyTorch のもの（パディングを含む $V$ 個のクラスすべてに ε を配る）に変えなさい。`minitransformer/functional/loss.py` のどの量が変わるでしょうか。$V = 37000$ のとき、損失はどれだけ変わるでしょうか。
-# 5. `ignore_index=0` として、差の実験をやり直しなさい。パディングのロジットの目標確率は 0 になります。そのロジットはどうなるでしょうか。また、ターゲットとほかのロジットとの差の収束が遅くなるのはなぜでしょうか。
+# 1. $\mathrm{softmax}(x + c\mathbf{1}) = \mathrm{softmax}(x)$ であること、そしてソフトマックスの backward が返す勾配の成分の和が常に 0 になることを示してください。なぜそうでなければならないのでしょうか。
+# 2. `exp`、`sum`、`log` から自分で `log_softmax` を組み立て、ほどほどの大きさのスコアでは `F.log_softmax` と一致することを確かめてください。次に $\pm 10^4$ のスコアを与えてください。何が、どこで壊れるでしょうか。
+# 3. `log_softmax` の backward（$g_x = g_y - \mathrm{softmax}(x)\sum g_y$）を導き、ランダムな入力で `F.log_softmax` と比べて確かめてください。
+# 4. 平滑化した分布を PyTorch のもの（パディングを含む $V$ 個のクラスすべてに ε を配る）に変えてください。`minitransformer/functional/loss.py` のどの量が変わるでしょうか。$V = 37000$ のとき、損失はどれだけ変わるでしょうか。
+# 5. `ignore_index=0` として、差の実験をやり直してください。パディングのロジットの目標確率は 0 になります。そのロジットはどうなるでしょうか。また、ターゲットとほかのロジットとの差の収束が遅くなるのはなぜでしょうか。
