@@ -59,7 +59,7 @@ rng = np.random.default_rng(0)
 # %% [markdown] ja
 # ## 1. 手で書く Adam
 #
-# Adam は重みごとに二つの移動平均を持ちます。勾配 $g$ の移動平均（1 次モーメント $m$）と、その 2 乗の移動平均（2 次モーメント $v$）です。どちらもゼロから始まるので、最初のうちはゼロの側に偏っています。$1-\beta^t$ で割ると、その偏りが取り除けます。
+# Adam は重みごとに 2 つの移動平均を持ちます。勾配 $g$ の移動平均（1 次モーメント $m$）と、その 2 乗の移動平均（2 次モーメント $v$）です。どちらもゼロから始まるので、最初のうちはゼロの側に偏っています。$1-\beta^t$ で割ると、その偏りが取り除けます。
 #
 # $$m_t = \beta_1 m_{t-1} + (1-\beta_1) g_t,\qquad v_t = \beta_2 v_{t-1} + (1-\beta_2) g_t^2,$$
 # $$\theta_t = \theta_{t-1} - \mathrm{lr}\cdot\frac{m_t/(1-\beta_1^t)}{\sqrt{v_t/(1-\beta_2^t)} + \epsilon}.$$
@@ -100,7 +100,7 @@ assert np.allclose(theta, p.data, rtol=1e-12)
 #
 # $$\mathrm{lrate} = d_{model}^{-0.5}\cdot\min(\mathrm{step}^{-0.5},\ \mathrm{step}\cdot\mathrm{warmup}^{-1.5})$$
 #
-# 二つの枝は step = warmup で出会います。それより前は学習率が線形に増え、それより後は $1/\sqrt{\mathrm{step}}$ に比例して減衰します。最大値は $(d_{model}\cdot\mathrm{warmup})^{-0.5}$ で、warmup 4000 のベースモデルでは 7.0e-4 です。幅の広いモデルほど学習率は小さくなります。
+# 2 つの枝は step = warmup で出会います。それより前は学習率が線形に増え、それより後は $1/\sqrt{\mathrm{step}}$ に比例して減衰します。最大値は $(d_{model}\cdot\mathrm{warmup})^{-0.5}$ で、warmup 4000 のベースモデルでは 7.0e-4 です。幅の広いモデルほど学習率は小さくなります。
 
 # %%
 def rates(d_model, warmup, factor=1.0, steps=20000):
@@ -137,7 +137,7 @@ plt.show()
 # %% [markdown] ja
 # ## 3. 全体ノルムによるクリッピング
 #
-# 一つの悪いバッチが巨大な勾配を生むことがあります。クリッピングは*すべての*勾配をまとめて縮め、それらを合わせた L2 ノルムが `max_norm` 以下になるようにします。更新の向きは変わりません。
+# 1 つの悪いバッチが巨大な勾配を生むことがあります。クリッピングは*すべての*勾配をまとめて縮め、それらを合わせた L2 ノルムが `max_norm` 以下になるようにします。更新の向きは変わりません。
 
 # %%
 a = mt.Tensor(np.zeros(2), requires_grad=True)
