@@ -88,7 +88,7 @@ assert np.allclose(x_hat.mean(axis=1), 0, atol=1e-12) and np.allclose(x_hat.var(
 #            = s\Bigl(g_k - \frac1D\sum_i g_i - \hat x_k\,\frac1D\sum_i g_i \hat x_i\Bigr)
 #            = \frac1\sigma\bigl(g - \mathrm{mean}(g) - \hat x\odot\mathrm{mean}(g\odot\hat x)\bigr)_k .$$
 #
-# パラメータについては $g_\gamma = \sum g_y\odot\hat x$、$g_\beta = \sum g_y$ で、すべての行（トークン）について和を取ります。3 つの項をそれぞれ確かめましょう。下の基本演算を組み合わせた版はエンジンの基本演算で作られているので、自動微分が同じ 3 つの経路を見つけてくれます。
+# パラメータについては $g_\gamma = \sum g_y\odot\hat x$、$g_\beta = \sum g_y$ で、すべての行（トークン）について和を取ります。3 つの項をそれぞれ確かめましょう。下の組み合わせ版はエンジンの基本演算だけで作られているので、自動微分が同じ 3 つの経路を見つけてくれます。
 
 # %%
 def composed_layer_norm(x, weight, bias, eps=1e-5):
