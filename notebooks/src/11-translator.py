@@ -15,7 +15,7 @@
 # 9. tokenize raw Japanese without spaces, and score one set of outputs three ways.
 
 # %% [markdown] ja
-# # 第 11 章 — 小さな翻訳器（§5, §6.1）
+# # 第 11 章 — 小さな翻訳器（§5、§6.1）
 #
 # ここですべてがつながります。テキストの対はサブワードの id になり、モデルはラベル平滑化、Adam、ウォームアップのスケジュールを使ってトークン数で区切ったバッチで学習し、ビームサーチによって翻訳器になります。その翻訳器を BLEU で採点します。このノートブックでは次のことをします。
 # 1. 組み込みの英日コーパスと、その取り置き用の分割を見ます。
@@ -184,7 +184,7 @@ assert [h.score for h in beams[0]] == sorted((h.score for h in beams[0]), revers
 # %% [markdown] ja
 # ## 5. BLEU
 #
-# BLEU は出力の n-gram（n = 1…4）を参照訳と比べます。各 n-gram は参照訳に現れる回数までしか数えません（「クリッピング」）。4 つの適合率の幾何平均に、参照訳より短い出力に対する短文ペナルティ（brevity penalty） $\min(1, e^{1-r/c})$ を掛けます。*コーパス* BLEU は、割り算の前にすべての文の数を合計します。文ごとのスコアの平均ではありません。
+# BLEU は出力の n-gram（n = 1…4）を参照訳と比べます。各 n-gram は参照訳に現れる回数までしか数えません（「クリッピング」）。4 つの適合率の幾何平均に、参照訳より短い出力に対する短文ペナルティ（brevity penalty）$\min(1, e^{1-r/c})$ を掛けます。*コーパス* BLEU は、割り算の前にすべての文の数を合計します。文ごとのスコアの平均ではありません。
 
 # %%
 hypothesis, reference = beam[0].split(), references[0].split()
