@@ -87,8 +87,7 @@ print("verb → object:", [(en_words[v], en_words[o]) for v, o in corpus.verb_ob
 # %% [markdown] ja
 # ## 2. 手で作った注意の採点
 #
-# 正解率：正解リンクを持つ出力の行のうち、最も強い原文の位置が正解の相手である行の割合です。質量：正解の相手に置かれた重みの平均です。AER（Och & Ney）：0 が完全です。S 個の原文の位置にわたる一様な行は、相手の上に
-# |G_t| / S を置きます。
+# 正解率：正解リンクを持つ出力の行のうち、最も強い原文の位置が正解の相手である行の割合です。質量：正解の相手に置かれた重みの平均です。AER（Och & Ney）：0 が完全です。S 個の原文の位置にわたる一様な行は、相手の上に |G_t| / S を置きます。
 
 # %%
 diagonal = [(i, i) for i in range(5)]
@@ -192,7 +191,7 @@ print("best fixed offset to the object's first subword, share right:", offset_ba
 # meaning, but the whole path. The full table (several seeds per row) is read from its results file.
 
 # %% [markdown] ja
-# ## 6. 小さな規模で再現する表 3
+# ## 6. 小さな規模で再現する論文の表 3
 #
 # `benchmarks/table3.py --quick` は各行のモデルを数ステップだけ学習します。数秒で終わり、数値に意味はありませんが、処理の全体を一通り通ります。表全体（1 行あたり複数のシード）は結果ファイルから読み込みます。
 
