@@ -107,7 +107,7 @@ assert attention_mass(uniform, diagonal) == 0.2 and alignment_accuracy(np.eye(5)
 # %% [markdown] ja
 # ## 3. 学習済みモデルのすべてのヘッド
 #
-# 通常モードでは、既定の実行（`python -m minitransformer train`）があればそれを使います。なければ、またクイックモードでは、ここで小さなモデルを学習します。重みは 1 回の順伝播の後に注意層から読み出します（`record_attention`）。戻り値を通して受け渡すことはしません。
+# フルモードでは、既定の実行（`python -m minitransformer train`）があればそれを使います。なければ、またクイックモードでは、ここで小さなモデルを学習します。重みは 1 回の順伝播の後に注意層から読み出します（`record_attention`）。戻り値を通して受け渡すことはしません。
 
 # %%
 default_run = ROOT / "runs" / "enja"
