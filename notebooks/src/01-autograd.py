@@ -13,6 +13,20 @@
 #
 # The prose version is `chapters/01-autograd.md`.
 
+# %% [markdown] ja
+# # 第 1 章 — ゼロから作る自動微分
+#
+# Transformer を学習させるとは、1 つの数（損失）の、数百万個のパラメータについての勾配を計算することです。このノートブックでは、それを行う仕組みを一歩ずつ作っていきます。
+#
+# 1. スカラーでの連鎖律を手で計算する
+# 2. 配列を使わずに考え方だけを見るための、20 行のスカラー自動微分
+# 3. 本物のエンジン：`mt.Tensor` と `mt.Function`、そしてそれらが記録するグラフの図
+# 4. 数値勾配と、float64 でチェックする理由
+# 5. 数行で新しい演算を定義する
+# 6. 作ったものすべての勾配チェック
+#
+# 文章版は `chapters/ja/01-autograd.md` です（英語版は `chapters/01-autograd.md`）。
+
 # %%
 import math
 import os
@@ -31,6 +45,14 @@ rng = np.random.default_rng(0)
 # Take one neuron, $y = \tanh(w x + b)$. Name the intermediate values:
 # $u = w x$, $v = u + b$, $y = \tanh v$. Each step has a simple local derivative, and the chain
 # rule multiplies them along the path from $y$ back to each input:
+#
+# $$\frac{\partial y}{\partial w} = \frac{\partial y}{\partial v}\,\frac{\partial v}{\partial u}\,
+# \frac{\partial u}{\partial w} = (1 - \tanh^2 v)\cdot 1 \cdot x .$$
+
+# %% [markdown] ja
+# ## 1. スカラーでの連鎖律
+#
+# ニューロンを 1 つ、$y = \tanh(w x + b)$ を考えます。途中の値に名前を付けましょう：$u = w x$、$v = u + b$、$y = \tanh v$。どのステップにも簡単な局所的な微分があり、連鎖律は、$y$ から各入力へ戻る経路に沿ってそれらを掛け合わせます。
 #
 # $$\frac{\partial y}{\partial w} = \frac{\partial y}{\partial v}\,\frac{\partial v}{\partial u}\,
 # \frac{\partial u}{\partial w} = (1 - \tanh^2 v)\cdot 1 \cdot x .$$
@@ -58,6 +80,13 @@ print(f"y = {y:.6f}   dy/dw = {dy_dw:.6f}   dy/dx = {dy_dx:.6f}   dy/db = {dy_db
 #
 # Automating the sweep needs two things: every value remembers which values it was computed from
 # (the **graph**), and every operation knows its local derivative (its **backward**).
+
+# %% [markdown] ja
+# 順序に注目してください。出力の $\partial y/\partial y = 1$ から出発して*逆向き*にたどり、$\partial y/\partial v$ を 3 つの入力すべてで使い回しました。これがリバースモードの微分です。1 回の逆向きのスイープで*すべての*入力についての勾配が得られます。損失が 1 つでパラメータが多いときに必要なのは、まさにこれです。
+#
+# ## 2. 20 行のスカラー自動微分
+#
+# スイープを自動化するには 2 つのものが必要です。各値が、自分がどの値から計算されたかを覚えていること（**グラフ**）と、各演算が自分の局所的な微分を知っていること（**backward**）です。
 
 # %%
 class Scalar:
@@ -114,6 +143,13 @@ assert abs(sw.grad - dy_dw) < 1e-12 and abs(sx.grad - dy_dx) < 1e-12 and abs(sb.
 # `self.save_for_backward(...)`; `backward` reads it back from `self.saved_arrays`, receives
 # $\partial L/\partial\text{output}$ and returns $\partial L/\partial\text{input}$ for each input.
 
+# %% [markdown] ja
+# 本物のエンジンにも引き継がれる細部が 2 つあります。1 つは `backward` の中の `+=` です。ある値が 2 つの利用者に渡されるとき、その勾配は各利用者から返ってくるものの*和*になります（多変数の連鎖律）。もう 1 つは**トポロジカル順序**です。あるノードの勾配は、すべての利用者が寄与を終えてはじめて完成するので、利用者を先に処理します。（上の再帰的な `visit` は、深いグラフでは Python の再帰上限に達してしまいます。エンジンは代わりに明示的なスタックを使います。）
+#
+# ## 3. エンジン：Tensor と Function
+#
+# `mt.Tensor` は同じ考え方を配列で実現したものです。`Function` は生の NumPy 配列に対して 1 つの演算を行います。`forward` は出力を計算し、`backward` が必要とするものを `self.save_for_backward(...)` で取っておきます。`backward` はそれを `self.saved_arrays` から読み戻し、$\partial L/\partial\text{output}$ を受け取って、各入力について $\partial L/\partial\text{input}$ を返します。
+
 # %%
 xt = mt.Tensor(np.array([0.5]), requires_grad=True, name="x")
 wt = mt.Tensor(np.array([-1.2]), requires_grad=True, name="w")
@@ -131,6 +167,11 @@ np.testing.assert_allclose([wt.grad[0], xt.grad[0], bt.grad[0]], [dy_dw, dy_dx, 
 # inputs in `.inputs`. Following those two links from the output back to the leaves recovers the
 # whole computation. Below, $y = \tanh(w x + b)\cdot x$: note that $x$ is used twice, so two
 # arrows leave it, and backward will add two contributions into `x.grad`.
+
+# %% [markdown] ja
+# ### グラフの図
+#
+# Function が作った Tensor は、その Function を `.creator` に持ち、Function は自分の入力を `.inputs` に持っています。この 2 本のリンクを出力から葉までたどれば、計算全体を復元できます。下の例は $y = \tanh(w x + b)\cdot x$ です。$x$ が 2 回使われているので、$x$ からは 2 本の矢印が出ており、逆伝播では `x.grad` に 2 つの寄与が足し込まれます。
 
 # %%
 def graph_of(output):
@@ -216,6 +257,9 @@ plt.show()
 # `backward()` walks this picture from right to left. Let us check the rule "a tensor used twice
 # gets the sum": $\partial y/\partial x = \tanh(v) + x\,(1-\tanh^2 v)\,w$.
 
+# %% [markdown] ja
+# `backward()` はこの図を右から左へたどります。「2 回使われたテンソルは和を受け取る」という規則を確かめてみましょう：$\partial y/\partial x = \tanh(v) + x\,(1-\tanh^2 v)\,w$。
+
 # %%
 y_out.sum().backward()
 t = math.tanh(-1.2 * 0.5 + 0.3)
@@ -227,6 +271,9 @@ np.testing.assert_allclose(x_leaf.grad, [expected])
 # After `backward()` the graph is freed: each Function drops its `inputs` and its `saved_arrays`,
 # so a second call raises instead of silently counting twice. `retain_graph=True` keeps it; then gradients
 # **accumulate** into `.grad`, which is why training loops reset gradients every step.
+
+# %% [markdown] ja
+# `backward()` の後、グラフは解放されます。各 Function は `inputs` と `saved_arrays` を手放すので、2 回目の呼び出しは黙って 2 回分を数えるのではなく、例外を送出します。`retain_graph=True` を指定するとグラフが残ります。その場合、勾配は `.grad` に**累積**されます。学習ループが毎ステップ勾配をリセットするのはこのためです。
 
 # %%
 mul = y_out.creator
@@ -248,6 +295,9 @@ np.testing.assert_allclose(x_leaf.grad, 2 * first)
 # Inside `mt.no_grad()` nothing is recorded: the result has no creator, so no memory is held for a
 # backward that will never come (evaluation, parameter updates).
 
+# %% [markdown] ja
+# `mt.no_grad()` の中では何も記録されません。結果は creator を持たないので、決して来ることのない逆伝播のためにメモリを抱え込むこともありません（評価やパラメータの更新の場合）。
+
 # %%
 with mt.no_grad():
     frozen = (w_leaf * x_leaf).tanh()
@@ -263,6 +313,11 @@ assert frozen.creator is None and not frozen.requires_grad
 # $O(\varepsilon)$ for the one-sided difference. But $\varepsilon$ cannot shrink forever: the
 # subtraction $f(x+\varepsilon) - f(x-\varepsilon)$ cancels leading digits, and the rounding error
 # grows like $u/\varepsilon$, where $u$ is the unit roundoff of the dtype.
+
+# %% [markdown] ja
+# ## 4. 数値勾配
+#
+# backward が正しいことは、どうすればわかるでしょうか。微分の定義と比べればよいのです。 **中心差分** $\frac{f(x+\varepsilon) - f(x-\varepsilon)}{2\varepsilon}$ の誤差は $O(\varepsilon^2)$ です（2 つのテイラー展開の $\varepsilon^2$ の項が打ち消し合います）。片側差分では $O(\varepsilon)$ です。しかし、$\varepsilon$ をどこまでも小さくすることはできません。引き算 $f(x+\varepsilon) - f(x-\varepsilon)$ で上位の桁が打ち消し合い、丸め誤差が $u/\varepsilon$ のように大きくなるからです。ここで $u$ はその dtype の単位丸め誤差です。
 
 # %%
 def central_difference(f, x0, eps, dtype):
@@ -299,6 +354,11 @@ assert best["float64"] < 1e-9 < best["float32"]  # float32 is orders of magnitud
 # computes, for a *random* upstream gradient $G$ (a constant $G = 1$ would miss mistakes in
 # directions that sum to zero, such as softmax's).
 
+# %% [markdown] ja
+# どちらの曲線も V 字型です。右側は打ち切り誤差（$\propto \varepsilon^2$）、左側は丸め誤差（$\propto u/\varepsilon$）です。float64 では V の底はおよそ $10^{-12}$ にあります。float32 では（$u$ が $1\cdot10^{-16}$ ではなく $u \approx 6\cdot10^{-8}$ なので）底はおよそ 100 万倍高く、ずっと大きな $\varepsilon$ のところにあります。float32 でのチェックは、探している間違いと同じくらい大きな誤差を許容しなければならなくなります。`mt.gradcheck` が float64 の入力を要求するのはそのためです。
+#
+# `mt.gradcheck(fn, inputs)` は、勾配を必要とするすべての入力のすべての要素を摂動させ、$L = \sum G \odot \text{fn}(\dots)$ の中心差分を `backward()` の計算結果と比べます。$G$ は*ランダムな* 上流勾配です（定数の $G = 1$ では、ソフトマックスのように和がゼロになる方向の間違いを見逃してしまいます）。
+
 # %%
 a = mt.Tensor(rng.standard_normal((3, 4)), requires_grad=True)
 print("gradcheck:", mt.gradcheck(lambda a: (a * 2.0 + 1.0).tanh() * a, [a]))
@@ -309,6 +369,11 @@ print("gradcheck:", mt.gradcheck(lambda a: (a * 2.0 + 1.0).tanh() * a, [a]))
 # A Function subclass needs `forward` (arrays in, array out; `self.save_for_backward(...)` what
 # backward needs) and `backward` (one gradient per input). The engine's own `Exp` is exactly this — re-derived here
 # as `MyExp`: $\frac{d}{dx}e^x = e^x$, so the output is all backward needs.
+
+# %% [markdown] ja
+# ## 5. 数行で新しい演算を作る
+#
+# Function のサブクラスに必要なのは、`forward`（配列を受け取って配列を返し、backward が必要とするものを `self.save_for_backward(...)` で取っておく）と `backward`（入力ごとに勾配を 1 つ返す）です。エンジン自身の `Exp` はまさにこの形をしています。ここではそれを `MyExp` として導き直します。$\frac{d}{dx}e^x = e^x$ なので、backward に必要なのは出力だけです。
 
 # %%
 class MyExp(mt.Function):
@@ -344,6 +409,9 @@ np.testing.assert_allclose(out.data, np.exp(s.data))
 # A wrong backward does not go unnoticed. Here is a sigmoid whose author forgot the factor
 # $(1-\sigma)$:
 
+# %% [markdown] ja
+# 間違った backward は見過ごされません。次のシグモイドは、作者が因子 $(1-\sigma)$ を書き忘れたものです。
+
 # %%
 class BrokenSigmoid(Sigmoid):
     def backward(self, gy):
@@ -363,6 +431,11 @@ else:
 # ## 6. Gradient checks
 #
 # Everything differentiable in this notebook, checked in float64 against central differences.
+
+# %% [markdown] ja
+# ## 6. 勾配チェック
+#
+# このノートブックで作った微分可能なものすべてを、float64 で中心差分と比べてチェックします。
 
 # %%
 checks = {
@@ -396,3 +469,13 @@ for name, (fn, inputs) in checks.items():
 # 6. Measure the numerical-gradient error of `np.exp` at $x=1$ for $\varepsilon =
 #    10^{-1}, 10^{-2}, \dots, 10^{-12}$ with the one-sided and the central difference, in
 #    float32 and float64, and locate the four minima. Compare with $u^{1/2}$ and $u^{1/3}$.
+
+# %% [markdown] ja
+# ## 演習
+#
+# 1. ノートブックの 20 行の `Scalar` クラスに `exp` と `__pow__`（指数は定数）を加え、中心差分と比べて確かめなさい。
+# 2. backward で保存済みの出力だけを使う Function として `Sigmoid` を書きなさい。入力を保存して $\sigma(x)$ を計算し直すより、なぜそのほうがよいのでしょうか。
+# 3. `Tensor.backward` はノードを逆トポロジカル順序で処理します。*素朴な*順序（たとえば出力からの幅優先で、各ノードを 1 回ずつ訪問する）では誤った勾配が得られる小さなグラフを作り、その理由を説明しなさい。
+# 4. 導関数がシグモイドになる `Softplus`、$\log(1+e^x)$ を実装しなさい。gradcheck で確かめたあと、backward を 2 通りの方法で壊し、gradcheck が失敗するのを観察しなさい。
+# 5. フォワードモード：$y = \tanh(wx+b)$ について、各値と一緒に微分を入力から前向きに運んでいく方法（「二重数」、dual numbers）で $\partial y/\partial w$ を計算しなさい。パラメータが $P$ 個のモデルでは、何回のスイープが必要になるでしょうか。
+# 6. $x=1$ における `np.exp` の数値微分の誤差を、$\varepsilon = 10^{-1}, 10^{-2}, \dots, 10^{-12}$ について、片側差分と中心差分の両方で、float32 と float64 で測り、4 つの最小値の位置を求めなさい。$u^{1/2}$ や $u^{1/3}$ と比べてみましょう。

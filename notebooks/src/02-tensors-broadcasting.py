@@ -10,6 +10,17 @@
 #
 # The prose version is `chapters/02-tensors-broadcasting.md`.
 
+# %% [markdown] ja
+# # 第 2 章 — テンソルとブロードキャスト
+#
+# 第 1 章ではスカラーを微分しました。Transformer は形状 (batch, tokens, features) のテンソルを扱い、配列の 3 つの機能が逆伝播で注意を要します。
+#
+# 1. **ブロードキャスト** — 形状 (d,) のバイアスがすべてのトークンに足されるとき、その勾配は *和をとって戻さ*なければなりません。
+# 2. **行列積** — $Y = AB$ の逆伝播は、形状についての 1 つの議論から導かれます。
+# 3. **インデックス参照** — 埋め込みの表から行を読み出すとき、重複した行の勾配は*累積* されなければなりません。
+#
+# 文章版は `chapters/ja/02-tensors-broadcasting.md` です（英語版は `chapters/02-tensors-broadcasting.md`）。
+
 # %%
 import os
 
@@ -28,6 +39,11 @@ rng = np.random.default_rng(0)
 # stretched to match. A bias $b \in \mathbb{R}^{4}$ added to activations $X \in \mathbb{R}^{2\times3\times4}$
 # is used $2\cdot3 = 6$ times:
 
+# %% [markdown] ja
+# ## 1. ブロードキャストと、勾配を unbroadcast しなければならない理由
+#
+# NumPy は形状を右からそろえます。サイズ 1 の軸（または先頭に足りない軸）は、相手に合わせて引き伸ばされます。活性 $X \in \mathbb{R}^{2\times3\times4}$ に足されたバイアス $b \in \mathbb{R}^{4}$ は、$2\cdot3 = 6$ 回使われます。
+
 # %%
 X = mt.Tensor(rng.standard_normal((2, 3, 4)), requires_grad=True)
 b = mt.Tensor(np.zeros(4), requires_grad=True)
@@ -42,6 +58,9 @@ print("X", X.shape, "+ b", b.shape, "→ Y", Y.shape)
 # error at best and a silent bug at worst. `unbroadcast` sums over exactly the axes broadcasting
 # added or stretched:
 
+# %% [markdown] ja
+# 各 $b_j$ は 6 つの出力 $Y_{\dots j}$ に寄与したので、多変数の連鎖律により、その勾配は 6 つの上流の勾配の和になります：$\frac{\partial L}{\partial b_j} = \sum_{n,t} \frac{\partial L}{\partial Y_{ntj}}$。上流の勾配は Y の形状 (2, 3, 4) を持っています。それを $b$ の勾配としてそのまま返せば、よくて形状のエラー、悪ければ気づかれないバグになります。`unbroadcast` は、ブロードキャストが追加した軸と引き伸ばした軸について、過不足なく和をとります。
+
 # %%
 G = rng.standard_normal(Y.shape)
 Y.backward(G)
@@ -53,6 +72,9 @@ np.testing.assert_allclose(unbroadcast(G, ()), G.sum())
 # %% [markdown]
 # The engine also guards the rule: a backward that returns a gradient of the wrong shape is
 # refused, with the name of the culprit.
+
+# %% [markdown] ja
+# エンジンもこの規則を見張っています。誤った形状の勾配を返す backward は、犯人の名前を添えて拒否されます。
 
 # %%
 from minitransformer.ops import Add  # noqa: E402
@@ -82,6 +104,13 @@ except ValueError as error:
 # $\frac{\partial L}{\partial A_{ip}} = \sum_j G_{ij} B_{pj} = (G B^\top)_{ip}$.
 # Let us confirm both against central differences.
 
+# %% [markdown] ja
+# ## 2. 行列積の逆伝播
+#
+# $A$ の形状が $(n, k)$、$B$ の形状が $(k, m)$ である $Y = AB$ について、勾配 $\partial L/\partial A$ は $A$ の形状 $(n, k)$ を持たなければならず、形状 $(n, m)$ の上流の勾配 $G = \partial L/\partial Y$ と $B$（形状 $(k, m)$）からしか作れません。形状を合わせると候補は $G B^\top$ ただ 1 つに絞られます：$(n, m)\cdot(m, k) = (n, k)$。同様に $\partial L/\partial B = A^\top G$ です：$(k, n)\cdot(n, m)$。
+#
+# 形状は見当をつけ、要素ごとの導出が証明します。$Y_{ij} = \sum_p A_{ip} B_{pj}$ なので $\partial Y_{ij} / \partial A_{ip} = B_{pj}$ となり、$\frac{\partial L}{\partial A_{ip}} = \sum_j G_{ij} B_{pj} = (G B^\top)_{ip}$ です。両方を中心差分と比べて確かめてみましょう。
+
 # %%
 A = mt.Tensor(rng.standard_normal((2, 3)), requires_grad=True)
 B = mt.Tensor(rng.standard_normal((3, 4)), requires_grad=True)
@@ -96,6 +125,9 @@ print("max |G Bᵀ − numeric| =", np.abs(A.grad - numeric_A).max())
 # With batches, `matmul` broadcasts the leading axes like any elementwise op: a weight of shape
 # (d, d) multiplies activations of shape (batch, tokens, d). The weight was reused for every
 # batch element, so its gradient is summed over the batch — the same unbroadcast rule.
+
+# %% [markdown] ja
+# バッチがある場合、`matmul` は要素ごとの演算と同じように先頭の軸をブロードキャストします。形状 (d, d) の重みが、形状 (batch, tokens, d) の活性に掛けられるのです。重みはバッチのすべての要素で使い回されたので、その勾配はバッチについて和をとったものになります。これも同じ unbroadcast の規則です。
 
 # %%
 acts = mt.Tensor(rng.standard_normal((2, 5, 3)), requires_grad=True)   # (B, T, d)
@@ -113,6 +145,11 @@ print("W.grad", W.grad.shape, "= Σ over the batch of Aᵀ G")
 # An embedding layer reads rows of a table: `table[ids]`. The backward writes each upstream row
 # back where it was read. When a token id occurs twice, that row was read twice, and both
 # gradients must **add** — an assignment `grad[ids] = G` would keep only the last one.
+
+# %% [markdown] ja
+# ## 3. インデックス参照：読み出しの逆伝播は scatter-add
+#
+# 埋め込み層は表の行を読み出します：`table[ids]`。backward は上流の各行を、それが読み出された場所へ書き戻します。あるトークン id が 2 回現れると、その行は 2 回読まれたことになり、2 つの勾配を **足し合わせ**なければなりません。代入 `grad[ids] = G` では最後の 1 つしか残りません。
 
 # %%
 table = mt.Tensor(rng.standard_normal((5, 3)), requires_grad=True)   # vocabulary of 5, d = 3
@@ -139,6 +176,13 @@ np.testing.assert_allclose(table.grad[4], G[0] + G[2] + G[3])
 # count. `max` sends it to the winner; with ties we split it equally among the winners, which keeps
 # the total gradient right and makes the function symmetric in its tied arguments.
 
+# %% [markdown] ja
+# 基本的なインデックス参照（整数とスライス）では、同じ位置が 2 回読まれることはないので、そこでは普通の代入で正しく計算できます。エンジンの `GetItem.backward` は、可能なときは安いほうの経路を選びます。
+#
+# ## 4. 縮約：max の勾配はどこへ行くのか
+#
+# `sum` は上流の勾配を、和をとったすべての要素へコピーします。`mean` は個数で割ってコピーします。`max` は勾配を勝者に送ります。同点の場合は勝者の間で均等に分けます。こうすると勾配の合計が正しく保たれ、関数は同点の引数について対称になります。
+
 # %%
 x = mt.Tensor([[1.0, 3.0, 3.0], [0.0, 5.0, 2.0]], requires_grad=True)
 x.max(axis=1).backward(np.array([1.0, 1.0]))
@@ -150,6 +194,11 @@ np.testing.assert_allclose(x.grad, [[0, 0.5, 0.5], [0, 1, 0]])
 #
 # Everything above, checked in float64: broadcasting in both directions, batched and broadcast
 # matmul, indexing with repeated ids, and reductions.
+
+# %% [markdown] ja
+# ## 5. 勾配チェック
+#
+# ここまでのすべてを float64 でチェックします。両方向のブロードキャスト、バッチ化された行列積とブロードキャストされる行列積、重複した ids を含むインデックス参照、そして縮約です。
 
 # %%
 def leaf(*shape):
@@ -188,3 +237,13 @@ for name, (fn, inputs) in checks.items():
 #    $(32, 100, 512) @ (512, 512)$.
 # 6. Why does `concatenate`'s backward use `split` with the saved sizes, and what would go
 #    wrong if it split the gradient into equal parts?
+
+# %% [markdown] ja
+# ## 演習
+#
+# 1. `unbroadcast` がブロードキャストの随伴であることを証明しなさい。すなわち、形状 $s$ の任意の $x$ とブロードキャスト後の形状の任意の $g$ について $\langle \text{broadcast}(x), g\rangle = \langle x, \text{unbroadcast}(g, s)\rangle$ が成り立つことを示しなさい。ランダムな形状で数値的にも確かめなさい。
+# 2. ベクトル $x$ について $y = x^\top A x$ の逆伝播を、まず形状による議論で、次に添字で導きなさい。それが $2Ax$ になるのはどんなときでしょうか。
+# 3. `Max` にならって `Min` を Function として書きなさい。同点の規則も含めること。gradcheck で確かめたうえで、同点の場合を正確にテストしなさい。
+# 4. `Take(axis, ids)`（ある軸に沿った `numpy.take`）を、scatter-add を使う backward とともに実装し、真ん中の軸で重複した ids を使ってテストしなさい。
+# 5. `matmul` の backward は、共有された重みのバッチを行の方向に畳み込みます（`a2.reshape(-1, k).T @ gy.reshape(-1, n_out)`）。これが `unbroadcast(a2.swapaxes(-1, -2) @ gy, b2.shape)` に等しいことを示し、$(32, 100, 512) @ (512, 512)$ について両者の時間を測りなさい。
+# 6. `concatenate` の backward が、保存しておいたサイズを使って `split` するのはなぜでしょうか。勾配を等分に分割したら、何がおかしくなるでしょうか。

@@ -9,6 +9,13 @@
 # The GPU cells run only where `mt.cuda_available()` is True; everywhere else they print why they
 # were skipped. The prose version is `chapters/03-cpu-gpu.md`.
 
+# %% [markdown] ja
+# # 第 3 章 — CPU と GPU：1 つのコードパス
+#
+# 論文は base モデルを 8 台の NVIDIA P100 GPU で 12 時間学習させました（§5.2）。また、内積注意を選んだ理由の 1 つは、それが「高度に最適化された行列積のコードを使って実装できる」ことでした（§3.2.1）。このノートブックでは、私たちのエンジンが同じコードを NumPy（CPU）と CuPy（GPU）の上で動かす仕組みを示し、GPU が割に合うのはいつかを測ります。
+#
+# GPU のセルは `mt.cuda_available()` が True の環境でだけ実行されます。それ以外の環境では、スキップした理由を表示します。文章版は `chapters/ja/03-cpu-gpu.md` です（英語版は `chapters/03-cpu-gpu.md`）。
+
 # %%
 import os
 import time
@@ -34,6 +41,16 @@ print("CuPy with a GPU available:", GPU)
 # return xp.exp(x)
 # ```
 
+# %% [markdown] ja
+# ## 1. バックエンド：配列にそのモジュールを尋ねる
+#
+# NumPy と CuPy は 1 つの API を共有しています。`cupy.exp` や `cupy.matmul` などは、NumPy の同名のものと同じ形をしています。そのため、演算は決して NumPy をインポートしません。入力を所有しているモジュールがどれかを、バックエンドに尋ねるのです。
+#
+# ```python
+# xp = xp_of(x)        # numpy for a NumPy array, cupy for a CuPy array
+# return xp.exp(x)
+# ```
+
 # %%
 x = np.ones(3)
 print(backend.xp_of(x).__name__, backend.get_device(x))
@@ -52,6 +69,9 @@ print(softplus(np.array([-1.0, 0.0, 1.0])))
 # gradient flows back across the copy. Mixing devices in one op is an error that names both,
 # rather than a silent copy in the middle of a training step. Without CuPy, asking for the GPU
 # says which wheel to install.
+
+# %% [markdown] ja
+# データの移動は明示的に行います。`Tensor.to("cuda")` は GPU へコピーし、`.to("cpu")` は元へ戻します。勾配はコピーを越えて逆向きに流れます。1 つの演算の中でデバイスが混ざっていると、学習ステップの途中で黙ってコピーするのではなく、両方の名前を挙げたエラーになります。CuPy がないのに GPU を求めると、どの wheel をインストールすればよいかが示されます。
 
 # %%
 t = mt.Tensor(rng.standard_normal((2, 3)), requires_grad=True)
@@ -77,6 +97,11 @@ else:
 # and data must cross the PCIe bus to get there. The work of an $n \times n$ matrix product grows
 # as $2n^3$ floating-point operations, the launch cost stays flat, so small products are
 # overhead-bound and large ones compute-bound. First the CPU, measured here:
+
+# %% [markdown] ja
+# ## 2. GPU が割に合うのはいつか
+#
+# GPU には何千もの演算器がありますが、呼び出しのたびに起動のコスト（数マイクロ秒）がかかり、データは PCIe バスを越えてそこまで運ばなければなりません。$n \times n$ の行列積の仕事量は $2n^3$ 回の浮動小数点演算として増えていく一方、起動のコストは一定です。そのため、小さな積はオーバーヘッド律速、大きな積は計算律速になります。まずは CPU を、ここで測ってみましょう。
 
 # %%
 def best_time(fn, repeats):
@@ -114,6 +139,11 @@ for n, numpy_s, engine_s, gflops in rows:
 # Now the same products on the GPU, if there is one. `cupy` calls return before the GPU has
 # finished, so we synchronize before reading the clock.
 
+# %% [markdown] ja
+# 表から読み取るべきことが 2 つあります。エンジンの列は、NumPy の列に演算ごとの数マイクロ秒の管理コスト（Tensor、Function、グラフ）を足したものです。これは $n = 16$ では効いてきますが、$n = 256$ になるころには消えてしまいます。そして、スループット（GFLOP/s）は $n$ とともに上がっていきます。小さな積では演算器を休みなく働かせることができないのです。
+#
+# 次に、GPU があれば、同じ積を GPU で計算します。`cupy` の呼び出しは GPU が計算を終える前に戻ってくるので、時計を読む前に同期をとります。
+
 # %%
 if GPU:
     import cupy
@@ -150,6 +180,13 @@ else:
 # cost. `benchmarks/overhead.py` measures it against PyTorch, each library in its own process.
 # Here, a quick look in-process:
 
+# %% [markdown] ja
+# 最近の GPU で予想される結果は次のとおりです。$n \le 64$ では CPU が勝つか互角です（起動とコピーのオーバーヘッドが支配的です）。$n = 256$ あたりで GPU が前に出て、$n \ge 1024$ では 1〜2 桁速くなります。ただしこれは*データが GPU 上にとどまっている場合*の話です。コピーを含めた列を見れば、学習がパラメータ、活性、勾配をデバイス上に置いたままにし、ときどき損失の値だけをホストへ戻す理由がわかります。
+#
+# ## 3. 演算ごとのオーバーヘッド
+#
+# Transformer の 1 ステップでは、1 層あたり数百の演算が実行されます。小さなテンソルでは、それらの管理コストがそのまま費用になります。`benchmarks/overhead.py` は、各ライブラリを別々のプロセスで動かして、これを PyTorch と比べて測ります。ここでは同じプロセスの中で手短に見てみましょう。
+
 # %%
 small_a = mt.Tensor(np.ones((4, 4), np.float32), requires_grad=True)
 small_b = mt.Tensor(np.full((4, 4), 0.5, np.float32), requires_grad=True)
@@ -183,6 +220,11 @@ for mode, us in per_op.items():
 # device of the inputs differs. `gradcheck` builds its random upstream gradient on the output's
 # device.
 
+# %% [markdown] ja
+# ## 4. 勾配チェック
+#
+# 同じチェックを CPU で、そして GPU があれば GPU でも行います。コードはまったく同じで、違うのは入力のデバイスだけです。`gradcheck` はランダムな上流勾配を出力のデバイス上に作ります。
+
 # %%
 devices = ["cpu", "cuda"] if GPU else ["cpu"]
 for device in devices:
@@ -204,6 +246,11 @@ for device in devices:
 # every implicit conversion to NumPy with CuPy's own error, and the module offers only the
 # names CuPy has. Put where the backend looks for CuPy, it makes `"cuda"` mean the double.
 # It also counts every trip from device to host: on a GPU each one makes the host wait.
+
+# %% [markdown] ja
+# ## 5. デバイスダブル：GPU なしで GPU のパスを確かめる
+#
+# 演算の中に隠れた NumPy の呼び出しは、CPU では動き、CuPy の上で初めて壊れます。テストは CuPy の代役 `tests/device_double.py` を持っています。その配列は「デバイス上」にあり、NumPy への暗黙の変換を CuPy 自身のエラーですべて拒否します。また、このモジュールは CuPy にある名前しか提供しません。バックエンドが CuPy を探す場所にこれを置くと、`"cuda"` はダブルを意味するようになります。ダブルはデバイスからホストへの行き来もすべて数えます。GPU では、そのたびにホストが待たされるからです。
 
 # %%
 import sys
@@ -256,3 +303,13 @@ else:
 #    `pytest tests/test_device_double.py`. Which tests fail, and with what message? Then make
 #    `clip_grad_norm` read each parameter's norm separately again and find the test that
 #    counts the step's host waits.
+
+# %% [markdown] ja
+# ## 演習
+#
+# 1. `Softplus` の Function を 1 回だけ書き、その gradcheck を CPU で実行しなさい。そして（GPU があれば）1 行も変えずに CuPy の配列でも実行しなさい。
+# 2. ノートブックの時間の表に、$n\times n$ の配列に対する要素ごとの演算（`xp.exp`）を加えなさい。メモリ律速の演算では、CPU と GPU が逆転する点は行列積と比べてどこにあるでしょうか。
+# 3. 配列を大きくしながら `cupy.asnumpy(cupy.asarray(a))` の時間を測り、バスの帯域を見積もりなさい。バッチのコピーを元が取れるようにするには、サイズ $n$ の行列積に何回使い回す必要があるでしょうか。
+# 4. `benchmarks/overhead.py` の minitransformer のワーカを `python -m cProfile` でプロファイルしなさい。支配的な関数の上位 3 つは何でしょうか。エンジンを読みにくくせずに時間を節約する変更を提案し、その効果を測りなさい。
+# 5. CuPy のないマシンで、小さなグラフの途中に `Tensor.to("cuda")` の呼び出しを加え、エラーを読みなさい。次に、`tests/test_backend.py` と同じようにして GPU のない CuPy を模擬し、そのエラーも読みなさい。
+# 6. 好きな演算の forward に `numpy.exp(numpy.asarray(x))` を仕込み、`pytest tests/test_device_double.py` を実行しなさい。どのテストが、どんなメッセージで失敗するでしょうか。次に、`clip_grad_norm` が再び各パラメータのノルムを別々に読み出すようにして、ステップのホストの待ちを数えるテストを見つけなさい。

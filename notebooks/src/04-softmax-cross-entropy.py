@@ -13,6 +13,17 @@
 # 3. derive the backward of softmax and of the fused cross-entropy and check them,
 # 4. look at label smoothing: why it *raises* perplexity and still helps BLEU.
 
+# %% [markdown] ja
+# # 第 4 章 — ソフトマックスと交差エントロピー（§3.2.1、§5.4）
+#
+# ソフトマックスは、スコアの 1 行を確率分布に変えます。Transformer はこれを 2 か所で使います。すべての注意のヘッドの内部でスケールされたスコア $QK^\top/\sqrt{d_k}$ に対して（式 (1)）、そして一番最後に目的言語の語彙上のロジットに対して（§3.4）です。交差エントロピーはそのロジットに対する学習の損失で、ラベル平滑化 $\epsilon_{ls} = 0.1$ を伴います（§5.4）。
+#
+# このノートブックでは次のことを行います。
+# 1. ソフトマックスが行の最大値を引かなければならない理由を見る
+# 2. ソフトマックスの「温度」、つまりスコアをより大きな数やより小さな数で割ることの効果を観察する。これは第 6 章で $\sqrt{d_k}$ が行うことそのものです
+# 3. ソフトマックスと融合した交差エントロピーの逆伝播を導き、チェックする
+# 4. ラベル平滑化を調べる。なぜそれがパープレキシティを*上げ*、それでも BLEU を改善するのか
+
 # %%
 import os
 
@@ -33,6 +44,11 @@ rng = np.random.default_rng(0)
 # $c = \max_j x_j$ every exponent is $\le 0$ (no overflow) and the largest term is exactly $1$ (the sum
 # cannot underflow to 0).
 
+# %% [markdown] ja
+# ## 1. 安定なソフトマックス
+#
+# $\mathrm{softmax}(x)_i = e^{x_i} / \sum_j e^{x_j}$ です。文字どおりに書くとオーバーフローします。$e^{1000}$ は float64 で無限大になり、float32 では $e^{89}$ ですでにそうなります。しかし、すべてのスコアに定数 $c$ を足しても何も変わりません。$e^{x_i - c}/\sum_j e^{x_j - c} = e^{x_i}/\sum_j e^{x_j}$ だからです。$c = \max_j x_j$ とすると、すべての指数が $\le 0$ になり（オーバーフローしない）、最大の項がちょうど $1$ になります（和がアンダーフローして 0 になることはない）。
+
 # %%
 scores = np.array([[1e4, -1e4, 0.0]], dtype=np.float32)
 with np.errstate(over="ignore", invalid="ignore"):
@@ -49,6 +65,11 @@ assert np.isnan(naive).any() and np.isfinite(F.softmax(mt.Tensor(scores)).numpy(
 # everything. A spiked softmax is a problem for learning: its Jacobian $\mathrm{diag}(y) - yy^\top$ is
 # nearly zero when one $y_i \approx 1$, so almost no gradient flows back (§3.2.1 makes this argument
 # for unscaled dot products, in a footnote).
+
+# %% [markdown] ja
+# ## 2. 温度：スコアを割ると分布が平らになったり鋭くなったりする
+#
+# ソフトマックスの前に、同じスコアを $T$ で割ってみます。$T$ が大きいとすべてのスコアが 0 に引き寄せられ、分布は一様分布に近づきます。$T$ が小さいと差が引き伸ばされ、最大のスコアがほぼすべてを持っていきます。尖ったソフトマックスは学習にとって問題です。1 つの $y_i \approx 1$ のとき、そのヤコビ行列 $\mathrm{diag}(y) - yy^\top$ はほぼゼロになり、勾配がほとんど逆向きに流れなくなるからです（§3.2.1 はスケールしない内積についてこの議論を脚注で述べています）。
 
 # %%
 import matplotlib.pyplot as plt
@@ -71,6 +92,9 @@ plt.show()
 # $d_k$ (§3.2.1). With $d_k = 64$ the scores are 8 times larger than with $d_k = 1$: the softmax is run
 # at a very low temperature and spikes. Dividing by $\sqrt{d_k}$ brings the variance back to 1.
 
+# %% [markdown] ja
+# これが注意にとってなぜ重要なのでしょうか。$q$ と $k$ の成分が平均 0、分散 1 の互いに独立な変数なら、その内積 $q\cdot k = \sum_{i=1}^{d_k} q_i k_i$ は平均 0、分散 $d_k$ になります（§3.2.1）。$d_k = 64$ では、スコアは $d_k = 1$ のときの 8 倍の大きさになります。ソフトマックスは非常に低い温度で動くことになり、鋭く尖ります。$\sqrt{d_k}$ で割ると、分散は 1 に戻ります。
+
 # %%
 for d_k in [4, 64, 512]:
     q = rng.standard_normal((2000, d_k))
@@ -91,6 +115,15 @@ for d_k in [4, 64, 512]:
 #
 # one elementwise product and one row sum: $O(V)$ instead of the $O(V^2)$ Jacobian. Let us compare
 # it against the explicit Jacobian.
+
+# %% [markdown] ja
+# ## 3. ソフトマックスの逆伝播
+#
+# $y = \mathrm{softmax}(x)$ とすると $\partial y_i / \partial x_k = y_i(\delta_{ik} - y_k)$ で、ヤコビ行列は $J = \mathrm{diag}(y) - y y^\top$ です。逆伝播に必要なのはベクトル・ヤコビ積
+#
+# $$g_x = J^\top g_y = y \odot g_y - y\,(y^\top g_y) = y \odot \bigl(g_y - \textstyle\sum_i g_{y,i} y_i\bigr),$$
+#
+# だけです。要素ごとの積が 1 回と行ごとの和が 1 回なので、$O(V^2)$ のヤコビ行列ではなく $O(V)$ で済みます。明示的なヤコビ行列と比べてみましょう。
 
 # %%
 x = rng.standard_normal(6)
@@ -116,6 +149,15 @@ np.testing.assert_allclose(x_t.grad, jacobian.T @ gy, rtol=1e-12)
 # the logs and the products, and run a backward for each; the fused Function stores the log-probs and
 # its backward is one `exp` and a few in-place updates. `benchmarks/fused_vs_composed.py` measures
 # the difference.
+
+# %% [markdown] ja
+# ## 4. 融合した交差エントロピー
+#
+# ロジット $x$ と目標分布 $q$ について、損失は $\ell = -\sum_k q_k \log p_k$、ただし $\log p_k = x_k - \log\sum_j e^{x_j}$ です。微分すると、
+#
+# $$\frac{\partial \ell}{\partial x_k} = -q_k + \Bigl(\sum_j q_j\Bigr) p_k = p_k - q_k ,$$
+#
+# となります。$q$ の和が 1 だからです。数に入る $n$ 個のトークンについて平均をとると、勾配は $(p - q)/n$ で、パディングの行ではゼロです。基本演算を組み合わせて同じ損失を作ると、指数、和、対数、積を保存し、それぞれについて backward を実行することになります。融合した Function は対数確率を保存し、その backward は `exp` 1 回といくつかのインプレースの更新で済みます。`benchmarks/fused_vs_composed.py` がその差を測ります。
 
 # %%
 logits = mt.Tensor(rng.standard_normal((5, 7)), requires_grad=True)
@@ -143,6 +185,15 @@ print("loss", loss.item(), " gradient rows on padding are zero:", np.abs(logits.
 # (PyTorch's `label_smoothing` spreads $\epsilon$ over all $V$ classes, pad included; without an
 # `ignore_index` we do the same.) A hand computation on $V = 4$, pad $= 0$, target $3$:
 
+# %% [markdown] ja
+# ## 5. ラベル平滑化（§5.4）
+#
+# 論文は $\epsilon_{ls} = 0.1$ で学習しています。one-hot の目標の代わりに、*平滑化した*分布を予測するようにモデルに求めるのです。私たちの実装では、正しいトークンに $1-\epsilon$ を置き、$\epsilon$ をほかの許されたトークンに均等に配ります。許されたトークンとは、パディングの id を除くすべてのトークンです。パディングが正しい出力になることは決してないからです。
+#
+# $$q_k = (1-\epsilon)\,[k = t] + \frac{\epsilon}{V-1}\,[k \ne \text{pad}] .$$
+#
+# （PyTorch の `label_smoothing` は、パディングを含む $V$ 個のクラスすべてに $\epsilon$ を配ります。`ignore_index` がない場合は、私たちも同じようにします。）$V = 4$、パディング $= 0$、ターゲット $3$ で手計算してみましょう。
+
 # %%
 eps, V = 0.1, 4
 x = np.array([0.0, 1.0, 2.0, 3.0])
@@ -160,6 +211,11 @@ assert abs(by_hand - ours) < 1e-12
 # entropy $H(q) > 0$, not 0. Perplexity is measured against the *true* next token, so the best the
 # model can reach is $-\log(1 - \epsilon + \epsilon/(V-1))$ per token: it has been taught to keep some
 # probability back. For the paper's vocabulary of about 37,000 tokens:
+
+# %% [markdown] ja
+# ### 平滑化がパープレキシティを悪化させる理由……
+#
+# $q$ に対する交差エントロピーは、モデルが $p = q$ と予測したときに最小になり、その最小値は 0 ではなくエントロピー $H(q) > 0$ です。パープレキシティは*真の*次のトークンに対して測るので、モデルが到達できる最良の値はトークンあたり $-\log(1 - \epsilon + \epsilon/(V-1))$ です。モデルは確率の一部を手元に残しておくように教えられているのです。論文の語彙、およそ 37,000 トークンについて計算すると次のようになります。
 
 # %%
 def smoothed_floor(eps, vocab):
@@ -184,6 +240,11 @@ for eps in [0.0, 0.1, 0.2]:
 # corpus. With smoothing the optimum is finite: the gap between the target logit and any other is
 # $\log\bigl((1-\epsilon+\epsilon/V) / (\epsilon/V)\bigr)$ (smoothing over all $V$ classes, no
 # padding here). Let us watch gradient descent on a single row of logits.
+
+# %% [markdown] ja
+# ### ……それでも正解率と BLEU を向上させる理由
+#
+# §5.4 によれば、平滑化は「モデルがより自信を持たないように学習するので、パープレキシティを悪化させるが、正解率と BLEU スコアを向上させる」ものです（論文の表 3 の (D) の行：$\epsilon_{ls} = 0$ は 0.1 よりパープレキシティが低いものの、BLEU も低くなります）。one-hot の目標では、正しいロジットがほかのロジットから離れていくほど損失は下がり続けるので、モデルは際限のない自信に対して報酬を受けます。それは実際のコーパスのノイズを含む文対や曖昧な文対でも同じです。平滑化すると最適値は有限になります。ターゲットのロジットとほかのロジットとの差は $\log\bigl((1-\epsilon+\epsilon/V) / (\epsilon/V)\bigr)$ です（$V$ 個のクラスすべてに平滑化し、ここではパディングはありません）。1 行のロジットに対する勾配降下法を観察してみましょう。
 
 # %%
 def train_one_row(eps, steps, vocab=10, lr=1.0):
@@ -212,6 +273,13 @@ assert train_one_row(0.0, steps) > train_one_row(0.0, steps // 10) + 1.0   # kee
 # ## 6. Gradient checks
 #
 # Every function of this chapter, in float64 with a random upstream gradient (`mt.gradcheck`).
+
+# %% [markdown] ja
+# どこでも少しだけ自信を持たないでいるモデルは、ビームサーチのために別の候補を残しておき、学習データのノイズに入れ込みすぎることもありません。パープレキシティが悪化するのに BLEU が向上する理由は、ふつうこのように解釈されています。
+#
+# ## 6. 勾配チェック
+#
+# この章のすべての関数を、float64 で、ランダムな上流勾配を使ってチェックします（`mt.gradcheck`）。
 
 # %%
 def leaf(shape):
@@ -242,3 +310,12 @@ print("all gradient checks passed")
 # 5. Repeat the gap experiment with `ignore_index=0`. The pad logit now has target probability 0:
 #    what happens to it, and why does the gap between the target and another logit converge more
 #    slowly?
+
+# %% [markdown] ja
+# ## 演習
+#
+# 1. $\mathrm{softmax}(x + c\mathbf{1}) = \mathrm{softmax}(x)$ であること、そしてソフトマックスの backward が返す勾配の成分の和が常に 0 になることを示しなさい。なぜそうでなければならないのでしょうか。
+# 2. `exp`、`sum`、`log` から自分で `log_softmax` を組み立て、ほどほどの大きさのスコアでは `F.log_softmax` と一致することを確かめなさい。次に $\pm 10^4$ のスコアを与えなさい。何が、どこで壊れるでしょうか。
+# 3. `log_softmax` の backward（$g_x = g_y - \mathrm{softmax}(x)\sum g_y$）を導き、ランダムな入力で `F.log_softmax` と比べて確かめなさい。
+# 4. 平滑化した分布を PyTorch のもの（パディングを含む $V$ 個のクラスすべてに ε を配る）に変えなさい。`minitransformer/functional/loss.py` のどの量が変わるでしょうか。$V = 37000$ のとき、損失はどれだけ変わるでしょうか。
+# 5. `ignore_index=0` として、差の実験をやり直しなさい。パディングのロジットの目標確率は 0 になります。そのロジットはどうなるでしょうか。また、ターゲットとほかのロジットとの差の収束が遅くなるのはなぜでしょうか。

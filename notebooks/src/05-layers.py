@@ -10,6 +10,16 @@
 # 3. looks at Xavier initialisation and the Module system,
 # 4. trains a small MLP built from these layers on 2-D spirals.
 
+# %% [markdown] ja
+# # 第 5 章 — 層：LayerNorm、Linear、フィードフォワードネットワーク、Module（§3.1、§3.3）
+#
+# Transformer のサブレイヤはどれも $\mathrm{LayerNorm}(x + \mathrm{Sublayer}(x))$ の形で包まれています（§3.1）。また、各層の 2 つのサブレイヤのうち 1 つは位置ごとのフィードフォワードネットワーク $\mathrm{FFN}(x) = \max(0, xW_1 + b_1)W_2 + b_2$ です（§3.3、式 (2)）。このノートブックでは、
+#
+# 1. 層正規化の逆伝播を一歩ずつ導出し、各ステップを確かめます。
+# 2. FFN がカーネルサイズ 1 の 2 つの畳み込みであることを数値で示します。
+# 3. Xavier 初期化と Module の仕組みを見ます。
+# 4. これらの層で作った小さな MLP を、2 次元の渦巻きで学習させます。
+
 # %%
 import os
 
@@ -29,6 +39,11 @@ rng = np.random.default_rng(0)
 # (the biased variance), $\hat x = (x-\mu)/\sqrt{\sigma^2+\epsilon}$, and $y = \gamma\odot\hat x + \beta$.
 # Each row, each token, is normalized on its own — unlike batch norm, nothing depends on the other
 # sentences in the batch or on the padding.
+
+# %% [markdown] ja
+# ## 1. 層正規化
+#
+# 1 つの行 $x \in \mathbb{R}^D$ について、$\mu = \frac1D\sum_i x_i$、$\sigma^2 = \frac1D\sum_i (x_i-\mu)^2$（偏りのある分散）、$\hat x = (x-\mu)/\sqrt{\sigma^2+\epsilon}$、そして $y = \gamma\odot\hat x + \beta$ です。各行、つまり各トークンは、それぞれ単独で正規化されます。バッチ正規化とは違い、バッチ内のほかの文にもパディングにも何も依存しません。
 
 # %%
 x = mt.Tensor(5.0 + 3.0 * rng.standard_normal((4, 16)))
@@ -57,6 +72,23 @@ assert np.allclose(x_hat.mean(axis=1), 0, atol=1e-12) and np.allclose(x_hat.var(
 # For the parameters, $g_\gamma = \sum g_y\odot\hat x$ and $g_\beta = \sum g_y$, summed over every
 # row (token). We check each of the three terms: the composed version below is built from the
 # engine's primitive ops, so autograd finds the same three paths for us.
+
+# %% [markdown] ja
+# ### 逆伝播を一歩ずつ
+#
+# $\hat x$ に届く勾配を $g = g_y \odot \gamma$ とし、$\sigma = \sqrt{\sigma^2 + \epsilon}$ として $s = 1/\sigma$ と書きます。すると $\hat x_i = (x_i - \mu)\,s$ は、3 通りの仕方で $x_k$ に依存します。
+#
+# * 直接：$\partial \hat x_i/\partial x_k \ni s\,\delta_{ik}$
+# * 平均を通して：$\partial \mu/\partial x_k = 1/D$ より $-s/D$
+# * スケールを通して：$\partial s/\partial x_k = -s^3 (x_k-\mu)/D = -s^2 \hat x_k / D$ より $(x_i-\mu)\cdot(-s^2\hat x_k/D) = -s\,\hat x_i \hat x_k / D$
+#
+# （平均が $\sigma$ に及ぼす影響は、$\sum_i (x_i-\mu) = 0$ なので消えます。）$g$ と縮約すると、
+#
+# $$g_{x,k} = \sum_i g_i \frac{\partial \hat x_i}{\partial x_k}
+#            = s\Bigl(g_k - \frac1D\sum_i g_i - \hat x_k\,\frac1D\sum_i g_i \hat x_i\Bigr)
+#            = \frac1\sigma\bigl(g - \mathrm{mean}(g) - \hat x\odot\mathrm{mean}(g\odot\hat x)\bigr)_k .$$
+#
+# パラメータについては $g_\gamma = \sum g_y\odot\hat x$、$g_\beta = \sum g_y$ で、すべての行（トークン）について和を取ります。3 つの項をそれぞれ確かめましょう。下のプリミティブを組み合わせた版はエンジンの基本演算で作られているので、自動微分が同じ 3 つの経路を見つけてくれます。
 
 # %%
 def composed_layer_norm(x, weight, bias, eps=1e-5):
@@ -98,6 +130,11 @@ print("size of each term:", [float(np.abs(t).mean().round(3)) for t in (direct, 
 # negligible at $d_{model} = 512$, visible for tiny $D$, and it matters when loading weights trained
 # with one definition into the other.
 
+# %% [markdown] ja
+# ### よく知られた変種
+#
+# 論文の注釈付き実装として人気のあるものは、*不偏*標準偏差（$D-1$ で割る）で正規化し、$\epsilon$ を平方根の外で足しています。つまり $(x-\mu)/(\mathrm{std}+\epsilon)$ です。これは別の関数です。違いは $\sqrt{(D-1)/D}$ 倍、相対的に約 $1/(2D)$ です。$d_{model} = 512$ では無視できますが、ごく小さな $D$ では目に見えます。また、一方の定義で学習した重みを他方に読み込むときには問題になります。
+
 # %%
 for dim in (4, 512):
     row = rng.standard_normal((1000, dim))
@@ -118,6 +155,13 @@ for dim in (4, 512):
 # $\mathrm{Var}(W) = 2/(n_{in}+n_{out})$. For a square layer that is $1/n$, and then
 # $\mathrm{Var}(xW) = n\,\mathrm{Var}(x)\mathrm{Var}(W) = \mathrm{Var}(x)$: signals keep their size
 # going forward, and gradients going backward. Too large a scale explodes, too small vanishes:
+
+# %% [markdown] ja
+# ## 2. 線形層と Xavier 初期化
+#
+# `nn.Linear(in, out)` は $W$ を (in, out) の形で保持するので、$y = xW + b$ が論文どおりに読めます。先頭の形状が何であっても（(batch, time, $d_{model}$) など）入力は行を並べた 1 つの行列に折りたたまれるので、順伝播と逆伝播はそれぞれ 1 回の行列積で済みます。Module は $W$ と $b$ を所有するだけで、手書きの逆伝播を持つ Function は `F.linear`（`minitransformer/functional/linear.py`）です。Function は `functional/` に、Module は `nn/` に置くからです。
+#
+# Xavier/Glorot 初期化は $W \sim U(-a, a)$、$a = \sqrt{6/(n_{in}+n_{out})}$ から引くので、$\mathrm{Var}(W) = 2/(n_{in}+n_{out})$ です。正方行列の層ではこれは $1/n$ で、すると $\mathrm{Var}(xW) = n\,\mathrm{Var}(x)\mathrm{Var}(W) = \mathrm{Var}(x)$ となります。信号は順方向に、勾配は逆方向に、大きさを保ったまま伝わります。スケールが大きすぎれば発散し、小さすぎれば消えてしまいます。
 
 # %%
 def activation_stds(init_fn, depth=10, width=256):
@@ -147,6 +191,11 @@ assert 0.5 < xavier[-1] < 2.0
 # none and applies the same matrix at every position — exactly what the FFN does. We write a plain
 # convolution and compare.
 
+# %% [markdown] ja
+# ## 3. FFN はカーネルサイズ 1 の 2 つの畳み込み（§3.3）
+#
+# 「これを別の言い方で説明すると、カーネルサイズ 1 の 2 つの畳み込みである」。位置方向の 1 次元畳み込みは、幅 $k$ のカーネルで $k$ 個の隣り合う位置を混ぜます。$k = 1$ なら何も混ぜず、すべての位置に同じ行列を適用します。これはまさに FFN がしていることです。素朴な畳み込みを書いて比べてみましょう。
+
 # %%
 def conv1d(x, kernel, bias):
     """x (B, T, C_in), kernel (k, C_in, C_out) -> (B, T − k + 1, C_out), 'valid' positions only."""
@@ -175,6 +224,11 @@ assert (delta[[0, 1, 2, 4]] == 0).all() and delta[3] > 0
 # rule gives us names, `parameters()` for the optimizer, `state_dict()` for checkpoints, `to()` for
 # devices and dtypes, and `train()`/`eval()` for dropout.
 
+# %% [markdown] ja
+# ## 4. Module
+#
+# `Module` は、自分に代入された `Parameter` や `Module` をすべて、代入された順に登録します。このたった 1 つの規則から、名前、オプティマイザのための `parameters()`、チェックポイントのための `state_dict()`、デバイスと dtype のための `to()`、そしてドロップアウトのための `train()`/`eval()` が得られます。
+
 # %%
 class MLP(nn.Module):
     """x (N, 2) -> class scores (N, classes) through two ReLU hidden layers."""
@@ -201,6 +255,11 @@ print("parameters:", model.num_parameters())
 # Three interleaved spirals in the plane: not linearly separable, easy for a small MLP. We train
 # with a few lines of Adam written right here (the package's optimizers come in chapter 10) and
 # require the loss to fall at least tenfold.
+
+# %% [markdown] ja
+# ## 5. 渦巻きで MLP を学習させる
+#
+# 平面上で絡み合った 3 本の渦巻きです。線形分離はできませんが、小さな MLP には簡単です。ここで直接書いた数行の Adam で学習させ（パッケージのオプティマイザは第 10 章で登場します）、損失が少なくとも 10 分の 1 に下がることを求めます。
 
 # %%
 def spirals(n_per_class, classes=3, noise=0.2, seed=0):
@@ -261,6 +320,11 @@ plt.show()
 #
 # Every layer of this chapter, end to end, in float64 with a random upstream gradient.
 
+# %% [markdown] ja
+# ## 6. 勾配チェック
+#
+# この章のすべての層を、端から端まで、float64 とランダムな上流勾配で確かめます。
+
 # %%
 def leaf(shape):
     return mt.Tensor(rng.standard_normal(shape), requires_grad=True)
@@ -295,3 +359,12 @@ print("all gradient checks passed")
 #    influence each output, and how would that change the Transformer's need for attention?
 # 5. The embedding backward (`functional/embedding.py`) uses a scatter-add. Replace it with
 #    `gw[ids] += gy` and find the test in `tests/test_nn.py` that fails. Why does it fail?
+
+# %% [markdown] ja
+# ## 演習
+#
+# 1. 層正規化の $g_\gamma$ と $g_\beta$ を導出し、なぜ先頭のすべての軸（バッチ*と*時間）について和を取るのかを説明しなさい。
+# 2. 不偏標準偏差を使い $\epsilon$ を平方根の外に置く層正規化を、プリミティブを組み合わせた関数として書き、勾配チェックを通しなさい。その融合版の逆伝播は、本書のものとどこが違うでしょうか。
+# 3. 渦巻きの MLP で Xavier を $N(0, 1)$ に置き換えなさい。最初の損失と、10 分の 1 に下がるまでに必要なステップ数はどうなるでしょうか。
+# 4. 幅 3 の本物のカーネル（上の `conv1d`）で FFN を実装しなさい。各出力に影響する位置はいくつになるでしょうか。それは Transformer にとっての注意の必要性をどう変えるでしょうか。
+# 5. 埋め込みの逆伝播（`functional/embedding.py`）は scatter-add を使っています。それを `gw[ids] += gy` に置き換え、`tests/test_nn.py` の中で失敗するテストを見つけなさい。なぜ失敗するのでしょうか。

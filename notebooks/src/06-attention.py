@@ -12,6 +12,18 @@
 # 4. look at the corner case of a query with nothing to attend to,
 # 5. check every gradient, and watch a broken backward fail.
 
+# %% [markdown] ja
+# # 第 6 章 — スケール化内積注意（§3.2.1、§3.2.3）
+#
+# $$\mathrm{Attention}(Q, K, V) = \mathrm{softmax}\!\left(\frac{QK^\top}{\sqrt{d_k}}\right)V \qquad \text{(eq. 1)}$$
+#
+# すべてのクエリをすべてのキーと（内積で）比べ、そのスコアを和が 1 になる重みに変え、出力はバリューの重み付き平均になります。このノートブックでは、
+# 1. 融合版の `F.scaled_dot_product_attention` を、式をそのまま書き下したものと突き合わせます。
+# 2. スコアを $\sqrt{d_k}$ で割る理由を**測ります**。$q\cdot k$ の分散は $d_k$ に比例して増え、ソフトマックスが飽和して勾配が消えてしまいます。
+# 3. パディングマスクと因果マスクを描き、それが重みに何をするかを見ます。
+# 4. 注意を向ける先が 1 つもないクエリという特殊な場合を見ます。
+# 5. すべての勾配を確かめ、壊した逆伝播が失敗するのを見届けます。
+
 # %%
 import os
 
@@ -31,6 +43,11 @@ rng = np.random.default_rng(0)
 # Shapes: $Q$ is (B, h, T, $d_k$) — batch, heads, queries, features — $K$ is (B, h, S, $d_k$) and
 # $V$ is (B, h, S, $d_v$). The scores $QK^\top$ are (B, h, T, S): one row per query, one column per key.
 
+# %% [markdown] ja
+# ## 1. 式と、1 つに融合した Function
+#
+# 形状：$Q$ は (B, h, T, $d_k$)（バッチ、ヘッド、クエリ、特徴量）、$K$ は (B, h, S, $d_k$)、$V$ は (B, h, S, $d_v$) です。スコア $QK^\top$ は (B, h, T, S) で、クエリごとに 1 行、キーごとに 1 列です。
+
 # %%
 B, H, T, S, D_K = 2, 2, 3, 4, 8
 q = mt.Tensor(rng.standard_normal((B, H, T, D_K)), requires_grad=True)
@@ -48,6 +65,9 @@ np.testing.assert_allclose(out.numpy(), composed.numpy(), atol=1e-12)
 # $A = \mathrm{softmax}(S)$, $O = AV$, in reverse:
 # $g_V = A^\top g_O$, $g_A = g_O V^\top$, $g_S = A \odot (g_A - \sum_j g_A \odot A)$,
 # $g_Q = g_S K/\sqrt{d_k}$, $g_K = g_S^\top Q/\sqrt{d_k}$. It agrees with the composed graph:
+
+# %% [markdown] ja
+# 融合版の逆伝播は、3 つの行 $S = QK^\top/\sqrt{d_k}$、$A = \mathrm{softmax}(S)$、$O = AV$ を逆順にたどる連鎖律です。$g_V = A^\top g_O$、$g_A = g_O V^\top$、$g_S = A \odot (g_A - \sum_j g_A \odot A)$、$g_Q = g_S K/\sqrt{d_k}$、$g_K = g_S^\top Q/\sqrt{d_k}$。これは組み合わせて作った計算グラフと一致します。
 
 # %%
 upstream = rng.standard_normal(out.shape)
@@ -73,6 +93,13 @@ for name, a, t in zip("qkv", fused, (q, k, v)):
 # We measure three things as $d_k$ grows, with and without the scale, for one query and 16 keys:
 # the variance of the scores, the largest softmax weight, and the median norm of the gradient that
 # the softmax passes back to the scores for a random upstream gradient.
+
+# %% [markdown] ja
+# ## 2. なぜ $\sqrt{d_k}$ で割るのか：測ってみる
+#
+# 論文の脚注（§3.2.1 の脚注 4）によれば、$q$ と $k$ の成分が独立で平均 0、分散 1 なら、$q\cdot k = \sum_{i=1}^{d_k} q_i k_i$ は平均 0、分散 $d_k$ を持ちます。各項 $q_ik_i$ の分散は $E[q_i^2]E[k_i^2] = 1$ で、独立な項の分散は足し合わせられるからです。したがってスコアは $\sqrt{d_k}$ のように広がり、スコアの差しか見ないソフトマックスは硬い最大値関数になります。論文は、$d_k$ が大きいときにスケーリングしない内積注意が加法的注意より悪かった理由はこれだろうと*推測*しています。
+#
+# 1 つのクエリと 16 個のキーについて、$d_k$ を大きくしながら、スケーリングありとなしで 3 つの量を測ります。スコアの分散、ソフトマックスの最大の重み、そしてランダムな上流勾配に対してソフトマックスがスコアに返す勾配のノルムの中央値です。
 
 # %%
 dims = [2, 8, 32, 128, 512] if QUICK else [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]
@@ -119,6 +146,9 @@ for d_k, var, g_raw, g_scaled in zip(dims, measure["var"], measure["grad_raw"], 
 # keys happen to score close together.) With the
 # scale, all three stay flat whatever $d_k$ is: $d_k$ becomes a free design choice.
 
+# %% [markdown] ja
+# グラフの読み方：分散は破線 $d_k$ にぴったり沿います。スケーリングしないと、最大の重みは 1 に近づき（ソフトマックスが 1 つのキーだけを選ぶ）、典型的な（中央値の）勾配ノルムは何桁も下がります。飽和したソフトマックスのヤコビ行列は $\mathrm{diag}(p) - pp^\top \approx 0$ だからです。（*平均*はもっとゆっくり、$1/\sqrt{d_k}$ のように下がります。平均を支えているのは、上位 2 つのキーのスコアがたまたま近くなった少数のクエリです。）スケーリングすれば、$d_k$ がいくつでも 3 つとも平らなままです。$d_k$ は自由に選べる設計上の選択になります。
+
 # %%
 assert measure["grad_raw"][-1] < 0.1 * measure["grad_raw"][0]
 assert max(measure["grad_scaled"]) < 3 * min(measure["grad_scaled"])
@@ -134,6 +164,14 @@ assert max(measure["grad_scaled"]) < 3 * min(measure["grad_scaled"])
 # * The **causal mask** (1, 1, T, T) hides the future in the decoder: position $i$ sees $0..i$
 #   (§3.2.3, "masking out (setting to $-\infty$) all values in the input of the softmax which
 #   correspond to illegal connections"). Together, with `&`: (B, 1, T, S).
+
+# %% [markdown] ja
+# ## 3. マスクを絵で見る
+#
+# マスクはスコア (B, h, T, S) に対してブロードキャストされるブール配列で、**True は「注意を向けてよい」**を意味します。マスクされたスコアは $-\infty$ になるので、その重みはちょうど 0 です。
+#
+# * **パディングマスク** (B, 1, 1, S) は、バッチを長方形にそろえるためのパッドトークンを隠します。すべてのヘッド、すべてのクエリで共通です。
+# * **因果マスク** (1, 1, T, T) は、デコーダで未来を隠します。位置 $i$ は $0..i$ を見ます（§3.2.3、「ソフトマックスの入力のうち、許されない接続に対応するすべての値をマスクする（$-\infty$ にする）」）。`&` で組み合わせると (B, 1, T, S) になります。
 
 # %%
 ids = np.array([[5, 6, 7, 8, 9, 4],
@@ -171,6 +209,11 @@ assert (w.numpy()[0, 0][~causal[0, 0]] == 0).all()
 # mask). Then softmax$(-\infty, \dots, -\infty) = 0/0$. We *define* that row's weights as all zeros:
 # the output is 0, nothing is NaN, and no gradient flows from that row into $q$, $k$ or $v$.
 
+# %% [markdown] ja
+# ## 4. 注意を向ける先が 1 つもないクエリ
+#
+# 上の組み合わせたマスクでは、文 2 のパッドの位置 3–5 にあるクエリの行もキー 0–2 を見られるので、どの行にも何かがあります。しかしマスクが行全体を隠すこともあります（たとえばパディングだけの原文や、クエリマスク）。そのときは softmax$(-\infty, \dots, -\infty) = 0/0$ です。本書ではその行の重みをすべて 0 と*定義*します。出力は 0 になり、NaN はどこにも現れず、その行から $q$、$k$、$v$ へ勾配は流れません。
+
 # %%
 mask = np.ones((1, 1, 3, 4), bool)
 mask[0, 0, 1] = False                                  # query 1 may attend to nothing
@@ -190,6 +233,11 @@ print("gradients reaching q, k, v from row 1:", [float(np.abs(t.grad).sum()) for
 #
 # Central differences in float64 against our backward, with a random upstream gradient, for every
 # kind of mask — and two deliberately broken backwards that the check must catch.
+
+# %% [markdown] ja
+# ## 5. 勾配チェック
+#
+# マスクの種類ごとに、ランダムな上流勾配を使い、float64 の中心差分を本書の逆伝播と比べます。さらに、チェックが捕まえなければならない、わざと壊した逆伝播を 2 つ用意します。
 
 # %%
 masks = {"none": None, "padding": F.padding_mask(np.array([[3, 4, 0, 0], [3, 4, 5, 6]]), 0),
@@ -236,3 +284,12 @@ for broken in (ForgotTheScale, ZeroKeyGradient):
 #    zero wherever $A$ is zero. What does that say about gradients into masked keys?
 # 5. Write a third broken backward (e.g. using $A$ instead of $A^\top$ in $g_V$ with $S \ne T$) and
 #    confirm that `mt.gradcheck` rejects it. Why does the check use a *random* upstream gradient?
+
+# %% [markdown] ja
+# ## 演習
+#
+# 1. 加法的注意（Bahdanau ら）は、隠れ層 1 つのネットワーク $w^\top\tanh(W_q q + W_k k)$ でクエリとキーに点数を付けます。1 つのヘッドについてエンジンの演算で実装し、$T$ と $S$ を大きくしながら内積注意とコストを比べなさい。どちらが速いでしょうか。それはなぜでしょうか（§3.2.1）。
+# 2. 成分の分散が $\sigma^2$ である $q$ と $k$ で、第 2 節の測定を繰り返しなさい。今度はどんなスケールならソフトマックスが飽和しないでしょうか。
+# 3. 順伝播の float16 版のコピーで、$-\infty$ を $-10^9$ に置き換えなさい。何がおかしくなるでしょうか。また、本書の実装が dtype によらない $-\infty$ を使い、空の行を明示的に手当てしているのはなぜでしょうか。
+# 4. ソフトマックスのヤコビ行列から $g_S = A\odot(g_A - \sum_j g_A\odot A)$ を導出し、$A$ が 0 のところでは必ず 0 になることを示しなさい。これはマスクされたキーへの勾配について何を意味するでしょうか。
+# 5. 3 つ目の壊れた逆伝播を書き（たとえば $S \ne T$ のとき $g_V$ で $A^\top$ の代わりに $A$ を使う）、`mt.gradcheck` がそれを退けることを確かめなさい。チェックで*ランダムな*上流勾配を使うのはなぜでしょうか。

@@ -14,6 +14,19 @@
 # 4. confirm that attention without positions cannot see word order,
 # 5. gradient-check multi-head self- and cross-attention.
 
+# %% [markdown] ja
+# # 第 7 章 — マルチヘッド注意（§3.2.2、§4、論文の表 1）
+#
+# $$\mathrm{MultiHead}(Q,K,V) = \mathrm{Concat}(\mathrm{head}_1,\dots,\mathrm{head}_h)\,W^O,\qquad
+# \mathrm{head}_i = \mathrm{Attention}(QW^Q_i, KW^K_i, VW^V_i)$$
+#
+# 注意のヘッドが 1 つだと、クエリごとに 1 組の重みでバリューを平均します。平均はぼやけます。論文はこれを「実効的な解像度の低下」と呼び（§2）、$h$ 個のヘッドで応えます。各ヘッドは幅 $d_k = d_{model}/h$ の自分専用の小さな部分空間に射影し、そこで注意を取り、結果を $W^O$ に渡します。このノートブックでは、
+# 1. 「ヘッドに分ける」とは 1 つの大きな射影の reshape にすぎないことを見ます。
+# 2. 幅 $d_{model}/h$ のヘッド $h$ 個のコストが、全幅のヘッド 1 つのコストとほぼ同じであることを**測ります**。
+# 3. 論文の表 1 を**測ります**。系列長 $n$ を大きくしながら、自己注意と再帰型の層を比べます。
+# 4. 位置の情報がなければ、注意には語順が見えないことを確かめます。
+# 5. マルチヘッドの自己注意と交差注意の勾配チェックをします。
+
 # %%
 import os
 import time
@@ -37,6 +50,11 @@ rng = np.random.default_rng(0)
 # (B, T, $h\cdot d_k$) to (B, T, h, $d_k$) and moves the head axis forward, giving (B, h, T, $d_k$).
 # `merge_heads` is the inverse — and it *is* the Concat of the equation.
 
+# %% [markdown] ja
+# ## 1. ヘッドは 1 つの射影の切れ端
+#
+# $h$ 個の行列 $W^Q_i$（$d_{model}\times d_k$）を横に並べると、1 つの $d_{model}\times d_{model}$ 行列になります。1 回の GEMM ですべてのヘッドを一度に射影できます。`split_heads` は (B, T, $h\cdot d_k$) を (B, T, h, $d_k$) に reshape し、ヘッドの軸を前に移して (B, h, T, $d_k$) にします。`merge_heads` はその逆で、これが式の Concat *そのもの*です。
+
 # %%
 x = mt.Tensor(rng.standard_normal((2, 5, 8)))
 heads = split_heads(x, 4)
@@ -52,6 +70,11 @@ assert np.array_equal(merge_heads(heads).numpy(), x.numpy())
 # $2\,n^2\,h\,d_k = 2\,n^2\,d_{model}$, again independent of $h$. That is the paper's claim: "the total
 # computational cost is similar to that of single-head attention with full dimensionality" (§3.2.2).
 # Only the softmax grows with $h$ ($h\,n^2$ exponentials), a small term. Let us time forward + backward.
+
+# %% [markdown] ja
+# ## 2. h 個のヘッドのコストは全幅のヘッド 1 つとほぼ同じ
+#
+# $n$ 個の位置を持つ 1 つの層の積和の回数を数えます。射影は $h$ によらず $4\,n\,d_{model}^2$ です。注意は $h$ 個のヘッドで、それぞれ $QK^\top$ と $AV$ が $n\cdot n\cdot d_k$、合計 $2\,n^2\,h\,d_k = 2\,n^2\,d_{model}$ で、やはり $h$ によりません。これが論文の主張「全体の計算コストは、次元を縮めない単一ヘッドの注意とほぼ同じ」（§3.2.2）です。$h$ とともに増えるのはソフトマックス（$h\,n^2$ 回の指数関数）だけで、これは小さな項です。順伝播 + 逆伝播の時間を測ってみましょう。
 
 # %%
 def time_call(fn, repeats):
@@ -110,6 +133,20 @@ plt.show()
 # We write a plain tanh RNN, $h_t = \tanh(x_tW_x + h_{t-1}W_h + b)$, with engine ops and compare
 # it with one self-attention layer of the same width, as $n$ grows. The input projection $x_tW_x$ is
 # one GEMM over all positions; the recurrence $h_{t-1}W_h$ cannot be: step $t$ needs step $t-1$.
+
+# %% [markdown] ja
+# ヘッドの数を 16–32 倍に変えても、時間の違いは小さな倍率に収まります。（ごく細いヘッドをたくさん使うと少し遅くなります。小さな行列積は 1 回の呼び出しあたりの仕事が少なく、ソフトマックスの仕事 $h\,n^2$ も増えるからです。）
+#
+# ## 3. 論文の表 1 を測る：自己注意と再帰型の層
+#
+# 論文の表 1 は、層の種類を、層あたりの計算量、順番に実行しなければならない演算の数（「逐次的な演算」）、そして 2 つの位置の間を信号が通る最長の経路で比べています。
+#
+# | 層 | 層あたりの計算量 | 逐次的な演算 | 最大経路長 |
+# |---|---|---|---|
+# | 自己注意 | $O(n^2\cdot d)$ | $O(1)$ | $O(1)$ |
+# | 再帰型 | $O(n\cdot d^2)$ | $O(n)$ | $O(n)$ |
+#
+# 素朴な tanh RNN $h_t = \tanh(x_tW_x + h_{t-1}W_h + b)$ をエンジンの演算で書き、$n$ を大きくしながら、同じ幅の自己注意の層 1 つと比べます。入力の射影 $x_tW_x$ はすべての位置にわたる 1 回の GEMM にできますが、再帰 $h_{t-1}W_h$ はそうはいきません。ステップ $t$ にはステップ $t-1$ が必要だからです。
 
 # %%
 class TanhRNN(nn.Module):
@@ -193,6 +230,9 @@ plt.show()
 # depth, not the work, dominates for the lengths of translation sentences; in our Python engine each
 # sequential step also costs a fixed overhead, which makes the RNN's line climb from the start.
 
+# %% [markdown] ja
+# 測定からわかること。*計算量*では、$n < d$ である限り自己注意は再帰より安く、ワードピースに区切った文ではこれが普通です（§4）。それを超えると高くなります。しかし再帰型の層の $n$ 個のステップは順番に実行しなければなりません。その計算グラフの深さは $O(n)$ ですが、自己注意の深さは $n$ にまったくよりません。すべての位置が同じ少数の大きな行列積で計算されるからです。並列ハードウェア（GPU や多数のコアで動く BLAS）を持つマシンでは、翻訳の文の長さなら、計算量ではなく深さが支配的になります。本書の Python のエンジンでは、逐次的な各ステップにさらに一定のオーバーヘッドがかかるので、RNN の線は最初から上昇します。
+
 # %%
 assert sequential_depth(rnn(mt.Tensor(rng.standard_normal((1, 64, d))))) > \
     1.5 * sequential_depth(rnn(mt.Tensor(rng.standard_normal((1, 32, d)))))
@@ -202,6 +242,11 @@ assert sequential_depth(rnn(mt.Tensor(rng.standard_normal((1, 64, d))))) > \
 #
 # Permute the input positions and the output of self-attention is permuted the same way — nothing
 # else changes. Word order must be added to the input: chapter 8.
+
+# %% [markdown] ja
+# ## 4. 位置の情報がなければ、注意には順序が見えない
+#
+# 入力の位置を並べ替えると、自己注意の出力も同じように並べ替わるだけで、それ以外は何も変わりません。語順は入力に加えなければなりません。それが第 8 章です。
 
 # %%
 layer = nn.MultiHeadAttention(16, 4).to(np.float64)
@@ -217,6 +262,9 @@ np.testing.assert_allclose(out_permuted, out[:, permutation], atol=1e-12)
 # `nn.record_attention(layer)` the layer also keeps its weights (B, h, T, S) in `attention_weights`
 # (off by default: training has no use for them once the backward pass is done).
 
+# %% [markdown] ja
+# 各ヘッドは、それぞれのやり方でトークンを見ています。順伝播が返すのは出力だけですが、`nn.record_attention(layer)` の中では、層が重み (B, h, T, S) も `attention_weights` に保持します（既定では無効です。逆伝播が終われば、学習にはもう使い道がないからです）。
+
 # %%
 with nn.record_attention(layer):
     layer(x)
@@ -226,6 +274,9 @@ print("where query 0 looks, head by head:\n", np.round(weights[:, 0], 2))
 
 # %% [markdown]
 # ## 5. Gradient checks (float64)
+
+# %% [markdown] ja
+# ## 5. 勾配チェック（float64）
 
 # %%
 nn.init.set_seed(0)
@@ -253,3 +304,12 @@ print("cross-attention (padding): gradcheck passed")
 #    band mask. Its work is $O(r\cdot n\cdot d)$ — does our implementation achieve that? Why not?
 # 5. Measure the maximum path length of Table 1: after how many RNN steps does the gradient from
 #    the last output to the first input fall below $10^{-6}$ with random weights?
+
+# %% [markdown] ja
+# ## 演習
+#
+# 1. `split_heads` と `merge_heads` を自分で実装し（reshape + transpose）、`tests/test_multihead.py` のテストが通ることを確かめなさい。transpose せずに (B, T, d) をそのまま (B, h, T, $d_k$) に reshape すると、何がおかしくなるでしょうか。
+# 2. 自己注意のために $W^Q$、$W^K$、$W^V$ を 1 つの (d, 3d) の Linear に融合し、時間を測りなさい。交差注意で 3 つすべてに同じ工夫を使えないのはなぜでしょうか。
+# 3. 論文の表 3 の (A) 行は、計算量を一定に保ったまま $h$ を変えています。第 2 節を使って、パラメータ数も $h$ によって変わらない理由を説明しなさい。
+# 4. 帯状のマスクを使って「制限付き」自己注意（各クエリが $r$ 個の近傍だけを見る。論文の表 1 の最後の行）を追加しなさい。その計算量は $O(r\cdot n\cdot d)$ ですが、本書の実装はそれを達成できるでしょうか。できないとすれば、なぜでしょうか。
+# 5. 論文の表 1 の最大経路長を測りなさい。ランダムな重みのとき、RNN の何ステップ後に、最後の出力から最初の入力への勾配が $10^{-6}$ を下回るでしょうか。

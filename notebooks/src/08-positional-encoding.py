@@ -16,6 +16,20 @@
 #    positional information (Table 3 row (E): learned and sinusoidal give nearly identical results),
 # 4. gradient-check the positional layers.
 
+# %% [markdown] ja
+# # 第 8 章 — 位置エンコーディング（§3.5、論文の表 3 の (E) 行）
+#
+# 自己注意は入力を*集合*として扱います。第 7 章で見たように、位置を並べ替えても出力が並べ替わるだけです。そこで Transformer は、各トークンの埋め込みに、そのトークンの位置で決まるベクトルを足します。位置 $pos$、特徴量のペア $i$ に対する論文の位置エンコーディングは次のとおりです。
+#
+# $$PE_{(pos,\,2i)} = \sin\!\left(pos/10000^{2i/d_{model}}\right),\qquad
+#   PE_{(pos,\,2i+1)} = \cos\!\left(pos/10000^{2i/d_{model}}\right).$$
+#
+# このノートブックでは、
+# 1. 位置エンコーディングを描きます。
+# 2. $k$ 位置ずらすことが、位置エンコーディングに対する固定した線形写像、つまり回転であることを数値で示します（論文がこれを選んだ理由です）。
+# 3. 語順を必要とするタスクで小さなモデルを、正弦波、学習される位置、位置情報なしの 3 通りで学習させます（論文の表 3 の (E) 行：学習される位置と正弦波はほぼ同一の結果になります）。
+# 4. 位置の層の勾配チェックをします。
+
 # %%
 import os
 
@@ -39,6 +53,11 @@ rng = np.random.default_rng(0)
 # from $2\pi$ (column 0, changing every position) to almost $10000\cdot 2\pi$ (the last columns,
 # nearly constant over any sentence). Like the digits of a clock, the fast columns tell nearby
 # positions apart and the slow ones tell far-apart positions apart.
+
+# %% [markdown] ja
+# ## 1. 位置エンコーディングを絵で見る
+#
+# 列の各ペア $(2i, 2i+1)$ は、同じ角周波数 $\omega_i = 10000^{-2i/d_{model}}$ の sin と cos です。波長 $2\pi/\omega_i$ は、$2\pi$（列 0。位置ごとに変わります）から、ほぼ $10000\cdot 2\pi$（最後のほうの列。どんな文の長さにわたってもほとんど一定です）までの等比数列をなします。時計の桁のように、速い列は近くの位置を区別し、遅い列は遠く離れた位置を区別します。
 
 # %%
 table = sinusoidal_table(100, 128)
@@ -77,6 +96,17 @@ plt.show()
 # fitted matrix need not equal $R(k)^\top$ entry by entry: over 200 positions the slowest columns barely
 # move, so many matrices fit those columns equally well.)
 
+# %% [markdown] ja
+# ## 2. $PE(pos + k)$ は $PE(pos)$ の固定した線形関数
+#
+# 論文が正弦波を選んだのは、「任意の固定したずれ $k$ について、$PE_{pos+k}$ は $PE_{pos}$ の線形関数として表せる」（§3.5）からで、それによって相対位置で注意を向けるのが容易になるだろうという仮説を立てていました。どんな線形関数なのかは、加法定理からわかります。
+#
+# $$\begin{pmatrix}\sin((p+k)\omega)\\ \cos((p+k)\omega)\end{pmatrix} =
+#   \begin{pmatrix}\cos k\omega & \sin k\omega\\ -\sin k\omega & \cos k\omega\end{pmatrix}
+#   \begin{pmatrix}\sin p\omega\\ \cos p\omega\end{pmatrix}$$
+#
+# つまり、列の各ペアでの角度 $k\omega_i$ の回転です。これは $k$ に依存し、$pos$ には依存**しない**ブロック対角行列 $R(k)$ です。表は $PE_{pos}$ を*行*として保持しているので、写像は $PE_{pos}R(k)^\top = PE_{pos+k}$ として作用します（式は列ベクトルについてのものです）。式から $R(k)^\top$ を組み立て、それとは別に、すべての位置に 1 つの線形写像を最小二乗法で*当てはめ*ます。どちらも、ずらしたすべての行を丸め誤差の範囲で再現します。（当てはめた行列が成分ごとに $R(k)^\top$ と一致する必要はありません。200 個の位置では最も遅い列はほとんど動かないので、それらの列に同じくらいよく合う行列がたくさんあるからです。）
+
 # %%
 d_model, length = 16, 200
 table = sinusoidal_table(length, d_model)
@@ -104,6 +134,9 @@ for k in (1, 5, 50):
 # A consequence: since each $R(k)$ is a rotation, the dot product $PE(pos)\cdot PE(pos+k) =
 # \sum_i \cos(k\omega_i)$ depends only on the distance $k$ — the same for every $pos$:
 
+# %% [markdown] ja
+# その帰結として、各 $R(k)$ は回転なので、内積 $PE(pos)\cdot PE(pos+k) = \sum_i \cos(k\omega_i)$ は距離 $k$ だけで決まり、どの $pos$ でも同じです。
+
 # %%
 dots = np.array([[table[p] @ table[p + k] for k in range(40)] for p in (0, 30, 120)])
 print("PE(pos)·PE(pos+k) for k = 0..5 at pos = 0, 30, 120:\n", dots[:, :6].round(6))
@@ -120,6 +153,13 @@ np.testing.assert_allclose(dots[0], dots[1], atol=1e-9)
 # Our small experiment: **reverse** a sequence of random tokens. A model without positional
 # information sees the same set of input tokens whatever their order, so it cannot know which one to
 # write first; with either encoding it can.
+
+# %% [markdown] ja
+# ## 3. 学習される位置か、正弦波か（論文の表 3 の (E) 行）
+#
+# 論文は、学習される位置埋め込み（位置ごとに 1 つ、学習するベクトル）も試し、「2 つの版はほぼ同一の結果を出した」と報告しています（論文の表 3 の (E) 行：パープレキシティ 4.92、BLEU 25.7。ベースモデルは 4.92 と 25.8）。論文が正弦波を残したのは、学習中に見たどの文よりも長い文に外挿できるかもしれないからですが、論文はそれを検証していません。
+#
+# 本書の小さな実験は、ランダムなトークンの系列を**逆順に並べる**ことです。位置の情報を持たないモデルは、入力トークンの順序がどうであっても同じ集合を見るので、どれを最初に書けばよいかを知ることができません。どちらかの位置エンコーディングがあればそれがわかります。
 
 # %%
 PAD, BOS, EOS, VOCAB, LENGTH = 0, 1, 2, 12, 6
@@ -189,6 +229,9 @@ plt.show()
 # roughly the accuracy we see. This is the small-scale version of row (E): what matters is that
 # position information is there, much less how it is encoded.
 
+# %% [markdown] ja
+# どちらの位置エンコーディングでも、モデルはこのタスクをほぼ完璧に学習します。位置がないとずっと悪くなりますが、それでも当てずっぽうよりは良く、その理由は示唆に富んでいます。エンコーダは原文を*袋*として見るので、どのトークンが最後に来たのかを知ることができません。それでもデコーダは自分がすでに書いたトークンを知っているので、まだ使っていない原文のトークンの中から選べます（因果マスクのおかげで、どこまで進んだかを推し量ることさえできます。$t$ 個の以前の位置に一様に注意を向けると、重みは $1/t$ になるからです）。残りのトークンの中から選べば、最後のトークンは自動的に正解し、その 1 つ前は半分の確率で正解し、というように続きます。これがおおよそ私たちの見る正解率です。これは (E) 行の小規模版です。重要なのは位置の情報があることで、それがどうエンコードされているかはずっと小さな問題です。
+
 # %%
 for name, (losses, accuracy) in results.items():   # quick mode too: every variant learns something
     assert np.mean(losses[-10:]) < np.mean(losses[:10]), name
@@ -200,6 +243,11 @@ if not QUICK:                                         # the claim above needs th
 #
 # The sinusoidal encoding has no parameters; the gradient flows through the addition to the input.
 # The learned one is a table read by slicing; its gradient lands on the rows that were used.
+
+# %% [markdown] ja
+# ## 4. 勾配チェック（float64）
+#
+# 正弦波の位置エンコーディングにはパラメータがありません。勾配は足し算を通って入力に流れます。学習される位置エンコーディングはスライスで読み出す表で、その勾配は使われた行に届きます。
 
 # %%
 nn.init.set_seed(0)
@@ -225,3 +273,12 @@ print("gradcheck passed for both encodings; rows used by offset 3:",
 #    the scaling. What happens to the position signal if the scaling is left out?
 # 5. Rotary embeddings (RoPE) apply $R(pos)$ to queries and keys instead of adding $PE$ to the
 #    input. Using section 2, show that then $q_{pos}\cdot k_{pos'}$ depends on $pos - pos'$ only.
+
+# %% [markdown] ja
+# ## 演習
+#
+# 1. 逆順タスクのモデルを長さ 6 で学習し、長さ 9 でテストしなさい（モデルはより大きな `max_len` で作ります）。どちらの位置エンコーディングのほうがよく外挿できるでしょうか。これは論文が §3.5 で提起し、未解決のまま残した問いです。
+# 2. 上の `rotation` 関数を使って、$R(k)R(m) = R(k+m)$ と $R(k)^\top = R(-k)$ を示しなさい。これは $PE(pos)\cdot PE(pos')$ について何を意味するでしょうか。
+# 3. 表の 10000 を 100 に置き換えなさい。両方について $PE(pos)\cdot PE(pos+k)$ を $k$ に対してプロットしなさい。なぜ底は最も長い文に比べて大きくなければならないのでしょうか。
+# 4. 本書の埋め込みは、位置エンコーディングを足す前に $\sqrt{d_{model}}$ 倍されます（§3.4）。埋め込みを $N(0, 1/d_{model})$ で初期化したとき、スケーリングありとなしで 2 つの項の大きさを比べなさい。スケーリングを省くと、位置の信号はどうなるでしょうか。
+# 5. 回転位置埋め込み（RoPE）は、入力に $PE$ を足す代わりに、クエリとキーに $R(pos)$ を適用します。第 2 節を使って、このとき $q_{pos}\cdot k_{pos'}$ が $pos - pos'$ だけで決まることを示しなさい。

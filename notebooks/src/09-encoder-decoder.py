@@ -15,6 +15,17 @@
 # 5. compare post-LN and pre-LN at initialisation,
 # 6. gradient-check a whole tiny model on the label-smoothed loss.
 
+# %% [markdown] ja
+# # 第 9 章 — エンコーダとデコーダ（§3.1、§3.4、論文の表 3）
+#
+# 第 4–8 章の部品を組み立てると、論文の図 1 のモデルになります。$N$ 個の同一の層（自己注意、フィードフォワード）からなるエンコーダと、$N$ 個の層（マスク付き自己注意、エンコーダ・デコーダ注意、フィードフォワード）からなるデコーダです。各サブレイヤは $\mathrm{LayerNorm}(x + \mathrm{Dropout}(\mathrm{Sublayer}(x)))$ の形で包まれ、一番下では $\sqrt{d_{model}}$ 倍したトークンの埋め込みに位置エンコーディングを足し、一番上では埋め込みと行列を共有する線形写像で語彙上のロジットを出します。このノートブックでは、
+# 1. モデルを組み立てて眺めます。
+# 2. 論文のベースモデルのパラメータ数を、コードと式の両方で数え、論文の表 3 が 65 M とする理由を説明します。
+# 3. マスクが約束すること、つまり未来の目的言語トークンを覗き見しないこと、パディングが影響しないことを確かめます。
+# 4. キー・バリューのキャッシュを使って逐次的にデコードし、それで何が節約できるかを測ります。
+# 5. 初期化の時点での post-LN と pre-LN を比べます。
+# 6. 小さなモデル全体について、ラベル平滑化した損失で勾配チェックをします。
+
 # %%
 import os
 import time
@@ -32,6 +43,9 @@ rng = np.random.default_rng(0)
 
 # %% [markdown]
 # ## 1. Assemble
+
+# %% [markdown] ja
+# ## 1. 組み立てる
 
 # %%
 config = nn.TransformerConfig.tiny(vocab=20)
@@ -56,6 +70,17 @@ print("logits", logits.shape)
 # * one LayerNorm: $2d$;
 # * encoder layer: attention + FFN + 2 LayerNorms; decoder layer: 2 attentions + FFN + 3 LayerNorms;
 # * embeddings: one shared $V\times d$ matrix (source, target and output, §3.4).
+
+# %% [markdown] ja
+# ## 2. ベースモデルを数える
+#
+# 数え方を書き出します。$d = d_{model}$ とし、どの Linear もバイアスを持ち、どの LayerNorm もゲインとバイアスを持つとします。
+#
+# * 注意のサブレイヤ 1 つ：$W^Q, W^K, W^V, W^O$ がそれぞれ $d\times d$ と $d$ 個のバイアスで、$4(d^2 + d)$
+# * フィードフォワードネットワーク：$(d\,d_{ff} + d_{ff}) + (d_{ff}\,d + d)$
+# * LayerNorm 1 つ：$2d$
+# * エンコーダ層：注意 + FFN + LayerNorm 2 つ。デコーダ層：注意 2 つ + FFN + LayerNorm 3 つ
+# * 埋め込み：共有された 1 つの $V\times d$ 行列（原言語、目的言語、出力。§3.4）
 
 # %%
 def formula(vocab, d, d_ff, n, tied=True):
@@ -85,6 +110,13 @@ del base
 #   count *without* embeddings and divide by $d_{model}$ to get the number of embedding rows each
 #   reported total implies (assuming one shared matrix):
 
+# %% [markdown] ja
+# **63,082,496** であり、論文の表 3 の 65 M ではありません。2 M のパラメータはどこから来るのでしょうか。
+#
+# * バイアスと LayerNorm ではありません。すべて合わせても $6\,(4608 + 2048 + 6656 + 3072) = 98{,}304$ 個の数にすぎません。
+# * 埋め込みを共有しないと多すぎます。原言語用の行列を別に持つと $37000\cdot 512 = 18.9$ M 増えます。
+# * 語彙の大きさがおそらく答えです。論文の表 3 は多くの変種の大きさを挙げています。そこから本書の数え方で埋め込み*を除いた* パラメータ数を引き、$d_{model}$ で割ると、報告された各合計が示唆する埋め込みの行数が得られます（共有された行列が 1 つだと仮定します）。
+
 # %%
 table3 = [  # (row, N, d_model, d_ff, reported parameters in millions)
     ("base", 6, 512, 2048, 65), ("(C) N=2", 2, 512, 2048, 36), ("(C) N=4", 4, 512, 2048, 50),
@@ -112,6 +144,13 @@ for row, n, d, d_ff, reported in table3:
 # Changing a *future* target token must not change any earlier logit (the decoder's causal mask,
 # §3.2.3), and a sentence must get the same logits alone as padded inside a batch (the padding mask).
 
+# %% [markdown] ja
+# ベースモデルと (C) 行のすべての変種は、約 4 万–4 万 2 千行の共有された 1 つの行列を示唆します（合計は 1 M 単位に丸められており、これは $d_{model} = 512$ で ±2 k 行に相当します）。したがって、論文はおそらく本書とまったく同じ部品、つまり共有された 1 つの埋め込み、バイアス、LayerNorm を数え、語彙にはそのバイト対符号化が実際に生成した大きさを使ったのでしょう。§5.1 はそれを「約 37000 トークン」としか書いていません。ビッグモデルだけは外れていて（≈ 36 k 行）、表のすべての数が同じ方法で計算されたわけではないことがわかります。
+#
+# ## 3. マスクが約束すること
+#
+# *未来の*目的言語トークンを変えても、それより前のロジットは 1 つも変わってはいけません（デコーダの因果マスク、§3.2.3）。また、ある文は単独でもバッチの中でパディングされていても、同じロジットを得なければなりません（パディングマスク）。
+
 # %%
 model64 = nn.Transformer(nn.TransformerConfig.tiny(vocab=20, dropout=0.0)).to(np.float64)
 before = model64(src, tgt_in).numpy()
@@ -132,6 +171,15 @@ assert np.abs(after[0, :2] - before[0, :2]).max() == 0 and np.abs(alone[0] - bef
 # earlier position never changes once computed — so keep each layer's keys and values:
 # self-attention appends one position per step, cross-attention projects the encoder output once.
 # Step $t$ then costs $O(t)$ (one query against $t$ keys) instead of $O(t^2)$.
+#
+#     cache = model.init_cache()
+#     for t in range(T):
+#         logits_t = model.decode_step(ids[:, t], memory, src_mask, cache)   # (B, V)
+
+# %% [markdown] ja
+# ## 4. キャッシュを使った逐次デコード
+#
+# 推論時、デコーダは 1 度に 1 トークンずつ書き、新しいトークンを入力に戻します。キャッシュがなければ、ステップ $t$ は $t$ 個すべての位置についてデコーダをもう一度実行します。しかし因果マスクの下では、以前の位置は一度計算されれば決して変わりません。そこで各層のキーとバリューを保持しておきます。自己注意ではステップごとに 1 つの位置を追加し、交差注意ではエンコーダの出力を一度だけ射影します。するとステップ $t$ のコストは $O(t^2)$ ではなく $O(t)$（1 つのクエリと $t$ 個のキー）になります。
 #
 #     cache = model.init_cache()
 #     for t in range(T):
@@ -185,6 +233,11 @@ print(f"total: {sum(uncached):.2f} s without the cache, {sum(cached):.2f} s with
 # gradient at the bottom: its norm, and its cosine with the gradient we sent (1: passed down unchanged).
 # `benchmarks/chapter_figures.py` runs the same measurement for the table in chapter 9.
 
+# %% [markdown] ja
+# ## 5. 残差接続：勾配の中の恒等写像の経路
+#
+# $y = x + F(x)$ から $\partial L/\partial x = \partial L/\partial y + (\partial L/\partial y)\,\partial F/\partial x$ が得られます。上から来た勾配は、和の 1 つの項として、そのまま入力に届きます。$N$ 個のフィードフォワードのサブレイヤを 4 通りの方法で積み重ね、一番上にノルム 1 のランダムな勾配を送り込み、一番下での勾配を見ます。見るのはそのノルムと、送り込んだ勾配とのコサイン類似度（1 ならそのまま下へ渡されたこと）です。`benchmarks/chapter_figures.py` は、第 9 章の表のために同じ測定を行います。
+
 # %%
 def input_gradient(layer, depth, d=32):
     nn.init.set_seed(0)                                      # the same weights for every variant
@@ -222,6 +275,11 @@ for name, layer in variants.items():
 # needs a learning-rate warm-up (eq. 3), while pre-LN's gradients are of similar size in every layer
 # and it trains without warm-up. We look at the gradient norm of each decoder layer's FFN weights.
 
+# %% [markdown] ja
+# ## 6. 初期化の時点での post-LN と pre-LN
+#
+# 論文は残差の和の後で正規化します（post-LN）。後に登場した「pre-LN」という変種は、各サブレイヤの入力を正規化し $x + \mathrm{Dropout}(\mathrm{Sublayer}(\mathrm{LayerNorm}(x)))$、各スタックの一番上に LayerNorm を 1 つ加えます（`norm_first=True`）。Xiong ら（2020）は、初期化の時点で post-LN の勾配は出力に近いパラメータほど大きく、そのために学習率のウォームアップ（式 (3)）が必要になること、一方 pre-LN の勾配はどの層でも同じくらいの大きさで、ウォームアップなしで学習できることを示しました。各デコーダ層の FFN の重みの勾配ノルムを見てみましょう。
+
 # %%
 def layer_gradient_norms(norm_first, n_layers=6):
     cfg = nn.TransformerConfig.tiny(vocab=50, n_layers=n_layers, norm_first=norm_first, dropout=0.0)
@@ -253,6 +311,11 @@ plt.show()
 # while; we check four different kinds: the shared embedding (used three times: source, target,
 # output), one $W^Q$, one LayerNorm gain, one FFN bias.
 
+# %% [markdown] ja
+# ## 7. モデル全体の勾配チェック
+#
+# $d_{model} = 8$、語彙 11 の 2 + 2 層のモデルを、float64、ドロップアウトなしで、§5.4 の学習の損失（ラベル平滑化 0.1、パディングは無視）についてチェックします。すべてのパラメータをチェックするとしばらく時間がかかるので、種類の異なる 4 つを確かめます。共有された埋め込み（原言語、目的言語、出力の 3 か所で使われます）、$W^Q$ の 1 つ、LayerNorm のゲインの 1 つ、FFN のバイアスの 1 つです。
+
 # %%
 tiny = nn.Transformer(nn.TransformerConfig.tiny(11, d_model=8, n_heads=2, d_ff=16, dropout=0.0)).to(np.float64)
 src = np.array([[4, 5, 6, 7, 8], [9, 3, 4, 0, 0]])
@@ -283,3 +346,12 @@ print("whole-model gradcheck passed for", sum(p.size for p in checked), "paramet
 #    of it for a batch of one sentence, and check against decoding each hypothesis separately.
 # 5. Remove the $\sqrt{d_{model}}$ scaling of the embeddings and compare the first few hundred training
 #    steps of the reversal task of chapter 8 with and without it.
+
+# %% [markdown] ja
+# ## 演習
+#
+# 1. ビッグモデルのパラメータ数を式で数え、`TransformerConfig.big()` と比べなさい。語彙の大きさがいくつなら 213 M になるでしょうか。
+# 2. `tie_embeddings=False` でモデルを作りなさい。37,000 トークンの語彙ではパラメータはいくつになり、そのうちどれだけが埋め込みになるでしょうか。
+# 3. 本書のデコーダの自己注意は因果マスクだけを使い、目的言語側のパディングマスクは使いません。目的文を右側にパディングする場合、これによって損失が数えるロジットが 1 つも変わらないことを示しなさい。どんな場合には問題になるでしょうか。
+# 4. ビームサーチは文ごとに $k$ 個の仮説を保持します。`cache.reorder(indices)` を使って、1 文からなるバッチについてその 1 ステップを実装し、各仮説を別々にデコードした結果と照らし合わせなさい。
+# 5. 埋め込みの $\sqrt{d_{model}}$ 倍のスケーリングを取り除き、第 8 章の逆順タスクの学習の最初の数百ステップを、スケーリングありの場合と比べなさい。

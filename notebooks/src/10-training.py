@@ -9,6 +9,17 @@
 # 5. a **copy task**: before any translation, the model must learn to copy its input — to ~100 %,
 # 6. gradient checks of the training loss on a tiny model.
 
+# %% [markdown] ja
+# # 第 10 章 — 学習（§5.3, §5.4, 式 (3)）
+#
+# 第 1 章から第 9 章までで、ロジットとその勾配を計算するモデルができました。このノートブックでは、そのモデルを学習させます。
+# 1. Adam を手で書き下し、`mt.optim.Adam` と比べます（§5.3：β1 = 0.9、β2 = 0.98、ε = 1e-9）。
+# 2. 式 (3) の学習率スケジュール（ウォームアップのあと減衰）を、いくつかの $d_{model}$ とウォームアップで描きます。
+# 3. 全体ノルムによる勾配のクリッピングを見ます。
+# 4. 文の数ではなくトークン数で区切るバッチ（§5.1）と、それで節約できるパディングの量を調べます。
+# 5. **コピータスク**：翻訳に入る前に、モデルは入力をコピーすることを、ほぼ 100 % まで学ばなければなりません。
+# 6. 小さなモデルで学習損失の勾配チェックをします。
+
 # %%
 import os
 
@@ -45,6 +56,16 @@ rng = np.random.default_rng(0)
 # The step is about lr in size whatever the scale of the gradient: Adam divides the gradient by its own
 # running RMS. The paper's β2 = 0.98 (instead of the usual 0.999) makes $v$ forget faster.
 
+# %% [markdown] ja
+# ## 1. 手で書く Adam
+#
+# Adam は重みごとに二つの移動平均を持ちます。勾配 $g$ の移動平均（1 次モーメント $m$）と、その 2 乗の移動平均（2 次モーメント $v$）です。どちらもゼロから始まるので、最初のうちはゼロの側に偏っています。$1-\beta^t$ で割ると、その偏りが取り除けます。
+#
+# $$m_t = \beta_1 m_{t-1} + (1-\beta_1) g_t,\qquad v_t = \beta_2 v_{t-1} + (1-\beta_2) g_t^2,$$
+# $$\theta_t = \theta_{t-1} - \mathrm{lr}\cdot\frac{m_t/(1-\beta_1^t)}{\sqrt{v_t/(1-\beta_2^t)} + \epsilon}.$$
+#
+# 勾配のスケールがどうであれ、1 ステップの大きさはおよそ lr になります。Adam は勾配を、その勾配自身の移動 RMS で割るからです。論文の β2 = 0.98（よく使われる 0.999 の代わり）では、$v$ が早く過去を忘れます。
+
 # %%
 theta0 = rng.standard_normal(4)
 grads = [rng.standard_normal(4) for _ in range(5)]
@@ -73,6 +94,13 @@ assert np.allclose(theta, p.data, rtol=1e-12)
 # The two branches meet at step = warmup: before it the rate grows linearly, after it it decays as
 # $1/\sqrt{\mathrm{step}}$. The peak is $(d_{model}\cdot\mathrm{warmup})^{-0.5}$, 7.0e-4 for the base model
 # with warmup 4000. Wider models get smaller rates.
+
+# %% [markdown] ja
+# ## 2. 式 (3) のスケジュール
+#
+# $$\mathrm{lrate} = d_{model}^{-0.5}\cdot\min(\mathrm{step}^{-0.5},\ \mathrm{step}\cdot\mathrm{warmup}^{-1.5})$$
+#
+# 二つの枝は step = warmup で出会います。それより前は学習率が線形に増え、それより後は $1/\sqrt{\mathrm{step}}$ に比例して減衰します。最大値は $(d_{model}\cdot\mathrm{warmup})^{-0.5}$ で、warmup 4000 のベースモデルでは 7.0e-4 です。幅の広いモデルほど学習率は小さくなります。
 
 # %%
 def rates(d_model, warmup, factor=1.0, steps=20000):
@@ -106,6 +134,11 @@ plt.show()
 # One bad batch can produce a huge gradient. Clipping rescales *all* gradients together, so that their
 # joint L2 norm is at most `max_norm`; the direction of the update is unchanged.
 
+# %% [markdown] ja
+# ## 3. 全体ノルムによるクリッピング
+#
+# 一つの悪いバッチが巨大な勾配を生むことがあります。クリッピングは*すべての*勾配をまとめて縮め、それらを合わせた L2 ノルムが `max_norm` 以下になるようにします。更新の向きは変わりません。
+
 # %%
 a = mt.Tensor(np.zeros(2), requires_grad=True)
 b = mt.Tensor(np.zeros(1), requires_grad=True)
@@ -122,6 +155,11 @@ print("gradients:", a.grad, b.grad, "(same direction, 3:4)")
 # tokens." A batch is a rectangle: every row is padded to the longest sentence in it. Random batches
 # waste much of the rectangle on padding; batches of similar lengths waste little, and a budget in
 # *tokens* keeps the work per step about constant (many short sentences, or few long ones).
+
+# %% [markdown] ja
+# ## 4. トークン数で区切るバッチ
+#
+# §5.1 には「文の対は、おおよその系列長ごとにまとめてバッチにした。各学習バッチには、原言語側約 25000 トークンと目的言語側約 25000 トークンを含む文の対の集合が入っていた」とあります。バッチは長方形です。どの行も、その中の最長の文の長さまでパディングで埋められます。ランダムなバッチでは長方形の多くがパディングに費やされますが、長さの近い文を集めたバッチではわずかで済みます。さらに予算を*トークン数*で決めると、1 ステップあたりの仕事量がほぼ一定に保てます（短い文がたくさんか、長い文が少しか）。
 
 # %%
 corpus = make_builtin_corpus(n_train=2000 if QUICK else 20000, n_dev=10, n_test=10, n_heldout=10)
@@ -153,6 +191,11 @@ assert padding_share(by_length) < padding_share(random_batches)
 # can learn *something*. The simplest task with the right shape: the output is the input. Random
 # sequences of 8 symbols from 10; the decoder must reproduce them and then emit eos. A model that fails
 # this has a bug, not a lack of data.
+
+# %% [markdown] ja
+# ## 5. まずはコピータスク
+#
+# 翻訳に取りかかる前に、仕組み全体（モデル、損失、逆伝播、Adam、スケジュール、デコード）が*何か*を学習できることを確かめます。正しい形をした最も簡単なタスクは、出力が入力そのものであるタスクです。10 種類の記号からなる長さ 8 のランダムな系列を使い、デコーダはそれを再現してから eos を出さなければなりません。これに失敗するモデルには、データ不足ではなくバグがあります。
 
 # %%
 V, L = 13, 8                      # ids 0-2: pad, bos, eos; symbols 3..12
@@ -225,6 +268,11 @@ print("output:", greedy_decode(model.eval(), x, BOS, EOS, max_len=L + 1)[0])
 # Compare the same copy task with the schedule and with its peak rate from step 1 (only in full mode:
 # it takes a minute).
 
+# %% [markdown] ja
+# ### なぜウォームアップするのか
+#
+# post-LN（論文の配置、第 9 章）では、初期化の時点で上の層の勾配が大きくなっています。いきなり最大の大きさのステップを取ると、モデルが二度と戻ってこられない領域に放り出されることがあります。同じコピータスクを、スケジュールありの場合と、最初のステップから最大の学習率を使う場合とで比べます（1 分ほどかかるので、フルモードでのみ実行します）。
+
 # %%
 if not QUICK:
     def run(constant_lr):
@@ -262,6 +310,11 @@ if not QUICK:
 # ignored — through a whole tiny model, in float64 with dropout off. Checked with respect to the shared
 # embedding (source, target and output projection at once) and the FFN weights of the decoder.
 
+# %% [markdown] ja
+# ## 6. 勾配チェック
+#
+# §5.4 の学習損失（ラベル平滑化した正解分布に対する交差エントロピーで、パディングは無視）を、小さなモデル全体を通して、ドロップアウトを切った float64 で調べます。共有された埋め込み（原言語側、目的言語側、出力の射影を一度に）と、デコーダのフィードフォワードネットワークの重みについて勾配をチェックします。
+
 # %%
 tiny = Transformer(TransformerConfig(src_vocab_size=9, tgt_vocab_size=9, d_model=4, n_heads=2, d_ff=8,
                                      n_layers=1, dropout=0.0, max_len=8)).to(np.float64)
@@ -294,3 +347,12 @@ print("gradcheck of the label-smoothed loss w.r.t. the logits: passed")
 #    with warm-up 4000? Verify with `NoamSchedule.rate`.
 # 5. Make the copy task harder: reverse the sequence instead of copying it, or use length 16. How do
 #    steps-to-95 % change, and what does the encoder–decoder attention look like (chapter 12)?
+
+# %% [markdown] ja
+# ## 演習
+#
+# 1. モーメンタム付き SGD を実装し、それでコピータスクを学習してください。どの学習率ならうまくいき、Adam に比べて何ステップ必要でしょうか。
+# 2. 論文の 0.98 の代わりに β2 = 0.999（Adam の既定値）にしてください。コピータスクに違いは現れるでしょうか。
+# 3. Adam からバイアス補正を取り除いてください。補正ありと補正なしで、最初の 20 回の更新の大きさをグラフにしてください。
+# 4. $d_{model} = 128$ の式 (3) が、ウォームアップ 4000 のベースモデルと同じ学習率で最大になるのは、ウォームアップがいくつのときでしょうか。`NoamSchedule.rate` で確かめてください。
+# 5. コピータスクを難しくしてください。系列をコピーする代わりに逆順にするか、長さを 16 にします。95 % に達するまでのステップ数はどう変わり、エンコーダ・デコーダ注意はどう見えるでしょうか（第 12 章）。

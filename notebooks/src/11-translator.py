@@ -14,6 +14,20 @@
 # 8. gradient-check the translation loss on real subword ids,
 # 9. tokenize raw Japanese without spaces, and score one set of outputs three ways.
 
+# %% [markdown] ja
+# # 第 11 章 — 小さな翻訳器（§5, §6.1）
+#
+# ここですべてがつながります。テキストの対はサブワードの id になり、モデルはラベル平滑化、Adam、ウォームアップのスケジュールを使ってトークン数で区切ったバッチで学習し、ビームサーチによって翻訳器になります。その翻訳器を BLEU で採点します。このノートブックでは次のことをします。
+# 1. 組み込みの英日コーパスと、その取り置き用の分割を見ます。
+# 2. 共有の BPE 語彙を学習します（§5.1）。
+# 3. `minitransformer.train` で翻訳器を学習します（クイックモードでは短い学習）。
+# 4. 貪欲探索と、長さペナルティ付きのビームサーチを比べます（§6.1）。
+# 5. 一つの文について、そしてコーパス全体について、BLEU を手で計算します。
+# 6. 最後のいくつかのチェックポイントを平均します（§6.1）。
+# 7. 一つの文のエンコーダ・デコーダ注意を見ます。
+# 8. 実際のサブワードの id で、翻訳の損失の勾配チェックをします。
+# 9. 空白のない生の日本語をトークン化し、一組の出力を三通りに採点します。
+
 # %%
 import os
 
@@ -54,6 +68,11 @@ SAVE = os.environ.get("MT_SAVE_FIGURES") == "1"
 # sentences with word *combinations* (a subject with a verb, an adjective with a noun) that never occur
 # together in training, although each word does.
 
+# %% [markdown] ja
+# ## 1. コーパス
+#
+# 組み込みコーパスは本物の語彙目録を持つ小さな文法から生成されるので、ダウンロードはいりません。英語は SVO、日本語は助詞を伴う SOV で、関係節は名詞の前に移ります。英語の文にはどれもちょうど一つの訳があります。train/dev/test のほかに `test_heldout` があります。これは、単語の*組み合わせ*（主語と動詞、形容詞と名詞）が学習データで一度も一緒に現れない文です。ただし、それぞれの単語は学習データに現れます。
+
 # %%
 corpus = make_builtin_corpus(n_train=4000 if QUICK else 20000)
 print(corpus.sizes())
@@ -69,6 +88,11 @@ print("held-out sentence:", corpus.test_heldout[0])
 # BPE starts from characters and merges the most frequent adjacent pair again and again. Frequent words
 # become one token; rare ones stay split into pieces, so no word is ever out of vocabulary. A shared
 # vocabulary is what allows the tied embeddings of §3.4.
+
+# %% [markdown] ja
+# ## 2. 両言語で一つの BPE 語彙
+#
+# §5.1：文は「バイト対符号化を使って符号化した。語彙は原言語と目的言語で共有される」。BPE は文字から始め、隣り合う対のうち最も頻度の高いものを何度も併合します。頻出する単語は一つのトークンになり、まれな単語は断片に分かれたまま残るので、語彙にない単語というものはありません。語彙を共有しているからこそ、§3.4 の重みを共有した埋め込みが可能になります。
 
 # %%
 texts = [s for pair in corpus.train for s in pair]
@@ -88,6 +112,11 @@ assert tokenizer.decode(tokenizer.encode(corpus.train[0][1])) == corpus.train[0]
 # and dev BLEU after each epoch, then the average of the last checkpoints and test BLEU with beam
 # search. From a shell the same run is `python -m minitransformer train`. Here, in quick mode, it is a
 # short run of the `quick` preset: the numbers will be low, but every stage runs.
+
+# %% [markdown] ja
+# ## 3. 学習
+#
+# `train()` は、このコーパスで第 10 章のループを実行します。トークン数で区切ったバッチ、ラベル平滑化した損失（ε = 0.1、§5.4）、勾配のクリッピング、式 (3) 付きの Adam、数百ステップごとのチェックポイント、各エポック後の開発セットの損失と BLEU、そして最後にチェックポイントの平均とビームサーチによるテストセットの BLEU です。シェルからは、同じ学習を `python -m minitransformer train` で実行できます。ここではクイックモードで `quick` プリセットの短い学習をします。数値は低くなりますが、すべての段階が動きます。
 
 # %%
 run_dir = Path(tempfile.mkdtemp()) / "enja"
@@ -120,6 +149,11 @@ plt.show()
 # $lp(Y) = ((5+|Y|)/6)^\alpha$, α = 0.6. Without the penalty, shorter outputs win because every extra
 # token multiplies in a probability below one.
 
+# %% [markdown] ja
+# ## 4. 貪欲探索とビームサーチ
+#
+# 貪欲探索は、各ステップで最も確率の高いトークンを取ります。ビームサーチは最良の $k$ 個の接頭辞を保持し（§6.1 では k = 4）、完了した仮説を $\log P(Y\mid X)/lp(Y)$ で順位付けします。ここで $lp(Y) = ((5+|Y|)/6)^\alpha$、α = 0.6 です。このペナルティがないと短い出力が勝ってしまいます。トークンが一つ増えるたびに、1 より小さい確率が掛かるからです。
+
 # %%
 translator = Translator.load(run_dir)
 model, tok = translator.model, translator.tokenizer
@@ -147,6 +181,11 @@ assert [h.score for h in beams[0]] == sorted((h.score for h in beams[0]), revers
 # brevity penalty $\min(1, e^{1-r/c})$ for outputs shorter than the references. *Corpus* BLEU sums the
 # counts over all sentences before dividing — it is not the mean of sentence scores.
 
+# %% [markdown] ja
+# ## 5. BLEU
+#
+# BLEU は出力の n-gram（n = 1…4）を参照訳と比べます。各 n-gram は参照訳に現れる回数までしか数えません（「クリッピング」）。四つの適合率の幾何平均に、参照訳より短い出力に対する簡潔さペナルティ $\min(1, e^{1-r/c})$ を掛けます。*コーパス* BLEU は、割り算の前にすべての文の数を合計します。文ごとのスコアの平均ではありません。
+
 # %%
 hypothesis, reference = beam[0].split(), references[0].split()
 precisions = []
@@ -171,6 +210,11 @@ if all(m > 0 for m, _ in precisions):
 # Late in training the weights wander around a minimum; their average sits nearer its centre. `train()`
 # keeps the average when it does at least as well as the last checkpoint on the dev set.
 
+# %% [markdown] ja
+# ## 6. 最後のチェックポイントの平均
+#
+# §6.1：「ベースモデルについては、最後の 5 個のチェックポイントを平均して得た単一のモデルを使った。」学習の終わりごろ、重みは最小点の周りをさまよいます。その平均は中心の近くに位置します。`train()` は、開発セットで平均が最後のチェックポイント以上の成績を出したときに平均を採用します。
+
 # %%
 checkpoints = ckpt.list_checkpoints(run_dir)
 print("checkpoints kept:", [p.name for p in checkpoints])
@@ -188,6 +232,11 @@ print({k: round(v, 2) for k, v in scores.items()})
 # The encoder–decoder attention of the last decoder layer, averaged over heads, for one test sentence.
 # Japanese puts the verb last and the object before it, so the picture is not a diagonal.
 
+# %% [markdown] ja
+# ## 7. デコーダはどこを見ているか
+#
+# 一つのテスト文について、最後のデコーダ層のエンコーダ・デコーダ注意をヘッドで平均したものです。日本語では動詞が最後に、目的語がその前に来るので、図は対角線になりません。
+
 # %%
 translator = Translator.load(run_dir)
 source = corpus.test[3][0]
@@ -199,6 +248,9 @@ fig
 # Typed text is read the way the corpus is written (lowercased, punctuation set apart: learned from
 # the training words the tokenizer recorded), and what the model never saw is named in a
 # `TranslationWarning` instead of being silently turned into invented Japanese.
+
+# %% [markdown] ja
+# 打ち込まれたテキストは、コーパスと同じ書き方で読み取られます（小文字にし、句読点を切り離します。その書き方は、トークナイザが記録した学習データの単語から学んだものです）。モデルが一度も見たことのないものは、黙ってでっち上げの日本語に変えられるのではなく、`TranslationWarning` で名指しされます。
 
 # %%
 with warnings.catch_warnings(record=True) as caught:
@@ -216,6 +268,11 @@ for warning in caught:
 # float64, through a tiny model. To keep the check small, the subword ids that occur in the batch are
 # renumbered 0…k−1 (pad, bos, eos keep their ids), so the tied embedding has only k rows and every
 # one of them is checked, together with one cross-attention projection.
+
+# %% [markdown] ja
+# ## 8. 実際のサブワードの id での勾配チェック
+#
+# §5.4 の翻訳の損失を、実際の二つの文の対（短く切り、パディングして一つのバッチにしたもの）について、小さなモデルを通して float64 で調べます。チェックを小さく保つため、バッチに現れるサブワードの id を 0…k−1 に振り直します（pad、bos、eos の id はそのまま）。こうすると重みを共有した埋め込みは k 行しかなく、そのすべての行を、交差注意の射影の一つと一緒にチェックできます。
 
 # %%
 pairs = corpus.train[:2]
@@ -248,6 +305,11 @@ print("subwords in the batch:", [tok.vocab[i] for i in used[3:]])
 # character it never saw, so that decoding gives back the exact input. Here it learns from the
 # corpus's Japanese with the spaces taken out.
 
+# %% [markdown] ja
+# ## 9. 生のテキスト：SentencePiece 風の BPE と、三通りの BLEU
+#
+# 実際の日本語には空白がありません。生のテキスト用の BPE（`data/raw_bpe.py`）は、空白をそれ自身の記号 "▁" として扱い、単語の境目になるはずの場所をまたいで併合し、一度も見なかった文字には UTF-8 のバイトにフォールバックします。そのため、デコードすると入力が正確に戻ります。ここでは、コーパスの日本語から空白を取り除いたものでこのトークナイザを学習します。
+
 # %%
 raw_japanese = [ja.replace(" ", "") for _, ja in corpus.train[:2000]]
 raw_tok = RawBPETokenizer.train(raw_japanese, vocab_size=600)
@@ -260,6 +322,9 @@ for sentence in raw_japanese[:2] + ["魑魅魍魎!"]:
 # BLEU counts n-grams of *tokens*. On Japanese without spaces, whitespace tokens are whole sentences:
 # the same four outputs score 0 that way, and quite different numbers on words and on characters.
 # chrF compares character n-grams and needs no segmenter.
+
+# %% [markdown] ja
+# BLEU は*トークン*の n-gram を数えます。空白のない日本語では、空白で区切ったトークンは文全体です。同じ四つの出力が、そのように数えると 0 になり、単語で数えるか文字で数えるかでかなり違う数値になります。chrF は文字の n-gram を比べるので、分かち書きの道具を必要としません。
 
 # %%
 references_raw = ["私は学生です。", "猫が魚を食べた。", "明日東京に行きます。", "この本はとても面白かった。"]
@@ -284,3 +349,12 @@ print(f"chrF:                      {corpus_chrf(outputs_raw, references_raw):6.2
 #    average of checkpoints from early in training be worse than the last one?
 # 5. Write a sentence with a word the corpus never saw ("the cat ate the pizza ."). What does the
 #    tokenizer make of it, and what does the model output?
+
+# %% [markdown] ja
+# ## 演習
+#
+# 1. `--direction ja-en` で学習してください。このモデルにとって日本語 → 英語は易しいでしょうか、難しいでしょうか。また、取り置いた分割のふるまいが違ってくるかもしれないのはなぜでしょうか。
+# 2. ビーム幅 1、2、4、8 と α ∈ {0, 0.6, 1.0} でテストセットをデコードしてください。BLEU と出力の平均の長さをグラフにしてください。ビーム幅を大きくすると悪くなるのはどんなときでしょうか。
+# 3. 300 トークンの BPE 語彙と 3000 トークンの BPE 語彙を学習してください。文の長さ、学習の速さ、BLEU はどう変わるでしょうか。
+# 4. もっと長い学習の最後の 2 個、5 個、10 個のチェックポイントを平均してください。開発セットで最もよいのはどれでしょうか。学習の初期のチェックポイントの平均が最後のチェックポイントより悪くなりうるのはなぜでしょうか。
+# 5. コーパスが一度も見たことのない単語を含む文（"the cat ate the pizza ."）を書いてください。トークナイザはそれをどう扱い、モデルは何を出力するでしょうか。

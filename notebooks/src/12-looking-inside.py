@@ -12,6 +12,19 @@
 # 7. count FLOPs by formula, next to the paper's Table 2,
 # 8. gradient-check the attention layer whose weights we read, with its weights kept.
 
+# %% [markdown] ja
+# # 第 12 章 — モデルの内部を見る、そして論文の結果（§6.2、論文の表 2 と表 3）
+#
+# 組み込みのコーパスは、一つの意味から対の両方の文を書き出すので、どの英単語がどの日本語の単語になったかを知っています。そのおかげで、「このヘッドは単語をアラインしている」という主張を数値にできます。このノートブックでは、
+# 1. 対の正解の単語アラインメントを読み、それをサブワードに写し、
+# 2. 手で作った注意行列（完全な対角行列、一様な注意）を採点し、
+# 3. 学習済みモデルのすべてのヘッドを一つの文について描き（エンコーダ、デコーダ、交差注意）、
+# 4. 交差注意のすべてのヘッドとヘッドの平均を、正解アラインメントに照らして採点し、
+# 5. エンコーダのヘッドが、固定オフセットよりもうまく動詞の目的語を見つけるかを調べ、
+# 6. 小さな規模で論文の表 3 を実行し（ここではクイックモード。表全体は `benchmarks/results/` にあります）、
+# 7. FLOPs を式で数えて論文の表 2 と並べ、
+# 8. 重みを読み出すのに使う注意層を、重みを保持したまま勾配チェックします。
+
 # %%
 import os
 
@@ -49,6 +62,11 @@ ROOT = Path.cwd() if (Path.cwd() / "benchmarks").is_dir() else Path.cwd().parent
 # Japanese case particles render no shared piece of meaning and stay unaligned; a verb group links
 # as a phrase ("ate" ↔ "食べ ました").
 
+# %% [markdown] ja
+# ## 1. 対の正解アラインメント
+#
+# `corpus.alignment(english)` は（英単語、日本語の単語）の対を返します。冠詞、"that"、日本語の格助詞は、両言語に共通する意味の部品を表さないので、アラインしません。動詞群は句としてリンクします（"ate" ↔「食べ ました」）。
+
 # %%
 preset = "toy" if QUICK else "small"
 corpus = load_data(None, "en-ja", PRESETS[preset]["corpus"])
@@ -66,6 +84,12 @@ print("verb → object:", [(en_words[v], en_words[o]) for v, o in corpus.verb_ob
 # mean weight on the gold partners. AER (Och & Ney): 0 is perfect. A uniform row over S sources puts
 # |G_t| / S on its partners.
 
+# %% [markdown] ja
+# ## 2. 手で作った注意の採点
+#
+# 正解率：正解リンクを持つ出力の行のうち、最も強い原文の位置が正解の相手である行の割合です。質量：正解の相手に置かれた重みの平均です。AER（Och & Ney）：0 が完全です。S 個の原文の位置にわたる一様な行は、相手の上に
+# |G_t| / S を置きます。
+
 # %%
 diagonal = [(i, i) for i in range(5)]
 print("diagonal: ", alignment_accuracy(np.eye(5), diagonal), attention_mass(np.eye(5), diagonal),
@@ -80,6 +104,11 @@ assert attention_mass(uniform, diagonal) == 0.2 and alignment_accuracy(np.eye(5)
 # In full mode we use the default run (`python -m minitransformer train`) if it exists; otherwise, and
 # in quick mode, we train a small model here. The weights are read from the attention layers after one
 # forward pass (`record_attention`), not passed back through return values.
+
+# %% [markdown] ja
+# ## 3. 学習済みモデルのすべてのヘッド
+#
+# 通常モードでは、既定の実行（`python -m minitransformer train`）があればそれを使います。なければ、またクイックモードでは、ここで小さなモデルを学習します。重みは一回の順伝播の後に注意層から読み出します（`record_attention`）。戻り値を通して受け渡すことはしません。
 
 # %%
 default_run = ROOT / "runs" / "enja"
@@ -107,6 +136,11 @@ figure
 # The decoder is fed the reference translation (teacher forcing), so the pair's gold links apply.
 # The positional baseline aligns output position t with source position t·S/T.
 
+# %% [markdown] ja
+# ## 4. 交差注意のすべてのヘッドを正解アラインメントと比べる
+#
+# デコーダには参照訳を入力する（教師強制）ので、対の正解リンクがそのまま当てはまります。位置のベースラインは、出力位置 t を原文の位置 t·S/T にアラインします。
+
 # %%
 tok = translator.tokenizer
 tallies = {(l, h): AlignmentTally() for l in range(config.n_layers) for h in range(config.n_heads)}
@@ -130,6 +164,11 @@ print(f"mean of all heads: {average.scores()['accuracy']:.3f}, diagonal baseline
 # From the first subword of an English verb, does a head's strongest attention land on its object's
 # head noun? Compared with the best fixed offset ("always look k subwords to the right").
 
+# %% [markdown] ja
+# ## 5. エンコーダのヘッドと文法関係
+#
+# 英語の動詞の最初のサブワードから見て、ヘッドの最も強い注意は、その目的語の主要部の名詞に落ちるでしょうか。最良の固定オフセット（「常に k サブワード右を見る」）と比べます。
+
 # %%
 hits = np.zeros((config.n_layers, config.n_heads))
 offsets, total = [], 0
@@ -152,6 +191,11 @@ print("best fixed offset to the object's first subword, share right:", offset_ba
 # `benchmarks/table3.py --quick` trains each row's model for a few steps: seconds, numbers without
 # meaning, but the whole path. The full table (several seeds per row) is read from its results file.
 
+# %% [markdown] ja
+# ## 6. 小さな規模で再現する表 3
+#
+# `benchmarks/table3.py --quick` は各行のモデルを数ステップだけ学習します。数秒で終わり、数値に意味はありませんが、処理の全体を一通り通ります。表全体（一行あたり複数のシード）は結果ファイルから読み込みます。
+
 # %%
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import table3  # noqa: E402
@@ -167,6 +211,11 @@ if full.is_file():
 #
 # Table 2 reports 27.3 / 38.1 BLEU (base, EN–DE / EN–FR) and 28.4 / 41.8 (big), at 3.3·10¹⁸ and
 # 2.3·10¹⁹ training FLOPs: hours × GPUs × an estimate of each GPU's sustained rate. Ours are counted.
+
+# %% [markdown] ja
+# ## 7. 式で数える FLOPs と論文の表 2
+#
+# 論文の表 2 は、BLEU 27.3 / 38.1（ベース、英–独 / 英–仏）と 28.4 / 41.8（ビッグ）を、学習 FLOPs 3.3·10¹⁸ と 2.3·10¹⁹ で報告しています。これは時間 × GPU の数 × 各 GPU の持続性能の見積もりです。私たちの FLOPs は実際に数えたものです。
 
 # %%
 print("one encoder layer of the default model, per source token (S = 12):",
@@ -185,6 +234,11 @@ if heads_file.is_file():
 # Keeping the weights must not change the layer: the same output, the same gradients. The check runs in
 # float64 on a small multi-head attention layer, cross-attention shaped (queries from one sequence, keys
 # and values from another), with a random upstream gradient.
+
+# %% [markdown] ja
+# ## 8. 読み出しに使う注意層の勾配チェック
+#
+# 重みを保持しても、層は変わってはいけません。出力も勾配も同じでなければなりません。チェックは float64 で、小さなマルチヘッド注意層に対して行います。形は交差注意と同じ（クエリはある系列から、キーとバリューは別の系列から）で、上流の勾配はランダムです。
 
 # %%
 init.set_seed(0)

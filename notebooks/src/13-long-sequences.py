@@ -12,6 +12,19 @@
 # 7. measure **Table 1** in full: time, sequential operations and path length for four layer types,
 # 8. gradient-check all three new functions.
 
+# %% [markdown] ja
+# # 第 13 章 — 長い系列（§4、論文の表 1。FlashAttention、スパース注意、線形注意）
+#
+# 式 (1) は $T\times S$ の重み行列を作り、逆伝播のためにそれを保持します。そのメモリは $n^2$ で増えます。このノートブックでは、
+# 1. 私たち自身のエンジンでその $n^2$ を**測り**、
+# 2. **オンラインソフトマックス**を導いて、ブロックごとに確かめ、
+# 3. **FlashAttention** のタイル化した順伝播と再計算する逆伝播を実行して、それが何を保存するかを数え、
+# 4. **ブロックスパース**のレイアウトを描いて、同じタイルで実行し、
+# 5. **スライディングウィンドウ**の注意を $O(n\cdot w)$ で実行し、
+# 6. **線形注意**を実行して、それが別のモデルであることを確かめ、
+# 7. **論文の表 1** をすべて測り（四種類の層について、時間、逐次演算数、経路長）、
+# 8. 新しい三つの関数すべてを勾配チェックします。
+
 # %%
 import json
 import os
@@ -54,6 +67,11 @@ def peak_mib(fn):
 # $4\cdot n^2\cdot 4$ bytes: 16 MiB at $n = 1024$, 256 MiB at $n = 4096$, 4 GiB at $n = 16384$. Inside
 # one process we can watch NumPy's own allocations with `tracemalloc`:
 
+# %% [markdown] ja
+# ## 1. 式 (1) の $n^2$ を測る
+#
+# $B = 1$、$h = 4$、$d_k = 64$、float32 で、式 (1) の順伝播 + 逆伝播を一回実行します。重みだけで $4\cdot n^2\cdot 4$ バイトあり、$n = 1024$ で 16 MiB、$n = 4096$ で 256 MiB、$n = 16384$ で 4 GiB です。一つのプロセスの中なら、`tracemalloc` で NumPy 自身のメモリ確保を観察できます。
+
 # %%
 def forward_backward(attention, q, k, v):
     def run():
@@ -81,6 +99,9 @@ assert memory["flash"][-1] < 3 * memory["flash"][-2]                # about doub
 # `benchmarks/long_sequences.py` measures the same in separate processes, up to $n = 16384$; if its
 # results file is present we show it here (the chapter quotes the same file).
 
+# %% [markdown] ja
+# $n$ が 2 倍になるたびに、式 (1) のピークは 4 倍に、flash のピークはおよそ 2 倍になります。ベンチマーク `benchmarks/long_sequences.py` は、同じものを別々のプロセスで $n = 16384$ まで測ります。その結果ファイルがあれば、ここに表示します（章も同じファイルを引用しています）。
+
 # %%
 results_path = Path("../benchmarks/results/long_sequences.json")
 if results_path.exists():
@@ -100,6 +121,15 @@ if results_path.exists():
 # $$\ell' = e^{m-m'}\,\ell + \sum_{j\in B} e^{s_j - m'},\qquad a' = e^{m-m'}\,a + \sum_{j\in B} e^{s_j-m'}\,v_j .$$
 #
 # At the end, $o = a/\ell$ and the row's log-sum-exp is $L = m + \log\ell$.
+
+# %% [markdown] ja
+# ## 2. オンラインソフトマックス
+#
+# 第 4 章では、指数をとる前に行の最大値を引きました。FlashAttention はスコアの行を一度に一ブロックずつしか見ないので、*途中経過の*最大値 $m$、途中経過の和 $\ell = \sum_j e^{s_j - m}$、途中経過の重み付き和 $a = \sum_j e^{s_j - m} v_j$ を保持します。より大きな最大値 $m'$ を持つブロックが届いたとき、それまでに蓄えたものはすべて古い最大値を基準に計算されています。$e^{m - m'}$ を掛ければ、新しい最大値の基準に移せます。
+#
+# $$\ell' = e^{m-m'}\,\ell + \sum_{j\in B} e^{s_j - m'},\qquad a' = e^{m-m'}\,a + \sum_{j\in B} e^{s_j-m'}\,v_j .$$
+#
+# 最後には $o = a/\ell$ となり、行の log-sum-exp は $L = m + \log\ell$ です。
 
 # %%
 scores, values = 3 * rng.standard_normal((2, 10)), rng.standard_normal((10, 3))
@@ -122,6 +152,11 @@ assert np.allclose(log_sum_exp[:, 0], np.log(np.exp(scores).sum(1)))
 # only $O$ and $L$ for backward. The backward recomputes each tile's weights as $P = e^{S - L}$ and
 # needs one more number per query, $D_i = \sum_e \mathrm{d}O_{ie} O_{ie}$, which replaces the row sums
 # of chapter 6's softmax backward. Same numbers as eq. 1, in value and gradient:
+
+# %% [markdown] ja
+# ## 3. FlashAttention：タイルごとの順伝播、再計算による逆伝播
+#
+# `F.flash_attention` は、このループを `block_size` 個のクエリ × `block_size` 個のキーのタイルについて実行します。逆伝播のために保持するのは $O$ と $L$ だけです。逆伝播は各タイルの重みを $P = e^{S - L}$ として再計算し、クエリごとにもう一つの数 $D_i = \sum_e \mathrm{d}O_{ie} O_{ie}$ を必要とします。これが第 6 章のソフトマックスの逆伝播の行和に取って代わります。値でも勾配でも、式 (1) と同じ数値になります。
 
 # %%
 q, k, v = qkv(300, dtype=np.float64)
@@ -159,6 +194,15 @@ print("causal: tiles computed", sum(len(keys) for _, keys in flash._tiles(300, 3
 # pattern (the tiles near the diagonal) with a *strided* one (every $s$-th column of tiles, which
 # collects a summary of the past). With the window as wide as the stride, two layers of the combined
 # pattern connect every position to every earlier one, at $O(n\sqrt{n})$ cost when both are $\sqrt{n}$.
+
+# %% [markdown] ja
+# 保存される配列は入力と $O$ と $L$ で、$T\times S$ の大きさのものはありません。`causal=True` では、対角線より完全に上にあるタイルは一度も計算されません（ここでは 25 個中 15 個）。
+#
+# NumPy では、タイルの一つひとつが Python のループの反復として時間を取ります。$n = 1024$ では、上のベンチマークが示すとおり、flash は式 (1) のメモリのごく一部しか使わない一方で、時間では遅くなります。GPU では同じタイルがオンチップの SRAM に収まったままになり、この IO を意識した設計こそが、そこで FlashAttention を速くしているものです。
+#
+# ## 4. ブロックスパースのレイアウト
+#
+# `block_mask` は計算するタイルを列挙します。Sparse Transformer（Child et al., 2019）は、*局所的な*パターン（対角線近くのタイル）と*ストライドの*パターン（$s$ 列おきのタイルの列で、過去の要約を集めます）を組み合わせます。ウィンドウの幅をストライドと同じにすると、組み合わせたパターンを二層重ねれば、どの位置もそれより前のすべての位置とつながります。そのコストは $O(n\sqrt{n})$ です（両方の幅を $\sqrt{n}$ にした場合）。
 
 # %%
 def local_layout(n_blocks, width, causal=True):
@@ -212,6 +256,11 @@ assert layers_needed == 2
 # $w$ queries; a chunk's keys are its own block and its two neighbours, three shifted views of the
 # same array. Then one ordinary attention runs over (chunks × $w$ × $3w$): $3nw$ scores instead of $n^2$.
 
+# %% [markdown] ja
+# ## 5. スライディングウィンドウ：$O(n\cdot w)$
+#
+# `F.local_attention(q, k, v, window)` では、クエリ $i$ はキー $i-w \dots i+w$ を見ます（Longformer のスライディングウィンドウであり、$r = w$ とした論文の表 1 の*制限付き*自己注意です）。系列を $w$ 個のクエリからなるチャンクに切り分けます。チャンクのキーは自分のブロックと両隣の二つのブロックで、同じ配列を三通りにずらしたビューです。そのうえで、普通の注意を一回、(チャンク × $w$ × $3w$) に対して実行します。スコアの数は $3nw$ で、$n^2$ ではありません。
+
 # %%
 n, window = 200, 16
 q, k, v = qkv(n, heads=2, d_k=16, dtype=np.float64)
@@ -235,6 +284,11 @@ assert local_memory[-1] < 3 * local_memory[-2]                      # linear in 
 # keys happens once: $o_i = \phi(q_i)^\top (\sum_j \phi(k_j)v_j^\top) / \phi(q_i)^\top \sum_j\phi(k_j)$.
 # Causal: the two sums become prefix sums over $j \le i$. Compare its weights with softmax's for the
 # same queries and keys:
+
+# %% [markdown] ja
+# ## 6. 線形注意：別のモデル
+#
+# $\phi(x) = \mathrm{elu}(x) + 1$ とすると、キー $j$ がクエリ $i$ に対して持つ重みは $\phi(q_i)\cdot\phi(k_j) / \sum_{j'} \phi(q_i)\cdot\phi(k_{j'})$ です。積の順序を組み替えると、キーについての和は一度で済みます：$o_i = \phi(q_i)^\top (\sum_j \phi(k_j)v_j^\top) / \phi(q_i)^\top \sum_j\phi(k_j)$。因果的な場合、二つの和は $j \le i$ についての接頭辞和になります。同じクエリとキーに対して、その重みをソフトマックスの重みと比べてみましょう。
 
 # %%
 n, d_k = 48, 16
@@ -283,6 +337,13 @@ plt.show()
 # depth of the engine's graph (the sequential operations), and the number of stacked layers before
 # the last output depends on the first input (the path length, tested with a gradient).
 
+# %% [markdown] ja
+# ランダムなクエリとキーでは、線形注意の重みのほうがずっと平坦です。どの $\phi$ も正であり、類似度が内積の指数ではなく特徴量の積なので、ソフトマックスのもとでのように一つのキーが支配することはできません。これで学習したモデルは、その性質を前提に学びます。同じ注意をより安く計算する方法ではないのです。
+#
+# ## 7. 論文の表 1、すべての行とすべての列
+#
+# `benchmarks/table1.py` は四つの層をエンジンの演算で書き（tanh の RNN、三つのずらした行列積としてのカーネル 3 の畳み込み、マルチヘッド自己注意、そして `local_attention` の上に構築した $r = 8$ の制限付き自己注意）、三つの列を測ります。$n$ に対する時間、エンジンのグラフの深さ（逐次演算数）、そして最後の出力が最初の入力に依存するようになるまでに積み重ねる層の数（経路長、勾配で確かめます）です。
+
 # %%
 sys.path.insert(0, "../benchmarks")
 import table1  # noqa: E402
@@ -324,6 +385,13 @@ assert all(rows[name]["graph_depth"][0] == rows[name]["graph_depth"][1]
 #
 # float64 central differences with a random upstream gradient, on lengths that are not multiples
 # of the block or window, with causal, padding and block masks.
+
+# %% [markdown] ja
+# 経路長は論文の表 1 のとおりになります。自己注意は一層で両端をつなぎます。カーネル 3 の畳み込みは $n-1 = 31$ 層を必要とします（膨張畳み込みなら $O(\log_k n)$ で済むでしょう）。$r = 8$ の制限付き注意は $\lceil 31/8\rceil = 4$ 層です。再帰層は一層でつなぎますが、その $n-1$ ステップを通してしかつなげません。そのため、ほかのどの層もグラフの深さが一定なのに、再帰層の深さは $n$ とともに 2 倍になります。
+#
+# ## 8. 勾配チェック
+#
+# ランダムな上流の勾配を使い、float64 の中心差分で確かめます。長さにはブロックやウィンドウの倍数でないものを使い、因果マスク、パディングマスク、ブロックマスクも試します。
 
 # %%
 def small(t, s, d_k=3, d_v=2):
