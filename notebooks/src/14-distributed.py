@@ -10,6 +10,15 @@
 # 4. end with the check: two ranks' averaged gradient equals this process's gradient of the whole batch
 #    to $10^{-12}$ in float64.
 
+# %% [markdown] ja
+# # 第 14 章 — 複数のプロセスで：MPI によるデータ並列
+#
+# 一つのモデルを $p$ 個のプロセスで、それぞれが自分のバッチを持って学習します。このノートブックでは、
+# 1. 一つのプロセスの中で、**和の勾配は勾配の和**であることを確かめます。二つのバッチの勾配を、両方を含む一つのバッチの勾配にするトークン数の重みも一緒に確かめ、
+# 2. 模擬的なランクの上に**リング・オールリデュース**を作り、各ランクが送る数 $2(p-1)/p\cdot N$ を数え、
+# 3. **本物の二つの MPI ランク**で学習し（`mpiexec -n 2 ... train --distributed`）、その結果を使ってこの一つのプロセスで翻訳し、
+# 4. 最後に確認します。float64 で、二つのランクが平均した勾配は、このプロセスのバッチ全体の勾配と $10^{-12}$ まで一致します。
+
 # %%
 import dataclasses
 import json
@@ -57,6 +66,15 @@ def gradients(indices):
 #
 # not the plain mean $\frac12(g_0+g_1)$, unless $n_0 = n_1$.
 
+# %% [markdown] ja
+# ## 1. 和の勾配は勾配の和
+#
+# バッチの損失は、目的言語側の $n$ 個のトークンについての平均 $L = \frac1n\sum_i \ell_i$ です。このバッチを、トークンが $n_0$ 個と $n_1$ 個の二つのランクに分けます。各ランクは自分の平均の勾配 $g_r = \nabla L_r$ を計算します。するとバッチ全体の勾配は
+#
+# $$\nabla L = \frac{1}{n_0+n_1}\left(n_0\, g_0 + n_1\, g_1\right),$$
+#
+# であり、$n_0 = n_1$ でない限り、単純な平均 $\frac12(g_0+g_1)$ ではありません。
+
 # %%
 loss_all, g_all, n_all = gradients(range(8))
 loss_0, g_0, n_0 = gradients(range(4))
@@ -77,6 +95,11 @@ assert abs((n_0 * loss_0 + n_1 * loss_1) / (n_0 + n_1) - loss_all) < 1e-12      
 # its left one; afterwards rank $r$ holds the full sum of chunk $r+1$. In $p-1$ steps of **all-gather**
 # the finished chunks go round the ring once more. Every rank sends $2(p-1)$ chunks of $N/p$ numbers:
 # $2\frac{p-1}{p}N$, which approaches $2N$ and never grows with $p$.
+
+# %% [markdown] ja
+# ## 2. リング・オールリデュースと、それが送るもの
+#
+# $p$ 個のランクが環状に並び、それぞれが $N$ 個の数のベクトルを $p$ 個のチャンクに切ります。**リデュース・スキャッタ**の $p-1$ ステップでは、各ランクがチャンクを一つ右隣に送り、左隣から受け取ったチャンクを足します。終わると、ランク $r$ はチャンク $r+1$ の完全な和を持っています。**オールギャザ**の $p-1$ ステップでは、完成したチャンクがもう一度リングを回ります。各ランクは $N/p$ 個の数のチャンクを $2(p-1)$ 個送ります。合わせて $2\frac{p-1}{p}N$ 個で、これは $2N$ に近づきますが、$p$ とともに増えることはありません。
 
 # %%
 def ring_all_reduce(vectors):
@@ -113,6 +136,11 @@ for p in (2, 3, 4, 8):
 # (`pip install mpi4py mpich`); without them this section says so and the last check runs on the ring
 # of section 2 instead. (Where the suite requires MPI, `MT_REQUIRE_MPI=1`, their absence is an error.)
 
+# %% [markdown] ja
+# ## 3. 本物の二つのランク
+#
+# `mpiexec -n 2` はコマンドのコピーを二つ起動し、それぞれが mpi4py から自分の位置を知ります。ランク 0 が実行フォルダを書いて表示を行い、両方が学習します。mpi4py と MPI のライブラリは PyPI から入手できます（`pip install mpi4py mpich`）。それらがなければ、この節はそのことを伝え、最後の確認は代わりに 2 節のリングの上で行います。（テストスイートが MPI を必須とする場合、つまり `MT_REQUIRE_MPI=1` のときは、それらがないことはエラーになります。）
+
 # %%
 def find_mpiexec():
     try:
@@ -147,6 +175,9 @@ if MPIEXEC:
 # %% [markdown]
 # The checkpoint is an ordinary one: this single process loads it and translates.
 
+# %% [markdown] ja
+# このチェックポイントはふつうのものです。この単一のプロセスで読み込み、翻訳できます。
+
 # %%
 if MPIEXEC:
     translator = Translator.load(str(work / "run"))
@@ -158,6 +189,11 @@ if MPIEXEC:
 # Each rank takes half of the eight examples, computes its gradient and calls
 # `distributed.average_gradients`: one all-reduce of one flat buffer. Rank 0 saves the result, and this
 # process compares it with its own gradient of all eight examples from section 1.
+
+# %% [markdown] ja
+# ## 4. 確認：二つのランクの勾配は、バッチ全体の勾配
+#
+# 各ランクは 8 個の例の半分ずつを受け取り、自分の勾配を計算して `distributed.average_gradients` を呼びます。一つの平坦なバッファに対する、1 回のオールリデュースです。ランク 0 が結果を保存し、このプロセスがそれを、1 節で計算した 8 個すべての例についての自分の勾配と比べます。
 
 # %%
 script = work / "two_ranks.py"
