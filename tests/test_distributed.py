@@ -256,6 +256,47 @@ def test_one_process_is_a_world_of_one():
     assert distributed.SINGLE.gather_json({"a": 1}) == [{"a": 1}] and distributed.SINGLE.broadcast_json(3) == 3
 
 
+class TwoEqualRanks:
+    """A communicator as rank 0 of two ranks that hold the same numbers sees it; it records what MPI was handed."""
+
+    def __init__(self):
+        self.handed = []
+
+    def Allreduce(self, sendbuf, recvbuf, op=None):   # noqa: N802 - mpi4py's names
+        self.handed.append(recvbuf)
+        recvbuf *= 2
+
+    def Bcast(self, buffer, root=0):                  # noqa: N802
+        self.handed.append(buffer)
+
+
+@pytest.mark.gpu
+def test_device_gradients_reach_mpi_as_a_host_copy_and_come_back_on_the_device(monkeypatch):
+    """On the device double (or a GPU): MPI is handed host memory unless the MPI is said to be CUDA-aware."""
+    from minitransformer import backend, distributed
+    from minitransformer.tensor import Tensor
+
+    fake = SimpleNamespace(IN_PLACE="in place", SUM="sum")
+    monkeypatch.setitem(sys.modules, "mpi4py", SimpleNamespace(MPI=fake))
+    monkeypatch.setitem(sys.modules, "mpi4py.MPI", fake)
+    monkeypatch.delenv(distributed.CUDA_AWARE_VARIABLE, raising=False)
+    comm = TwoEqualRanks()
+    world = distributed.World(0, 2, comm)
+    rng = np.random.default_rng(1)
+    grads = [rng.standard_normal((3, 4)), rng.standard_normal(5)]
+    params = [Tensor(backend.to_device(rng.standard_normal(g.shape), "cuda"), requires_grad=True) for g in grads]
+    for p, g in zip(params, grads):
+        p.grad = backend.to_device(g, "cuda")
+    totals = distributed.average_gradients(world, params, loss=1.5, tokens=3, seconds=4.0)
+    assert (totals.loss, totals.tokens, totals.seconds) == (1.5, 6, 8.0)     # both ranks' numbers, summed
+    assert all(isinstance(buffer, np.ndarray) for buffer in comm.handed)       # MPI read host memory
+    for p, g in zip(params, grads):
+        assert backend.get_device(p.grad) == "cuda"                            # and the result is on the device
+        np.testing.assert_allclose(backend.asnumpy(p.grad), g, rtol=1e-12)    # (2 · 3 · g) / 6
+    distributed.broadcast_parameters(world, params)
+    assert isinstance(comm.handed[-1], np.ndarray) and all(backend.get_device(p.data) == "cuda" for p in params)
+
+
 # -- the MPI side: python tests/test_distributed.py MODE OUT, under mpiexec ------------------------------
 def _equality(out: Path) -> None:
     """Rank r takes batches 2s + r: the averaged gradient of step 1, then 5 steps through train_step."""
