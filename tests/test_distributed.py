@@ -196,6 +196,18 @@ def test_a_two_rank_run_prints_once_resumes_exactly_on_two_ranks_and_translates_
     assert translated.stdout.strip()
 
 
+def test_minutes_stop_every_rank_at_the_same_step(tmp_path):
+    """Each rank has its own clock; rank 0's travels in the all-reduce, so the ranks stop together (ranks that
+    stopped apart would wait for each other until the time-out)."""
+    result = run_ranks(2, "-m", "minitransformer", "train", "--distributed", "--out", tmp_path / "run", "--preset",
+                       "toy", "--limit", "60", "--minutes", "0.001", "--epochs", "50", "--no-eval", "--average", "1",
+                       timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "stopped after 0.001 minutes" in result.stdout
+    steps = json.loads((tmp_path / "run" / "results.json").read_text())["steps"]
+    assert 1 <= steps < 50 * 3                                        # on time, long before 50 epochs
+
+
 def test_a_rank_that_fails_mid_run_stops_every_rank_with_a_clear_message(tmp_path):
     started = time.monotonic()
     result = run_ranks(2, __file__, "fail", tmp_path / "run", timeout=60)      # a hang fails on the time-out
