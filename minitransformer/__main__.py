@@ -37,7 +37,9 @@ def _restart_with_few_blas_threads(argv: list[str]) -> None:
     """
     if os.environ.get(_REEXEC_MARK) or any(name in os.environ for name in THREAD_VARIABLES):
         return
-    threads = str(max(1, min(MAX_BLAS_THREADS, os.cpu_count() or 1)))
+    from .distributed import local_ranks  # noqa: PLC0415 - the ranks of an MPI run on this machine share its cores
+
+    threads = str(max(1, min(MAX_BLAS_THREADS, (os.cpu_count() or 1) // local_ranks())))
     env = dict(os.environ, OPENBLAS_NUM_THREADS=threads, **{_REEXEC_MARK: "1"})
     try:
         os.execve(sys.executable, [sys.executable, "-m", "minitransformer", *argv], env)

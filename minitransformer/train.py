@@ -17,6 +17,11 @@ resumed exactly: the checkpoint keeps the weights, Adam's moments, the
 schedule's step, the ``TrainState`` (the position in the epoch: batches are a
 pure function of seed and epoch) and the state of every dropout generator, so
 an interrupted and resumed run computes the same losses as one that never stopped.
+
+With ``--distributed`` (chapter 14) the same three steps run on every rank that
+``mpirun -n P`` started (distributed.py): each step deals P batches out, one per
+rank, and one all-reduce gives every rank the gradient of all P together; rank 0
+alone prints, writes the run folder and evaluates.
 """
 from __future__ import annotations
 
@@ -33,6 +38,7 @@ from tqdm.auto import tqdm
 
 from . import backend
 from . import checkpoint as ckpt
+from . import distributed
 from . import functional as F
 from .bleu import corpus_bleu_score, tokenization_for
 from .chrf import corpus_chrf_score
@@ -43,6 +49,7 @@ from .data.raw_bpe import RawBPETokenizer, choose_tokenizer
 from .data.corpus import Corpus
 from .data.loaders import CorpusError
 from .decode import decode_sentences
+from .distributed import World
 from .functional.dropout import Generator
 from .nn.dropout import Dropout
 from .nn.transformer import Transformer, TransformerConfig
@@ -85,6 +92,9 @@ class Run:
     state: TrainState
     say: Callable[[str], None]
     bleu_tokenize: str = "13a"    # how BLEU cuts the target language into tokens (bleu.tokenization_for)
+    world: World = distributed.SINGLE   # this process's place among the ranks of an MPI run (chapter 14)
+    step_totals: distributed.StepTotals | None = None   # under MPI: the last step's all-reduced loss, tokens, clock
+    loop_started: float = 0.0     # time.monotonic() when this invocation's training steps began
 
     @property
     def out(self) -> Path:
@@ -103,20 +113,47 @@ def train(options: TrainOptions, log: Callable[[str], None] | None = None) -> di
     """Train (or resume) a translator; returns a summary dict (also written to OUT/results.json).
 
     A folder that already holds the same run, finished, is left as it is: its results are returned.
+    With ``options.distributed`` this process is one rank of an MPI run; an error on any rank stops
+    every rank (a rank left alone would wait for the others' next all-reduce forever).
     """
-    say = log or _printer(options.quiet)
+    if not options.distributed:
+        return _train(options, log, distributed.SINGLE)
+    world = distributed.init_world()
+    try:
+        return _train(options, log, world)
+    except BaseException as error:      # noqa: BLE001 - a failure on one rank must stop the others too
+        what = str(error) if isinstance(error, TrainingError) else f"{type(error).__name__}: {error}"
+        print(f"python -m minitransformer train --distributed: error on rank {world.rank} of {world.size}: "
+              f"{what}; stopping all {world.size} ranks", file=sys.stderr, flush=True)
+        world.abort(2 if isinstance(error, TrainingError) else 1)
+        raise
+
+
+def _train(options: TrainOptions, log: Callable[[str], None] | None, world: World) -> dict:
+    say = (log or _printer(options.quiet)) if world.is_root else _silent
     started = time.monotonic()
     opts, saved = run_folder.open_run_folder(options)
     if saved is None and not opts.overwrite and run_folder.holds_run(Path(opts.out)):
-        return run_folder.same_finished_run(opts, say)
-    run = prepare_run(opts, saved, say)
+        return run_folder.same_finished_run(opts, say, ranks=world.size)
+    world.barrier()                     # every rank has looked at --out before rank 0 writes there
+    run = prepare_run(opts, saved, say, world)
     record = train_loop(run)
-    return finish(run, record, started)
+    if not world.is_root:               # rank 0 alone chooses, saves and evaluates the final model
+        world.wait_for_root()
+        return {"out": str(run.out), "steps": run.state.step, "rank": world.rank, "ranks": world.size}
+    summary = finish(run, record, started)
+    world.release_others()
+    return summary
 
 
 # -- step 1: prepare --------------------------------------------------------------------------------
-def prepare_run(opts: TrainOptions, saved: dict | None, say: Callable[[str], None]) -> Run:
-    """Data, tokenizer, model, optimizer and schedule: new, or read back from the run being resumed."""
+def prepare_run(opts: TrainOptions, saved: dict | None, say: Callable[[str], None],
+                world: World = distributed.SINGLE) -> Run:
+    """Data, tokenizer, model, optimizer and schedule: new, or read back from the run being resumed.
+
+    Under MPI every rank reads the corpus (and, resuming, the checkpoint: --out must be a folder they all
+    see); rank 0 alone learns BPE and writes the new run folder, and sends the vocabulary to the others.
+    """
     out = Path(opts.out)
     try:
         backend.set_default_device(opts.device)
@@ -131,6 +168,7 @@ def prepare_run(opts: TrainOptions, saved: dict | None, say: Callable[[str], Non
     checkpoint = None
     if saved is not None:
         checkpoint = _load_resume_checkpoint(out)
+        _check_same_ranks(checkpoint, world)
         tokenizer = tokenizer_from_dict(checkpoint.tokenizer or {}, str(checkpoint.path / ckpt.TOKENIZER_FILE))
         config = config_from_dict(checkpoint.state.get("config"), str(checkpoint.path))
         differences = ckpt.config_differences(dataclasses.asdict(config),
@@ -138,7 +176,7 @@ def prepare_run(opts: TrainOptions, saved: dict | None, say: Callable[[str], Non
         if differences:
             raise TrainingError(f"{checkpoint.path}: saved from another model configuration: "
                                 + "; ".join(differences))
-    else:
+    elif world.is_root:
         t0 = time.monotonic()
         kind, why = choose_tokenizer(opts.tokenizer, [[s for s, _ in train_pairs], [t for _, t in train_pairs]])
         learner = RawBPETokenizer if kind == "raw" else BPETokenizer
@@ -147,6 +185,10 @@ def prepare_run(opts: TrainOptions, saved: dict | None, say: Callable[[str], Non
             f"{tokenizer.vocab_size} tokens shared by both languages (learned in {time.monotonic() - t0:.1f} s)")
         config = _model_config(opts, tokenizer.vocab_size)
         start_run_folder(out, opts, config, tokenizer)
+        world.broadcast_json(tokenizer_to_dict(tokenizer))
+    else:                                       # another rank of a new run: rank 0's vocabulary
+        tokenizer = tokenizer_from_dict(world.broadcast_json(), "the vocabulary rank 0 sent")
+        config = _model_config(opts, tokenizer.vocab_size)
 
     train_examples = encode_pairs(tokenizer, train_pairs, config.max_len)
     if not train_examples:
@@ -159,10 +201,16 @@ def prepare_run(opts: TrainOptions, saved: dict | None, say: Callable[[str], Non
     schedule = NoamSchedule(optimizer, config.d_model, warmup=recipe["warmup"], factor=recipe["factor"])
     run = Run(opts, corpus, tokenizer, model, optimizer, schedule, train_examples,
               encode_pairs(tokenizer, corpus.pairs("dev", opts.direction), config.max_len), TrainState(), say,
-              tokenization_for(opts.direction.split("-")[-1], [t for _, t in train_pairs]))
+              tokenization_for(opts.direction.split("-")[-1], [t for _, t in train_pairs]), world)
     if checkpoint is not None:
         restore(run, checkpoint)
         say(f"resuming {out} at step {run.state.step} (epoch {run.state.epoch + 1}, batch {run.state.position})")
+    else:
+        distributed.seed_dropout(model, world)  # each rank its own dropout masks; rank 0 those of one process
+    distributed.broadcast_parameters(world, model.parameters())   # one model: rank 0's weights everywhere
+    if world.size > 1:
+        say(f"data parallel on {world.size} ranks: each step takes {world.size} batches, one per rank, "
+            f"and averages their gradients with one all-reduce")
     say(f"{corpus.name} corpus {opts.direction}: {len(train_examples):,} training pairs, "
         f"{len(run.dev_examples)} dev; model {config.n_layers}+{config.n_layers} layers, d_model {config.d_model}, "
         f"{model.num_parameters():,} parameters; batches of ≤ {opts.max_tokens} tokens")
@@ -202,7 +250,10 @@ def restore(run: Run, checkpoint: ckpt.Checkpoint) -> None:
         run.schedule.load_state_dict(checkpoint.state["schedule"])
     except (KeyError, ValueError) as error:
         raise TrainingError(f"{checkpoint.path}: optimiser state does not fit ({error})") from None
-    set_rng_state(run.model, checkpoint.state["rng"], checkpoint.step)
+    rng = checkpoint.state["rng"]
+    if run.world.comm is not None and "rng_ranks" in checkpoint.state:   # each rank its own dropout streams
+        rng = checkpoint.state["rng_ranks"][run.world.rank]
+    set_rng_state(run.model, rng, checkpoint.step)
     run.state = TrainState(checkpoint.step, checkpoint.state["epoch"], checkpoint.state["position"],
                            checkpoint.state.get("history", []))
 
@@ -214,29 +265,33 @@ def train_loop(run: Run) -> dict:
     The batches come from ``iterate_batches``: epochs of length-bucketed batches, each epoch a pure
     function of (seed, epoch), started at the saved (epoch, position) when resuming.
     """
-    opts, state, model, tokenizer = run.options, run.state, run.model, run.tokenizer
+    opts, state, model, tokenizer, world = run.options, run.state, run.model, run.tokenizer, run.world
     pad = model.config.pad_id
-    per_epoch = len(epoch_batches(run.train_examples, opts.max_tokens, pad, opts.seed, 0,
-                                  tokenizer.bos_id, tokenizer.eos_id))
+    per_epoch = math.ceil(len(epoch_batches(run.train_examples, opts.max_tokens, pad, opts.seed, 0,
+                                            tokenizer.bos_id, tokenizer.eos_id)) / world.size)
     stream = iterate_batches(run.train_examples, opts.max_tokens, pad, opts.seed, state.epoch, state.position,
                              tokenizer.bos_id, tokenizer.eos_id)
+    if world.comm is not None:
+        stream = distributed.shard(stream, world)   # chapter 14: one batch per rank and step
     losses: list[float] = []
     tokens, started = 0, time.monotonic()
+    run.loop_started = started
     last_saved = state.step if state.step > 0 else -1    # a resumed run starts at a saved step
     bar = ProgressBar(planned_steps(opts, state.step, per_epoch, 0.0, 0), initial=state.step,
-                      enabled=not opts.quiet)
+                      enabled=not opts.quiet and world.is_root)
     model.train()
     for epoch, position, batch in stream:
         if epoch != state.epoch:                   # the previous epoch is complete: score it on dev
-            end_of_epoch(run, losses, time.monotonic() - started)
+            if world.is_root:
+                end_of_epoch(run, losses, time.monotonic() - started)
             state.epoch, state.position = epoch, 0
-        reason = stop_reason(opts, state, time.monotonic() - started)
+        reason = stop_reason(opts, state, elapsed_seconds(run))
         if reason is not None:
             break
         loss, lr = train_step(run, batch)
         state.step, state.position = state.step + 1, position + 1
         losses.append(loss)
-        tokens += batch.n_tgt_tokens
+        tokens += run.step_totals.tokens if run.step_totals else batch.n_tgt_tokens
         if state.step % opts.save_every == 0:
             save_checkpoint(run)
             last_saved = state.step
@@ -253,18 +308,44 @@ def train_loop(run: Run) -> dict:
 
 
 def train_step(run: Run, batch) -> tuple[float, float]:
-    """One update: loss, backward, clip, the rate of eq. 3, Adam. Returns (loss, learning rate)."""
-    loss = batch_loss(run.model, batch)
+    """One update: loss, backward, clip, the rate of eq. 3, Adam. Returns (loss, learning rate).
+
+    Under MPI (chapter 14) one all-reduce between backward and clip makes this rank's gradient the
+    gradient of every rank's batch, and the loss the mean over all their tokens; ``batch`` is None on
+    a rank that the last, short step of an epoch leaves without one.
+    """
     run.optimizer.zero_grad()
-    loss.backward()
+    value = 0.0
+    if batch is not None:
+        loss = batch_loss(run.model, batch)
+        loss.backward()
+        value = float(loss.item())
+    if run.world.comm is not None:
+        value = all_reduce_step(run, value, batch)
     clip_grad_norm(run.optimizer.params, CLIP_NORM)
     lr = run.schedule.step()                    # eq. 3 sets the rate of this update
     run.optimizer.step()
-    value = float(loss.item())
     if not math.isfinite(value):
         raise TrainingError(f"the loss became {value} at step {run.state.step + 1}; lower the learning rate "
                             f"(factor) or raise the warm-up")
     return value, lr
+
+
+def all_reduce_step(run: Run, loss: float, batch) -> float:
+    """Every rank's gradient summed into every rank's: one all-reduce of one flat buffer (chapter 14).
+    Returns the mean loss over all the ranks' target tokens."""
+    run.step_totals = distributed.average_gradients(
+        run.world, run.optimizer.params, loss, batch.n_tgt_tokens if batch is not None else 0,
+        seconds=time.monotonic() - run.loop_started)
+    return run.step_totals.loss
+
+
+def elapsed_seconds(run: Run) -> float:
+    """Seconds of training in this invocation. Under MPI: rank 0's, as the last all-reduce carried it,
+    so that --minutes stops every rank at the same step (ranks that stopped apart would wait forever)."""
+    if run.world.comm is None:
+        return time.monotonic() - run.loop_started
+    return run.step_totals.seconds if run.step_totals else 0.0
 
 
 def stop_reason(opts: TrainOptions, state: TrainState, elapsed: float) -> str | None:
@@ -304,9 +385,14 @@ def end_of_epoch(run: Run, losses: list[float], elapsed: float) -> None:
 
 def save_checkpoint(run: Run) -> Path:
     """OUT/checkpoints/step-N: weights, Adam, the schedule, the TrainState and the dropout streams."""
+    every_rng = run.world.gather_json(rng_state(run.model))   # under MPI: each rank's dropout streams
+    if not run.world.is_root:
+        return run.out                          # rank 0 writes; the others only sent their streams
     state = {"config": dataclasses.asdict(run.model.config), "training": run_settings(run.options),
              "schedule": run.schedule.state_dict(), "epoch": run.state.epoch, "position": run.state.position,
-             "rng": rng_state(run.model), "history": run.state.history, "kind": "step"}
+             "rng": every_rng[0], "history": run.state.history, "kind": "step", "ranks": run.world.size}
+    if run.world.size > 1:
+        state["rng_ranks"] = every_rng
     return ckpt.save_checkpoint(run.out, run.state.step, run.model.state_dict(), state,
                                 optimizer=run.optimizer.state_dict(), tokenizer=tokenizer_to_dict(run.tokenizer),
                                 keep_last=max(run.options.average, 2))
@@ -320,7 +406,8 @@ def finish(run: Run, record: dict, started: float) -> dict:
                                "train_seconds": round(record["seconds"], 1), "losses": record["losses"],
                                "history": run.state.history, "dev_bleu_tokenize": run.bleu_tokenize,
                                "config": dataclasses.asdict(config),
-                               "training": run_settings(opts), "options": result_settings(opts)}
+                               "training": run_settings(opts),
+                               "options": {**result_settings(opts), "ranks": run.world.size}}
     weights, summary["final_model"] = choose_final_weights(run)
     run.model.load_state_dict(weights)
     ckpt.save_final(run.out, weights, {"config": dataclasses.asdict(config), "training": run_settings(opts),
@@ -455,6 +542,10 @@ def _printer(quiet: bool) -> Callable[[str], None]:
     return say
 
 
+def _silent(text: str) -> None:
+    """The printer of the ranks other than 0: one rank speaks for the run."""
+
+
 def _format_time(seconds: float) -> str:
     seconds = int(round(seconds))
     return f"{seconds // 60}:{seconds % 60:02d}"
@@ -470,6 +561,17 @@ def _model_config(opts: TrainOptions, vocab_size: int) -> TransformerConfig:
                              pad_id=BPETokenizer.pad_id, max_len=MAX_LEN, seed=opts.seed,
                              attention=opts.attention or "softmax", attention_window=opts.attention_window,
                              **PRESETS[opts.preset]["model"])
+
+
+def _check_same_ranks(checkpoint: ckpt.Checkpoint, world: World) -> None:
+    """A run resumes on as many ranks as it ran on: the batches of a step, and so the run, depend on it."""
+    saved = int(checkpoint.state.get("ranks", 1))
+    if saved != world.size:
+        how = f"mpirun -n {saved} python -m minitransformer train --distributed" if saved > 1 else \
+            "python -m minitransformer train"
+        raise TrainingError(f"--resume: {checkpoint.path} was trained on {saved} rank{'s' if saved > 1 else ''}, "
+                            f"and this run has {world.size}; a step takes one batch per rank, so resume it "
+                            f"with the same number: {how} --resume ...")
 
 
 def _load_resume_checkpoint(out: Path) -> ckpt.Checkpoint:

@@ -219,6 +219,7 @@ TRAIN_FLAGS = {
     "evaluate": (["--no-eval"], False),
     "plot": (["--no-plot"], False),
     "quiet": (["--quiet"], True),
+    "distributed": (["--distributed"], True),
 }
 
 

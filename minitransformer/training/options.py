@@ -73,13 +73,16 @@ class TrainOptions:
     evaluate: bool = _option(True, "skip the final test BLEU and attention picture", flag="--no-eval")
     plot: bool = _option(True, "skip the attention picture", flag="--no-plot")
     quiet: bool = _option(False, "print only errors")
+    distributed: bool = _option(False, "data-parallel training over MPI, one batch per rank and step: start with "
+                                       "mpirun -n P python -m minitransformer train --distributed (chapter 14; "
+                                       "needs mpi4py and an MPI library: pip install mpi4py mpich)")
 
 
 # The settings that define a run's model and data: a resumed run must keep them.
 DEFINING = ("data", "direction", "preset", "seed", "max_tokens", "vocab_size", "limit", "tokenizer", "attention",
             "attention_window")
 # Options that change nothing in the result of a run (where it lives, how it talks, how to start it).
-NOT_RESULT = ("out", "device", "resume", "overwrite", "quiet")
+NOT_RESULT = ("out", "device", "resume", "overwrite", "quiet", "distributed")   # the ranks are saved instead
 
 
 def run_settings(options: TrainOptions) -> dict:

@@ -42,15 +42,18 @@ def open_run_folder(options: TrainOptions) -> tuple[TrainOptions, dict | None]:
     return resolve_options(options, saved), saved
 
 
-def same_finished_run(opts: TrainOptions, say: Callable[[str], None]) -> dict:
-    """The results of the same run, finished, in ``--out``; any other run there is refused."""
+def same_finished_run(opts: TrainOptions, say: Callable[[str], None], ranks: int = 1) -> dict:
+    """The results of the same run, finished, in ``--out``; any other run there is refused.
+    ``ranks``: how many MPI ranks this run would use (chapter 14), part of what makes it the same run."""
     out = Path(opts.out)
     results = finished_results(out)
     if results is None:
         raise TrainingError(f"{out} already holds a training run that did not finish; pass --resume to continue "
                             f"it, --overwrite to start again there, or choose another --out")
     previous = results.get("options")
-    wanted = result_settings(opts)
+    wanted = {**result_settings(opts), "ranks": ranks}
+    if isinstance(previous, dict):
+        previous = {"ranks": 1, **previous}     # a run from before --distributed: one process
     differences = ["it was trained by an older version"] if not isinstance(previous, dict) else [
         f"{name} {previous.get(name)!r} there, {value!r} now" for name, value in wanted.items()
         if previous.get(name) != value]
