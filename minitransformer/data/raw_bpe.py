@@ -34,19 +34,16 @@ entered the vocabulary first (the smallest ids), so learning is deterministic.
 from __future__ import annotations
 
 import heapq
-import json
 from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Iterable, Sequence
 
 from .bpe import SPECIAL_TOKENS
+# the space, the pieces, byte fallback, decoding and the file: shared with the unigram model (unigram.py)
+from .raw_text import (BYTE_TOKENS, FIRST_BYTE_ID, FIRST_PIECE_ID, FORMAT, SPACE, character_ids, decode_ids,  # noqa: F401
+                       file_vocab, full_vocab, load_json, save_json, split_pieces)
 
-SPACE = "\u2581"                     # "▁", the visible space symbol
-FORMAT = "minitransformer-bpe"       # the same file format as bpe.py; "kind" tells the two apart
 KIND = "raw"
-BYTE_TOKENS = tuple(f"<0x{b:02X}>" for b in range(256))
-FIRST_BYTE_ID = len(SPECIAL_TOKENS)
-FIRST_PIECE_ID = FIRST_BYTE_ID + len(BYTE_TOKENS)
 
 
 UNSEGMENTED_SPACE_RATIO = 0.05     # fewer spaces than this per other character: text without word spaces
@@ -75,22 +72,6 @@ def choose_tokenizer(kind: str | None, sides: Sequence[Sequence[str]]) -> tuple[
     if any(looks_unsegmented(side) for side in sides):
         return KIND, "a side of the corpus has almost no spaces, so words cannot be split at them"
     return "words", "both sides of the corpus are written with spaces between words"
-
-
-def split_pieces(text: str) -> list[str]:
-    """The units BPE merges within: " " + text, cut before every space (each space starts a piece).
-
-    "I am  here" -> [" I", " am", " ", " here"];  "私は学生です。" -> [" 私は学生です。"].
-    The pieces keep real spaces; ``_symbols`` spells each as "▁".
-    """
-    marked = " " + text
-    pieces, start = [], 0
-    for i in range(1, len(marked)):
-        if marked[i] == " ":
-            pieces.append(marked[start:i])
-            start = i
-    pieces.append(marked[start:])
-    return pieces
 
 
 def merge_pair(ids: Sequence[int], pair: tuple[int, int], new_id: int) -> list[int]:
@@ -159,15 +140,7 @@ class RawBPETokenizer:
     def _symbols(self, piece: str) -> list[int]:
         """A piece as ids of single characters: the space as "▁", an unknown character (or a literal
         "▁", which must not come back as a space) as the ids of its UTF-8 bytes."""
-        ids = []
-        for char in piece:
-            token_id = self.token_to_id.get(SPACE) if char == " " else (
-                None if char == SPACE else self.token_to_id.get(char))
-            if token_id is None:
-                ids.extend(FIRST_BYTE_ID + b for b in char.encode("utf-8"))
-            else:
-                ids.append(token_id)
-        return ids
+        return character_ids(piece, self.token_to_id)
 
     # --- training --------------------------------------------------------------------------------
     @classmethod
@@ -309,25 +282,7 @@ class RawBPETokenizer:
         Runs of byte tokens are read as UTF-8 (a broken sequence, which only a model can produce,
         becomes U+FFFD); "▁" becomes a space, and the dummy prefix space is dropped.
         """
-        parts: list[str] = []
-        pending = bytearray()
-        for i in ids:
-            i = int(i)
-            if not 0 <= i < len(self.vocab):
-                raise ValueError(f"token id {i} is outside the vocabulary of size {len(self.vocab)}")
-            if i < FIRST_BYTE_ID:
-                continue
-            if i < FIRST_PIECE_ID:
-                pending.append(i - FIRST_BYTE_ID)
-                continue
-            if pending:
-                parts.append(pending.decode("utf-8", errors="replace"))
-                pending = bytearray()
-            parts.append(self.vocab[i].replace(SPACE, " "))
-        if pending:
-            parts.append(pending.decode("utf-8", errors="replace"))
-        text = "".join(parts)
-        return text[1:] if text.startswith(" ") else text
+        return decode_ids(self.vocab, ids)
 
     def decode_batch(self, batch: Iterable[Iterable[int]]) -> list[str]:
         return [self.decode(ids) for ids in batch]
@@ -335,8 +290,8 @@ class RawBPETokenizer:
     # --- files -----------------------------------------------------------------------------------
     def to_dict(self) -> dict:
         """The tokenizer as JSON-ready data. The 256 byte tokens are implied, not written."""
-        return {"format": FORMAT, "kind": KIND, "version": 1, "vocab": self.vocab[:len(SPECIAL_TOKENS)]
-                + self.vocab[FIRST_PIECE_ID:], "merges": [list(m) for m in self.merges]}
+        return {"format": FORMAT, "kind": KIND, "version": 1, "vocab": file_vocab(self.vocab),
+                "merges": [list(m) for m in self.merges]}
 
     @classmethod
     def from_dict(cls, data: dict) -> "RawBPETokenizer":
@@ -346,22 +301,14 @@ class RawBPETokenizer:
         for key in ("vocab", "merges"):
             if not isinstance(data.get(key), list):
                 raise ValueError(f"missing or broken key {key!r}")
-        vocab = data["vocab"]
         try:
-            return cls(list(vocab[:len(SPECIAL_TOKENS)]) + list(BYTE_TOKENS) + list(vocab[len(SPECIAL_TOKENS):]),
-                       [tuple(m) for m in data["merges"]])
+            return cls(full_vocab(data), [tuple(m) for m in data["merges"]])
         except TypeError as error:
             raise ValueError(f"broken tokenizer ({error})") from None
 
     def save(self, path: str | Path) -> None:
-        Path(path).write_text(json.dumps(self.to_dict(), ensure_ascii=False), encoding="utf-8")
+        save_json(self.to_dict(), path)
 
     @classmethod
     def load(cls, path: str | Path) -> "RawBPETokenizer":
-        path = Path(path)
-        if not path.is_file():
-            raise FileNotFoundError(f"{path}: tokenizer file not found")
-        try:
-            return cls.from_dict(json.loads(path.read_text(encoding="utf-8")))
-        except (json.JSONDecodeError, ValueError) as error:
-            raise ValueError(f"{path}: {error}") from None
+        return load_json(path, cls.from_dict)

@@ -1,0 +1,112 @@
+"""What the two raw-text tokenizers share (raw_bpe.py, unigram.py): the visible space "▁", the pieces
+a sentence is cut into, byte fallback, the exact decoding, and the tokenizer file.
+
+Both follow SentencePiece (Kudo & Richardson 2018): the sentence is a sequence of characters in which
+the space is an ordinary symbol, written "▁" (U+2581); a "▁" is put in front (the dummy prefix); a
+token never continues across a space, so each space begins a piece. The vocabulary holds the 256
+bytes "<0x00>" … "<0xFF>", and a character that is not in the vocabulary (or a literal "▁", which
+must not come back as a space) is written as the bytes of its UTF-8 encoding: no input is unknown.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Callable, Iterable, Mapping, TypeVar
+
+from .bpe import SPECIAL_TOKENS
+
+SPACE = "\u2581"                     # "▁", the visible space symbol
+FORMAT = "minitransformer-bpe"       # one file format for every tokenizer; its "kind" tells them apart
+BYTE_TOKENS = tuple(f"<0x{b:02X}>" for b in range(256))
+FIRST_BYTE_ID = len(SPECIAL_TOKENS)
+FIRST_PIECE_ID = FIRST_BYTE_ID + len(BYTE_TOKENS)
+
+
+def split_pieces(text: str) -> list[str]:
+    """The units a raw-text tokenizer segments: " " + text, cut before every space (each space starts a piece).
+
+    "I am  here" -> [" I", " am", " ", " here"];  "私は学生です。" -> [" 私は学生です。"].
+    The pieces keep real spaces; a tokenizer's vocabulary spells them "▁".
+    """
+    marked = " " + text
+    pieces, start = [], 0
+    for i in range(1, len(marked)):
+        if marked[i] == " ":
+            pieces.append(marked[start:i])
+            start = i
+    pieces.append(marked[start:])
+    return pieces
+
+
+def byte_ids(char: str) -> list[int]:
+    """Byte fallback: the ids of the byte tokens of ``char``'s UTF-8 encoding ("é" -> <0xC3> <0xA9>)."""
+    return [FIRST_BYTE_ID + b for b in char.encode("utf-8")]
+
+
+def character_ids(piece: str, token_to_id: Mapping[str, int]) -> list[int]:
+    """A piece as ids of single characters: the space as "▁", an unknown character (or a literal "▁",
+    which must not come back as a space) as the ids of its UTF-8 bytes."""
+    ids = []
+    for char in piece:
+        token_id = token_to_id.get(SPACE) if char == " " else None if char == SPACE else token_to_id.get(char)
+        if token_id is None:
+            ids.extend(byte_ids(char))
+        else:
+            ids.append(token_id)
+    return ids
+
+
+def decode_ids(vocab: list[str], ids: Iterable[int]) -> str:
+    """Token ids -> text, dropping the special tokens; the exact inverse of a raw-text ``encode``.
+
+    Runs of byte tokens are read as UTF-8 (a broken sequence, which only a model can produce,
+    becomes U+FFFD); "▁" becomes a space, and the dummy prefix space is dropped.
+    """
+    parts: list[str] = []
+    pending = bytearray()
+    for i in ids:
+        i = int(i)
+        if not 0 <= i < len(vocab):
+            raise ValueError(f"token id {i} is outside the vocabulary of size {len(vocab)}")
+        if i < FIRST_BYTE_ID:
+            continue
+        if i < FIRST_PIECE_ID:
+            pending.append(i - FIRST_BYTE_ID)
+            continue
+        if pending:
+            parts.append(pending.decode("utf-8", errors="replace"))
+            pending = bytearray()
+        parts.append(vocab[i].replace(SPACE, " "))
+    if pending:
+        parts.append(pending.decode("utf-8", errors="replace"))
+    text = "".join(parts)
+    return text[1:] if text.startswith(" ") else text
+
+
+def full_vocab(data: dict) -> list[str]:
+    """The vocabulary a file holds, with the 256 byte tokens it leaves implied put back after the special tokens."""
+    vocab = data["vocab"]
+    return list(vocab[:len(SPECIAL_TOKENS)]) + list(BYTE_TOKENS) + list(vocab[len(SPECIAL_TOKENS):])
+
+
+def file_vocab(vocab: list[str]) -> list[str]:
+    """The vocabulary as a file writes it: the byte tokens are implied, not written."""
+    return vocab[:len(SPECIAL_TOKENS)] + vocab[FIRST_PIECE_ID:]
+
+
+def save_json(data: dict, path: str | Path) -> None:
+    Path(path).write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
+
+
+T = TypeVar("T")
+
+
+def load_json(path: str | Path, from_dict: Callable[[dict], T]) -> T:
+    """``from_dict`` of the JSON in ``path``; FileNotFoundError or ValueError naming the path otherwise."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: tokenizer file not found")
+    try:
+        return from_dict(json.loads(path.read_text(encoding="utf-8")))
+    except (json.JSONDecodeError, ValueError) as error:
+        raise ValueError(f"{path}: {error}") from None
