@@ -61,14 +61,14 @@ def looks_unsegmented(texts: Sequence[str], sample: int = 2000) -> bool:
 
 
 def choose_tokenizer(kind: str | None, sides: Sequence[Sequence[str]]) -> tuple[str, str]:
-    """The tokenizer kind for a corpus, "words" or "raw", and why: ``kind`` itself unless it is "auto"
-    (or None); then "raw" when one side (a list of sentences) looks unsegmented, else "words"."""
+    """The tokenizer kind for a corpus, "words", "raw" or "unigram", and why: ``kind`` itself unless it is
+    "auto" (or None); then "raw" when one side (a list of sentences) looks unsegmented, else "words"."""
     if kind is None:
         kind = "auto"
-    if kind in ("words", KIND):
+    if kind in ("words", KIND, "unigram"):             # "unigram": the unigram language model (unigram.py)
         return kind, "chosen with --tokenizer"
     if kind != "auto":
-        raise ValueError(f"unknown tokenizer {kind!r}; expected auto, words or raw")
+        raise ValueError(f"unknown tokenizer {kind!r}; expected auto, words, raw or unigram")
     if any(looks_unsegmented(side) for side in sides):
         return KIND, "a side of the corpus has almost no spaces, so words cannot be split at them"
     return "words", "both sides of the corpus are written with spaces between words"
