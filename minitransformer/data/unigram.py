@@ -46,7 +46,7 @@ from .raw_text import (BYTE_TOKENS, FIRST_PIECE_ID, FORMAT, SPACE, byte_ids, dec
 
 KIND = "unigram"
 MAX_PIECE_LENGTH = 8       # characters in a piece (SentencePiece allows 16; 8 keeps the lattice small)
-SEED_FACTOR = 4            # seed pieces per piece of the target vocabulary
+SEED_FACTOR = 10           # seed pieces per piece of the target vocabulary
 SHRINK = 0.75              # each pruning round keeps this share of the pieces (SentencePiece's shrinking factor)
 EM_STEPS = 2               # EM steps per round (SentencePiece's sub-iterations)
 MIN_EXPECTED_COUNT = 0.5   # a piece used less than half a time in expectation is dropped at the M step
