@@ -28,14 +28,12 @@ from .bleu import BLEUScore, corpus_bleu_score, tokenization_for
 from .checkpoint import Checkpoint, CheckpointError, check_weights_match, load_checkpoint
 from .data.bpe import END_OF_WORD, SPECIAL_TOKENS, BPETokenizer
 from .data.raw_bpe import RawBPETokenizer
+from .data.raw_text import RawTextTokenizer
 from .data.unigram import UnigramTokenizer
 from .data.writing import CorpusWriting, describe_unseen
 from .decode import decode_sentences, searching
 from .nn.attention import record_attention
 from .nn.transformer import Transformer, TransformerConfig
-
-
-RAW_TEXT_TOKENIZERS = (RawBPETokenizer, UnigramTokenizer)   # tokenizers of raw text: no words, "▁" for spaces
 
 
 def tokenizer_to_dict(tokenizer: BPETokenizer | RawBPETokenizer | UnigramTokenizer) -> dict:
@@ -94,7 +92,7 @@ class Translator:
     warn: Callable[[str], None] = warn_translation
 
     def __post_init__(self) -> None:
-        if isinstance(self.tokenizer, RAW_TEXT_TOKENIZERS):   # raw text: no words to recall, only characters
+        if isinstance(self.tokenizer, RawTextTokenizer):   # raw text: no words to recall, only characters
             self.writing = CorpusWriting(None, self.tokenizer.characters)
         else:
             self.writing = CorpusWriting.of_tokenizer(self.tokenizer)   # how the training text is written
@@ -126,7 +124,7 @@ class Translator:
             if warn_unseen:
                 words, characters = self.writing.unseen(text)
                 if words or characters:
-                    read_as = "its UTF-8 bytes" if isinstance(self.tokenizer, RAW_TEXT_TOKENIZERS) else "<unk>"
+                    read_as = "its UTF-8 bytes" if isinstance(self.tokenizer, RawTextTokenizer) else "<unk>"
                     self.warn(f"sentence {number}: {describe_unseen(words, characters, read_as)}")
             ids = self.tokenizer.encode(text)
             if len(ids) > self.max_source_length:
@@ -184,7 +182,7 @@ class Translator:
     def display_tokens(self, ids: Sequence[int]) -> list[str]:
         """Subwords for pictures: a word's last piece as is, earlier pieces with a trailing '-'."""
         labels = []
-        raw = isinstance(self.tokenizer, RAW_TEXT_TOKENIZERS)     # its tokens show their spaces as "▁"
+        raw = isinstance(self.tokenizer, RawTextTokenizer)     # its tokens show their spaces as "▁"
         for i in ids:
             token = self.tokenizer.vocab[i]
             labels.append(token if raw else token[:-len(END_OF_WORD)] if token.endswith(END_OF_WORD) else

@@ -35,13 +35,12 @@ from __future__ import annotations
 
 import heapq
 from collections import Counter, defaultdict
-from pathlib import Path
 from typing import Iterable, Sequence
 
 from .bpe import SPECIAL_TOKENS
 # the space, the pieces, byte fallback, decoding and the file: shared with the unigram model (unigram.py)
-from .raw_text import (BYTE_TOKENS, FIRST_BYTE_ID, FIRST_PIECE_ID, FORMAT, SPACE, character_ids, decode_ids,  # noqa: F401
-                       file_vocab, full_vocab, load_json, save_json, split_pieces)
+from .raw_text import (BYTE_TOKENS, FIRST_BYTE_ID, FIRST_PIECE_ID, FORMAT, SPACE, RawTextTokenizer,  # noqa: F401
+                       character_ids, check_file, file_vocab, full_vocab, split_pieces)
 
 KIND = "raw"
 
@@ -94,7 +93,7 @@ def merge_pair(ids: Sequence[int], pair: tuple[int, int], new_id: int) -> list[i
     return merged
 
 
-class RawBPETokenizer:
+class RawBPETokenizer(RawTextTokenizer):
     """BPE over raw text: ``encode`` any string to ids, ``decode`` gives back that exact string.
 
     Ids 0-3 are the special tokens pad, bos, eos and unk (as in ``BPETokenizer``; unk is never
@@ -103,9 +102,7 @@ class RawBPETokenizer:
     "<0x41>" learns its own token of that name, apart from the special or byte token.
     """
 
-    pad_id, bos_id, eos_id, unk_id = 0, 1, 2, 3
-    kind = KIND
-    words = None          # no word list: raw text has no words to record (see data/writing.py)
+    kind = KIND           # (encoding, decoding and the file: RawTextTokenizer, shared with the unigram model)
 
     def __init__(self, vocab: Sequence[str], merges: Sequence[tuple[str, str]]) -> None:
         if tuple(vocab[:FIRST_PIECE_ID]) != SPECIAL_TOKENS + BYTE_TOKENS:
@@ -123,18 +120,6 @@ class RawBPETokenizer:
                 raise ValueError(f"merge ({a!r}, {b!r}): a token of it, or {a + b!r}, is not in the vocabulary")
             self.merge_rank[(self.token_to_id[a], self.token_to_id[b])] = (rank, self.token_to_id[a + b])
         self._cache: dict[str, list[int]] = {}
-
-    @property
-    def vocab_size(self) -> int:
-        return len(self.vocab)
-
-    def __len__(self) -> int:
-        return len(self.vocab)
-
-    @property
-    def characters(self) -> frozenset[str]:
-        """The characters the tokenizer writes without byte fallback (the space for "▁")."""
-        return frozenset(t.replace(SPACE, " ") for t in self.vocab[FIRST_PIECE_ID:] if len(t) == 1)
 
     # --- symbols ---------------------------------------------------------------------------------
     def _symbols(self, piece: str) -> list[int]:
@@ -258,35 +243,6 @@ class RawBPETokenizer:
             self._cache[piece] = ids
         return ids
 
-    def encode(self, text: str, add_bos: bool = False, add_eos: bool = False) -> list[int]:
-        """Text -> token ids; never unknown: unseen characters become their UTF-8 bytes."""
-        ids = [self.bos_id] if add_bos else []
-        if text:
-            for piece in split_pieces(text):
-                ids += self._encode_piece(piece)
-        if add_eos:
-            ids.append(self.eos_id)
-        return ids
-
-    def encode_batch(self, texts: Iterable[str], add_bos: bool = False, add_eos: bool = False) -> list[list[int]]:
-        return [self.encode(text, add_bos, add_eos) for text in texts]
-
-    def tokens(self, text: str) -> list[str]:
-        """The token strings of ``text`` (for display; "▁" marks a space)."""
-        return [self.vocab[i] for i in self.encode(text)]
-
-    # --- decoding --------------------------------------------------------------------------------
-    def decode(self, ids: Iterable[int]) -> str:
-        """Token ids -> text, dropping the special tokens; the exact inverse of ``encode``.
-
-        Runs of byte tokens are read as UTF-8 (a broken sequence, which only a model can produce,
-        becomes U+FFFD); "▁" becomes a space, and the dummy prefix space is dropped.
-        """
-        return decode_ids(self.vocab, ids)
-
-    def decode_batch(self, batch: Iterable[Iterable[int]]) -> list[str]:
-        return [self.decode(ids) for ids in batch]
-
     # --- files -----------------------------------------------------------------------------------
     def to_dict(self) -> dict:
         """The tokenizer as JSON-ready data. The 256 byte tokens are implied, not written."""
@@ -296,19 +252,8 @@ class RawBPETokenizer:
     @classmethod
     def from_dict(cls, data: dict) -> "RawBPETokenizer":
         """The tokenizer ``to_dict`` wrote; ValueError naming what is wrong otherwise."""
-        if not isinstance(data, dict) or data.get("format") != FORMAT or data.get("kind") != KIND:
-            raise ValueError(f"not a {FORMAT} tokenizer of kind {KIND!r}")
-        for key in ("vocab", "merges"):
-            if not isinstance(data.get(key), list):
-                raise ValueError(f"missing or broken key {key!r}")
+        check_file(data, KIND, ("vocab", "merges"))
         try:
             return cls(full_vocab(data), [tuple(m) for m in data["merges"]])
         except TypeError as error:
             raise ValueError(f"broken tokenizer ({error})") from None
-
-    def save(self, path: str | Path) -> None:
-        save_json(self.to_dict(), path)
-
-    @classmethod
-    def load(cls, path: str | Path) -> "RawBPETokenizer":
-        return load_json(path, cls.from_dict)

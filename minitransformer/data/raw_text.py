@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Callable, Iterable, Mapping, TypeVar
+from typing import Callable, Iterable, Mapping, Sequence, TypeVar
 
 from .bpe import SPECIAL_TOKENS
 
@@ -110,3 +110,80 @@ def load_json(path: str | Path, from_dict: Callable[[dict], T]) -> T:
         return from_dict(json.loads(path.read_text(encoding="utf-8")))
     except (json.JSONDecodeError, ValueError) as error:
         raise ValueError(f"{path}: {error}") from None
+
+
+class RawTextTokenizer:
+    """What every raw-text tokenizer does around its one own step, the segmentation of a piece
+    (``_encode_piece``): cut the text into pieces, encode, decode, show tokens, save and load.
+
+    Ids 0-3 are the special tokens pad, bos, eos and unk (as in ``BPETokenizer``; unk is never
+    produced), ids 4-259 the bytes, then the text pieces. A subclass sets ``vocab`` and defines
+    ``_encode_piece``, ``to_dict`` and ``from_dict``.
+    """
+
+    pad_id, bos_id, eos_id, unk_id = 0, 1, 2, 3
+    words = None          # no word list: raw text has no words to record (see data/writing.py)
+    vocab: list[str]
+
+    def _encode_piece(self, piece: str) -> list[int]:
+        raise NotImplementedError
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.vocab)
+
+    def __len__(self) -> int:
+        return len(self.vocab)
+
+    @property
+    def characters(self) -> frozenset[str]:
+        """The characters the tokenizer writes without byte fallback (the space for "▁")."""
+        return frozenset(t.replace(SPACE, " ") for t in self.vocab[FIRST_PIECE_ID:] if len(t) == 1)
+
+    def encode(self, text: str, add_bos: bool = False, add_eos: bool = False) -> list[int]:
+        """Text -> token ids; never unknown: unseen characters become their UTF-8 bytes."""
+        ids = [self.bos_id] if add_bos else []
+        if text:
+            for piece in split_pieces(text):
+                ids += self._encode_piece(piece)
+        if add_eos:
+            ids.append(self.eos_id)
+        return ids
+
+    def encode_batch(self, texts: Iterable[str], add_bos: bool = False, add_eos: bool = False) -> list[list[int]]:
+        return [self.encode(text, add_bos, add_eos) for text in texts]
+
+    def tokens(self, text: str) -> list[str]:
+        """The token strings of ``text`` (for display; "▁" marks a space)."""
+        return [self.vocab[i] for i in self.encode(text)]
+
+    def decode(self, ids: Iterable[int]) -> str:
+        """Token ids -> text, dropping the special tokens; the exact inverse of ``encode`` (``decode_ids``)."""
+        return decode_ids(self.vocab, ids)
+
+    def decode_batch(self, batch: Iterable[Iterable[int]]) -> list[str]:
+        return [self.decode(ids) for ids in batch]
+
+    def to_dict(self) -> dict:
+        raise NotImplementedError
+
+    @classmethod
+    def from_dict(cls, data: dict):
+        raise NotImplementedError
+
+    def save(self, path: str | Path) -> None:
+        save_json(self.to_dict(), path)
+
+    @classmethod
+    def load(cls, path: str | Path):
+        """The tokenizer ``save`` wrote; FileNotFoundError or ValueError naming the path otherwise."""
+        return load_json(path, cls.from_dict)
+
+
+def check_file(data: dict, kind: str, keys: Sequence[str]) -> None:
+    """ValueError naming what is wrong unless ``data`` is a tokenizer file of ``kind`` with list ``keys``."""
+    if not isinstance(data, dict) or data.get("format") != FORMAT or data.get("kind") != kind:
+        raise ValueError(f"not a {FORMAT} tokenizer of kind {kind!r}")
+    for key in keys:
+        if not isinstance(data.get(key), list):
+            raise ValueError(f"missing or broken key {key!r}")

@@ -16,7 +16,7 @@ lattice of every way to cut it into pieces of the vocabulary:
 Learning (§3.2) needs both a vocabulary and its probabilities, and each is easy given the other:
 
 1. Seed: every substring seen at least twice (up to ``MAX_PIECE_LENGTH`` characters), the most
-   frequent (by count × length) kept, several times more than the target size, and every character.
+   frequent (by count × length) kept, ten times the target size (``SEED_FACTOR``), and every character.
 2. EM (§3.2): the segmentation of each sentence is hidden. The E step takes each sentence's lattice
    and computes, by the forward–backward algorithm, how often each piece is used in expectation over
    all its segmentations, weighted by their probabilities; the M step sets p(x) to x's expected count
@@ -35,14 +35,13 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
 from .bpe import SPECIAL_TOKENS
-from .raw_text import (BYTE_TOKENS, FIRST_PIECE_ID, FORMAT, SPACE, byte_ids, decode_ids, file_vocab, full_vocab, load_json,
-                       save_json, split_pieces)
+from .raw_text import (BYTE_TOKENS, FIRST_PIECE_ID, FORMAT, SPACE, RawTextTokenizer, byte_ids, check_file, file_vocab,
+                       full_vocab, split_pieces)
 
 KIND = "unigram"
 MAX_PIECE_LENGTH = 8       # characters in a piece (SentencePiece allows 16; 8 keeps the lattice small)
@@ -236,7 +235,7 @@ def seed_candidates(piece_counts: Mapping[str, int], size: int,
     return candidates, [counts[c] for c in candidates]
 
 
-class UnigramTokenizer:
+class UnigramTokenizer(RawTextTokenizer):
     """The unigram language model over raw text: ``encode`` any string to ids (its Viterbi segmentation),
     ``decode`` gives back that exact string.
 
@@ -245,9 +244,7 @@ class UnigramTokenizer:
     looked up only among the pieces, so "<s>" in a text is never the special token.
     """
 
-    pad_id, bos_id, eos_id, unk_id = 0, 1, 2, 3
-    kind = KIND
-    words = None          # no word list: raw text has no words to record (see data/writing.py)
+    kind = KIND           # (encoding, decoding and the file: RawTextTokenizer, shared with the raw-text BPE)
 
     def __init__(self, vocab: Sequence[str], scores: Sequence[float]) -> None:
         if tuple(vocab[:FIRST_PIECE_ID]) != SPECIAL_TOKENS + BYTE_TOKENS:
@@ -269,18 +266,6 @@ class UnigramTokenizer:
         self.unknown = min(self.scores, default=0.0) - UNKNOWN_PENALTY
         self.max_length = max(map(len, self.pieces), default=1)
         self._cache: dict[str, list[int]] = {}
-
-    @property
-    def vocab_size(self) -> int:
-        return len(self.vocab)
-
-    def __len__(self) -> int:
-        return len(self.vocab)
-
-    @property
-    def characters(self) -> frozenset[str]:
-        """The characters the tokenizer writes without byte fallback (the space for "▁")."""
-        return frozenset(p for p in self.pieces if len(p) == 1)
 
     # --- training --------------------------------------------------------------------------------
     @classmethod
@@ -335,30 +320,6 @@ class UnigramTokenizer:
             self._cache[piece] = ids
         return ids
 
-    def encode(self, text: str, add_bos: bool = False, add_eos: bool = False) -> list[int]:
-        """Text -> token ids, the most probable segmentation; never unknown: unseen characters become bytes."""
-        ids = [self.bos_id] if add_bos else []
-        if text:
-            for piece in split_pieces(text):
-                ids += self._encode_piece(piece)
-        if add_eos:
-            ids.append(self.eos_id)
-        return ids
-
-    def encode_batch(self, texts: Iterable[str], add_bos: bool = False, add_eos: bool = False) -> list[list[int]]:
-        return [self.encode(text, add_bos, add_eos) for text in texts]
-
-    def tokens(self, text: str) -> list[str]:
-        """The token strings of ``text`` (for display; "▁" marks a space)."""
-        return [self.vocab[i] for i in self.encode(text)]
-
-    def decode(self, ids: Iterable[int]) -> str:
-        """Token ids -> text, dropping the special tokens; the exact inverse of ``encode`` (raw_text.decode_ids)."""
-        return decode_ids(self.vocab, ids)
-
-    def decode_batch(self, batch: Iterable[Iterable[int]]) -> list[str]:
-        return [self.decode(ids) for ids in batch]
-
     # --- files -----------------------------------------------------------------------------------
     def to_dict(self) -> dict:
         """The tokenizer as JSON-ready data: pieces and their log-probabilities (the byte tokens implied)."""
@@ -367,19 +328,8 @@ class UnigramTokenizer:
     @classmethod
     def from_dict(cls, data: dict) -> "UnigramTokenizer":
         """The tokenizer ``to_dict`` wrote; ValueError naming what is wrong otherwise."""
-        if not isinstance(data, dict) or data.get("format") != FORMAT or data.get("kind") != KIND:
-            raise ValueError(f"not a {FORMAT} tokenizer of kind {KIND!r}")
-        for key in ("vocab", "scores"):
-            if not isinstance(data.get(key), list):
-                raise ValueError(f"missing or broken key {key!r}")
+        check_file(data, KIND, ("vocab", "scores"))
         try:
             return cls(full_vocab(data), data["scores"])
         except TypeError as error:
             raise ValueError(f"broken tokenizer ({error})") from None
-
-    def save(self, path: str | Path) -> None:
-        save_json(self.to_dict(), path)
-
-    @classmethod
-    def load(cls, path: str | Path) -> "UnigramTokenizer":
-        return load_json(path, cls.from_dict)
