@@ -196,3 +196,13 @@ def test_a_short_raw_japanese_run_with_the_unigram_tokenizer_trains(tmp_path):
     assert translator.writing.words is None                               # raw text: characters, no word list
     ids = translator.tokenizer.encode("私は学生です。")
     assert translator.display_tokens(ids) == [translator.tokenizer.vocab[i] for i in ids]
+
+
+def test_a_literal_space_symbol_in_training_text_is_learned_as_bytes_and_nothing_is_refused():
+    texts = ["a▁b a▁b", "x▁", "▁▁", ""] * 3
+    tok = UnigramTokenizer.train(texts, vocab_size=FIRST_PIECE_ID + 20)
+    assert all(SPACE not in piece[1:] and piece != SPACE * 2 for piece in tok.vocab[FIRST_PIECE_ID:])
+    for text in texts:
+        assert tok.decode(tok.encode(text)) == text
+    with pytest.raises(ValueError, match="no text"):
+        UnigramTokenizer.train([], vocab_size=300)
