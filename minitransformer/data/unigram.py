@@ -6,7 +6,7 @@ the merge order happens to produce; nothing says it is the best one. The unigram
 around. It is a probability model of segmentations: every piece x of the vocabulary has a probability
 p(x), the pieces of a segmentation are drawn independently, and
 
-    P(x_1 … x_m) = p(x_1) · … · p(x_m)          (Kudo 2018, eq. 1)
+    P(x_1 … x_m) = p(x_1) · … · p(x_m)          (Kudo 2018, §3.2)
 
 A sentence is encoded as its most probable segmentation, found by the Viterbi algorithm over the
 lattice of every way to cut it into pieces of the vocabulary:
@@ -85,7 +85,7 @@ def viterbi(text: str, log_probs: Mapping[str, float], unknown: float, max_lengt
 class Lattice:
     """Every way to cut every training piece (a string, with its count) into candidate pieces, as arrays.
 
-    Node ``offset[k] + i`` is the point before character i of piece k; an edge (from, to, token)
+    Node ``first[k] + i`` is the point before character i of piece k; an edge (from, to, token)
     says that the characters between two points form candidate ``token``. A character that is no
     candidate gets an edge of token ``fallback`` (= the number of candidates). All the pieces go
     through forward–backward together: the edges are grouped by the position where they end (for
@@ -191,7 +191,7 @@ def m_step(expected: np.ndarray, alive: np.ndarray, required: np.ndarray) -> tup
 
 def pruning_loss(candidates: Sequence[str], expected: np.ndarray, log_probs: np.ndarray,
                  alive: np.ndarray, max_length: int = MAX_PIECE_LENGTH) -> np.ndarray:
-    """How much the corpus log-likelihood drops if each candidate is removed (Kudo 2018, §3.2 step 4).
+    """How much the corpus log-likelihood drops if each candidate is removed (Kudo 2018, §3.2).
 
     The c_x expected uses of x go to its best segmentation without it, y_1 … y_k: each y_i gains c_x
     uses, the total N gains c_x (k - 1), and the loss is c_x (log p(x) - Σ log p'(y_i)), p' the
