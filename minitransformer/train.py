@@ -46,6 +46,7 @@ from .data import source
 from .data.batching import epoch_batches, iterate_batches
 from .data.bpe import BPETokenizer
 from .data.raw_bpe import RawBPETokenizer, choose_tokenizer
+from .data.unigram import UnigramTokenizer
 from .data.corpus import Corpus
 from .data.loaders import CorpusError
 from .decode import decode_sentences
@@ -179,9 +180,10 @@ def prepare_run(opts: TrainOptions, saved: dict | None, say: Callable[[str], Non
     elif world.is_root:
         t0 = time.monotonic()
         kind, why = choose_tokenizer(opts.tokenizer, [[s for s, _ in train_pairs], [t for _, t in train_pairs]])
-        learner = RawBPETokenizer if kind == "raw" else BPETokenizer
+        learner = {"raw": RawBPETokenizer, "unigram": UnigramTokenizer}.get(kind, BPETokenizer)
         tokenizer = learner.train([s for pair in train_pairs for s in pair], opts.vocab_size)
-        say(f"BPE ({'raw text, SentencePiece-style' if kind == 'raw' else 'within words'}: {why}): "
+        say(f"{'unigram LM' if kind == 'unigram' else 'BPE'} "
+            f"({'raw text, SentencePiece-style' if kind != 'words' else 'within words'}: {why}): "
             f"{tokenizer.vocab_size} tokens shared by both languages (learned in {time.monotonic() - t0:.1f} s)")
         config = _model_config(opts, tokenizer.vocab_size)
         start_run_folder(out, opts, config, tokenizer)

@@ -28,19 +28,22 @@ from .bleu import BLEUScore, corpus_bleu_score, tokenization_for
 from .checkpoint import Checkpoint, CheckpointError, check_weights_match, load_checkpoint
 from .data.bpe import END_OF_WORD, SPECIAL_TOKENS, BPETokenizer
 from .data.raw_bpe import RawBPETokenizer
+from .data.raw_text import RawTextTokenizer
+from .data.unigram import UnigramTokenizer
 from .data.writing import CorpusWriting, describe_unseen
 from .decode import decode_sentences, searching
 from .nn.attention import record_attention
 from .nn.transformer import Transformer, TransformerConfig
 
 
-def tokenizer_to_dict(tokenizer: BPETokenizer | RawBPETokenizer) -> dict:
+def tokenizer_to_dict(tokenizer: BPETokenizer | RawBPETokenizer | UnigramTokenizer) -> dict:
     """The tokenizer as JSON-ready data (``to_dict``; its "kind" says which tokenizer wrote it)."""
     return tokenizer.to_dict()
 
 
-def tokenizer_from_dict(data: dict, where: str = "tokenizer") -> BPETokenizer | RawBPETokenizer:
-    """``BPETokenizer.from_dict`` (a ``RawBPETokenizer`` for data of kind "raw"), refusing a broken
+def tokenizer_from_dict(data: dict, where: str = "tokenizer") -> BPETokenizer | RawBPETokenizer | UnigramTokenizer:
+    """``BPETokenizer.from_dict`` (a ``RawBPETokenizer`` for data of kind "raw", a ``UnigramTokenizer``
+    for "unigram"), refusing a broken
     one as a CheckpointError that names ``where``."""
     try:
         return BPETokenizer.from_dict(data)
@@ -85,11 +88,11 @@ def warn_translation(message: str) -> None:
 @dataclass
 class Translator:
     model: Transformer
-    tokenizer: BPETokenizer | RawBPETokenizer
+    tokenizer: BPETokenizer | RawBPETokenizer | UnigramTokenizer
     warn: Callable[[str], None] = warn_translation
 
     def __post_init__(self) -> None:
-        if isinstance(self.tokenizer, RawBPETokenizer):   # raw text: no words to recall, only characters
+        if isinstance(self.tokenizer, RawTextTokenizer):   # raw text: no words to recall, only characters
             self.writing = CorpusWriting(None, self.tokenizer.characters)
         else:
             self.writing = CorpusWriting.of_tokenizer(self.tokenizer)   # how the training text is written
@@ -121,7 +124,7 @@ class Translator:
             if warn_unseen:
                 words, characters = self.writing.unseen(text)
                 if words or characters:
-                    read_as = "its UTF-8 bytes" if isinstance(self.tokenizer, RawBPETokenizer) else "<unk>"
+                    read_as = "its UTF-8 bytes" if isinstance(self.tokenizer, RawTextTokenizer) else "<unk>"
                     self.warn(f"sentence {number}: {describe_unseen(words, characters, read_as)}")
             ids = self.tokenizer.encode(text)
             if len(ids) > self.max_source_length:
@@ -179,7 +182,7 @@ class Translator:
     def display_tokens(self, ids: Sequence[int]) -> list[str]:
         """Subwords for pictures: a word's last piece as is, earlier pieces with a trailing '-'."""
         labels = []
-        raw = isinstance(self.tokenizer, RawBPETokenizer)     # its tokens show their spaces as "▁"
+        raw = isinstance(self.tokenizer, RawTextTokenizer)     # its tokens show their spaces as "▁"
         for i in ids:
             token = self.tokenizer.vocab[i]
             labels.append(token if raw else token[:-len(END_OF_WORD)] if token.endswith(END_OF_WORD) else

@@ -184,7 +184,7 @@ def test_broken_files_are_refused_by_name(tokenizer):
     with pytest.raises(ValueError, match="not in the vocabulary"):
         RawBPETokenizer.from_dict({**data, "merges": [["x", "y"]]})
     with pytest.raises(ValueError, match="unknown tokenizer kind"):
-        BPETokenizer.from_dict({**data, "kind": "unigram"})
+        BPETokenizer.from_dict({**data, "kind": "wordpiece"})
 
 
 def test_text_that_spells_a_special_or_byte_token_learns_its_own_piece():

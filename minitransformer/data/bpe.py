@@ -195,16 +195,19 @@ class BPETokenizer:
         """The tokenizer ``to_dict`` wrote; ValueError naming what is wrong otherwise.
 
         The ``kind`` field says which tokenizer wrote the data: "words" (this one; files written
-        before the field existed are this kind) or "raw" (``RawBPETokenizer``, which is returned).
+        before the field existed are this kind), "raw" (``RawBPETokenizer``) or "unigram"
+        (``UnigramTokenizer``); the tokenizer of that kind is returned.
         """
         if not isinstance(data, dict) or data.get("format") != FORMAT:
             raise ValueError(f"not a {FORMAT} tokenizer")
         kind = data.get("kind", KIND)
         if kind != KIND:
             from .raw_bpe import KIND as RAW, RawBPETokenizer  # noqa: PLC0415 - raw_bpe imports this module
-            if kind != RAW:
-                raise ValueError(f"unknown tokenizer kind {kind!r}; expected {KIND!r} or {RAW!r}")
-            return RawBPETokenizer.from_dict(data)
+            from .unigram import KIND as UNIGRAM, UnigramTokenizer  # noqa: PLC0415 - so does unigram
+            readers = {RAW: RawBPETokenizer, UNIGRAM: UnigramTokenizer}
+            if kind not in readers:
+                raise ValueError(f"unknown tokenizer kind {kind!r}; expected {KIND!r}, {RAW!r} or {UNIGRAM!r}")
+            return readers[kind].from_dict(data)
         for key in ("vocab", "merges"):
             if key not in data:
                 raise ValueError(f"missing key {key!r}")

@@ -34,19 +34,15 @@ entered the vocabulary first (the smallest ids), so learning is deterministic.
 from __future__ import annotations
 
 import heapq
-import json
 from collections import Counter, defaultdict
-from pathlib import Path
 from typing import Iterable, Sequence
 
 from .bpe import SPECIAL_TOKENS
+# the space, the pieces, byte fallback, decoding and the file: shared with the unigram model (unigram.py)
+from .raw_text import (BYTE_TOKENS, FIRST_BYTE_ID, FIRST_PIECE_ID, FORMAT, SPACE, RawTextTokenizer,  # noqa: F401
+                       character_ids, check_file, file_vocab, full_vocab, split_pieces)
 
-SPACE = "\u2581"                     # "▁", the visible space symbol
-FORMAT = "minitransformer-bpe"       # the same file format as bpe.py; "kind" tells the two apart
 KIND = "raw"
-BYTE_TOKENS = tuple(f"<0x{b:02X}>" for b in range(256))
-FIRST_BYTE_ID = len(SPECIAL_TOKENS)
-FIRST_PIECE_ID = FIRST_BYTE_ID + len(BYTE_TOKENS)
 
 
 UNSEGMENTED_SPACE_RATIO = 0.05     # fewer spaces than this per other character: text without word spaces
@@ -64,33 +60,17 @@ def looks_unsegmented(texts: Sequence[str], sample: int = 2000) -> bool:
 
 
 def choose_tokenizer(kind: str | None, sides: Sequence[Sequence[str]]) -> tuple[str, str]:
-    """The tokenizer kind for a corpus, "words" or "raw", and why: ``kind`` itself unless it is "auto"
-    (or None); then "raw" when one side (a list of sentences) looks unsegmented, else "words"."""
+    """The tokenizer kind for a corpus, "words", "raw" or "unigram", and why: ``kind`` itself unless it is
+    "auto" (or None); then "raw" when one side (a list of sentences) looks unsegmented, else "words"."""
     if kind is None:
         kind = "auto"
-    if kind in ("words", KIND):
+    if kind in ("words", KIND, "unigram"):             # "unigram": the unigram language model (unigram.py)
         return kind, "chosen with --tokenizer"
     if kind != "auto":
-        raise ValueError(f"unknown tokenizer {kind!r}; expected auto, words or raw")
+        raise ValueError(f"unknown tokenizer {kind!r}; expected auto, words, raw or unigram")
     if any(looks_unsegmented(side) for side in sides):
         return KIND, "a side of the corpus has almost no spaces, so words cannot be split at them"
     return "words", "both sides of the corpus are written with spaces between words"
-
-
-def split_pieces(text: str) -> list[str]:
-    """The units BPE merges within: " " + text, cut before every space (each space starts a piece).
-
-    "I am  here" -> [" I", " am", " ", " here"];  "私は学生です。" -> [" 私は学生です。"].
-    The pieces keep real spaces; ``_symbols`` spells each as "▁".
-    """
-    marked = " " + text
-    pieces, start = [], 0
-    for i in range(1, len(marked)):
-        if marked[i] == " ":
-            pieces.append(marked[start:i])
-            start = i
-    pieces.append(marked[start:])
-    return pieces
 
 
 def merge_pair(ids: Sequence[int], pair: tuple[int, int], new_id: int) -> list[int]:
@@ -113,7 +93,7 @@ def merge_pair(ids: Sequence[int], pair: tuple[int, int], new_id: int) -> list[i
     return merged
 
 
-class RawBPETokenizer:
+class RawBPETokenizer(RawTextTokenizer):
     """BPE over raw text: ``encode`` any string to ids, ``decode`` gives back that exact string.
 
     Ids 0-3 are the special tokens pad, bos, eos and unk (as in ``BPETokenizer``; unk is never
@@ -122,9 +102,7 @@ class RawBPETokenizer:
     "<0x41>" learns its own token of that name, apart from the special or byte token.
     """
 
-    pad_id, bos_id, eos_id, unk_id = 0, 1, 2, 3
-    kind = KIND
-    words = None          # no word list: raw text has no words to record (see data/writing.py)
+    kind = KIND           # (encoding, decoding and the file: RawTextTokenizer, shared with the unigram model)
 
     def __init__(self, vocab: Sequence[str], merges: Sequence[tuple[str, str]]) -> None:
         if tuple(vocab[:FIRST_PIECE_ID]) != SPECIAL_TOKENS + BYTE_TOKENS:
@@ -143,31 +121,11 @@ class RawBPETokenizer:
             self.merge_rank[(self.token_to_id[a], self.token_to_id[b])] = (rank, self.token_to_id[a + b])
         self._cache: dict[str, list[int]] = {}
 
-    @property
-    def vocab_size(self) -> int:
-        return len(self.vocab)
-
-    def __len__(self) -> int:
-        return len(self.vocab)
-
-    @property
-    def characters(self) -> frozenset[str]:
-        """The characters the tokenizer writes without byte fallback (the space for "▁")."""
-        return frozenset(t.replace(SPACE, " ") for t in self.vocab[FIRST_PIECE_ID:] if len(t) == 1)
-
     # --- symbols ---------------------------------------------------------------------------------
     def _symbols(self, piece: str) -> list[int]:
         """A piece as ids of single characters: the space as "▁", an unknown character (or a literal
         "▁", which must not come back as a space) as the ids of its UTF-8 bytes."""
-        ids = []
-        for char in piece:
-            token_id = self.token_to_id.get(SPACE) if char == " " else (
-                None if char == SPACE else self.token_to_id.get(char))
-            if token_id is None:
-                ids.extend(FIRST_BYTE_ID + b for b in char.encode("utf-8"))
-            else:
-                ids.append(token_id)
-        return ids
+        return character_ids(piece, self.token_to_id)
 
     # --- training --------------------------------------------------------------------------------
     @classmethod
@@ -285,83 +243,17 @@ class RawBPETokenizer:
             self._cache[piece] = ids
         return ids
 
-    def encode(self, text: str, add_bos: bool = False, add_eos: bool = False) -> list[int]:
-        """Text -> token ids; never unknown: unseen characters become their UTF-8 bytes."""
-        ids = [self.bos_id] if add_bos else []
-        if text:
-            for piece in split_pieces(text):
-                ids += self._encode_piece(piece)
-        if add_eos:
-            ids.append(self.eos_id)
-        return ids
-
-    def encode_batch(self, texts: Iterable[str], add_bos: bool = False, add_eos: bool = False) -> list[list[int]]:
-        return [self.encode(text, add_bos, add_eos) for text in texts]
-
-    def tokens(self, text: str) -> list[str]:
-        """The token strings of ``text`` (for display; "▁" marks a space)."""
-        return [self.vocab[i] for i in self.encode(text)]
-
-    # --- decoding --------------------------------------------------------------------------------
-    def decode(self, ids: Iterable[int]) -> str:
-        """Token ids -> text, dropping the special tokens; the exact inverse of ``encode``.
-
-        Runs of byte tokens are read as UTF-8 (a broken sequence, which only a model can produce,
-        becomes U+FFFD); "▁" becomes a space, and the dummy prefix space is dropped.
-        """
-        parts: list[str] = []
-        pending = bytearray()
-        for i in ids:
-            i = int(i)
-            if not 0 <= i < len(self.vocab):
-                raise ValueError(f"token id {i} is outside the vocabulary of size {len(self.vocab)}")
-            if i < FIRST_BYTE_ID:
-                continue
-            if i < FIRST_PIECE_ID:
-                pending.append(i - FIRST_BYTE_ID)
-                continue
-            if pending:
-                parts.append(pending.decode("utf-8", errors="replace"))
-                pending = bytearray()
-            parts.append(self.vocab[i].replace(SPACE, " "))
-        if pending:
-            parts.append(pending.decode("utf-8", errors="replace"))
-        text = "".join(parts)
-        return text[1:] if text.startswith(" ") else text
-
-    def decode_batch(self, batch: Iterable[Iterable[int]]) -> list[str]:
-        return [self.decode(ids) for ids in batch]
-
     # --- files -----------------------------------------------------------------------------------
     def to_dict(self) -> dict:
         """The tokenizer as JSON-ready data. The 256 byte tokens are implied, not written."""
-        return {"format": FORMAT, "kind": KIND, "version": 1, "vocab": self.vocab[:len(SPECIAL_TOKENS)]
-                + self.vocab[FIRST_PIECE_ID:], "merges": [list(m) for m in self.merges]}
+        return {"format": FORMAT, "kind": KIND, "version": 1, "vocab": file_vocab(self.vocab),
+                "merges": [list(m) for m in self.merges]}
 
     @classmethod
     def from_dict(cls, data: dict) -> "RawBPETokenizer":
         """The tokenizer ``to_dict`` wrote; ValueError naming what is wrong otherwise."""
-        if not isinstance(data, dict) or data.get("format") != FORMAT or data.get("kind") != KIND:
-            raise ValueError(f"not a {FORMAT} tokenizer of kind {KIND!r}")
-        for key in ("vocab", "merges"):
-            if not isinstance(data.get(key), list):
-                raise ValueError(f"missing or broken key {key!r}")
-        vocab = data["vocab"]
+        check_file(data, KIND, ("vocab", "merges"))
         try:
-            return cls(list(vocab[:len(SPECIAL_TOKENS)]) + list(BYTE_TOKENS) + list(vocab[len(SPECIAL_TOKENS):]),
-                       [tuple(m) for m in data["merges"]])
+            return cls(full_vocab(data), [tuple(m) for m in data["merges"]])
         except TypeError as error:
             raise ValueError(f"broken tokenizer ({error})") from None
-
-    def save(self, path: str | Path) -> None:
-        Path(path).write_text(json.dumps(self.to_dict(), ensure_ascii=False), encoding="utf-8")
-
-    @classmethod
-    def load(cls, path: str | Path) -> "RawBPETokenizer":
-        path = Path(path)
-        if not path.is_file():
-            raise FileNotFoundError(f"{path}: tokenizer file not found")
-        try:
-            return cls.from_dict(json.loads(path.read_text(encoding="utf-8")))
-        except (json.JSONDecodeError, ValueError) as error:
-            raise ValueError(f"{path}: {error}") from None

@@ -50,9 +50,10 @@ class TrainOptions:
     max_tokens: int | None = _option(None, "padded tokens per batch side (§5.1 used ~25,000)", type=positive_int)
     vocab_size: int | None = _option(None, "BPE vocabulary size", type=positive_int)
     tokenizer: str | None = _option(None, "subword model: words (BPE within space-separated words), raw "
-                                          "(SentencePiece-style BPE over raw text, for text without spaces) or "
+                                          "(SentencePiece-style BPE over raw text, for text without spaces), unigram "
+                                          "(a unigram language model of subwords over raw text) or "
                                           "auto (default: raw when a side has almost no spaces)",
-                                    choices=["auto", "words", "raw"])
+                                    choices=["auto", "words", "raw", "unigram"])
     attention: str | None = _option(None, "self-attention: softmax (eq. 1, default), flash, local or linear "
                                           "(chapter 13)", choices=["softmax", "flash", "local", "linear"])
     attention_window: int | None = _option(None, "± positions each query sees with --attention local",
