@@ -34,6 +34,7 @@ from typing import Iterator, Sequence
 import numpy as np
 
 from .backend import asnumpy, get_device, to_device, xp_of
+from .nn.cache import DecoderCache
 from .nn.module import Module
 from .tensor import Tensor, no_grad
 
@@ -120,13 +121,21 @@ class _DecoderState:
             logits = self.model.decode(self.prefix, self.memory, self.src_mask)[:, -1]                 # (rows, V)
         return _log_softmax(logits.data)
 
-    def advance(self, rows, tokens) -> None:
-        """Keep ``rows`` (host int array, repeats allowed) in that order, and append ``tokens`` to them."""
+    def advance(self, rows, tokens, same_sources: bool = False) -> None:
+        """Keep ``rows`` (host int array, repeats allowed) in that order, and append ``tokens`` to them.
+
+        ``same_sources``: row j and row ``rows[j]`` translate the same sentence (beam search picking
+        among each sentence's beams, none finished), so the memory, its mask and the cross-attention
+        cache already hold the right rows and are left as they are.
+        """
         xp = self.xp
         rows_dev = xp.asarray(rows)
-        self.memory = Tensor(self.memory.data[rows_dev])
-        self.src_mask = self.src_mask[rows_dev]
-        if self.cache is not None:
+        if not same_sources:
+            self.memory = Tensor(self.memory.data[rows_dev])
+            self.src_mask = self.src_mask[rows_dev]
+        if isinstance(self.cache, DecoderCache):
+            self.cache.reorder(rows_dev, same_sources=same_sources)
+        elif self.cache is not None:        # another model's cache: the plain protocol, reorder(rows)
             self.cache.reorder(rows_dev)
         tokens_dev = xp.asarray(np.asarray(tokens, dtype=np.int64))[:, None]
         self.prefix = xp.concatenate([self.prefix[rows_dev], tokens_dev], axis=1)  # (rows', t + 1)
@@ -258,11 +267,12 @@ def beam_search(model, src_ids, bos_id: int, eos_id: int, beam_size: int = 4, al
                 keep_rows.extend(position * k + parent for parent, _, _ in beams)
                 keep_tokens.extend(token for _, token, _ in beams)
 
+            same_sources = len(still_active) == len(active)   # no sentence left: rows stay with their source
             active = np.asarray(still_active, dtype=np.int64)
             if len(active):
                 alive_log_prob = np.asarray(next_log_prob)
                 alive_tokens = next_tokens
-                state.advance(np.asarray(keep_rows, dtype=np.int64), keep_tokens)
+                state.advance(np.asarray(keep_rows, dtype=np.int64), keep_tokens, same_sources)
 
     results = []
     for hypotheses in finished:
