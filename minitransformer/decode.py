@@ -60,7 +60,8 @@ def _log_softmax(logits):
     """Row-wise log-softmax of a raw (N, V) array (no graph: decoding runs under no_grad)."""
     xp = xp_of(logits)
     shifted = logits - logits.max(axis=-1, keepdims=True)
-    return shifted - xp.log(xp.exp(shifted).sum(axis=-1, keepdims=True))
+    shifted -= xp.log(xp.exp(shifted).sum(axis=-1, keepdims=True))   # in place: one array fewer
+    return shifted
 
 
 @contextmanager
@@ -179,18 +180,31 @@ def _model_max_len(model) -> int | None:
 def _top_candidates(scores, k: int) -> tuple[np.ndarray, np.ndarray]:
     """The k best entries of each row of a (B, N) device array, best first (ties: lower index first).
 
-    Returns host arrays (indices, values), each (B, k).
+    Returns host arrays (indices, values), each (B, k). A partition of all k·V extensions costs far
+    more than the few survivors need: instead, split each row into groups (entry j joins group
+    j mod G), take each group's maximum, and use the k-th largest of those maxima as a threshold. At
+    least k entries reach it (those k maxima), so the k best are among the few entries at or above
+    it, and only those are sorted.
     """
     xp = xp_of(scores)
-    k = min(k, scores.shape[1])
-    if k < scores.shape[1]:
-        candidates = xp.argpartition(-scores, k - 1, axis=1)[:, :k]       # (B, k), unordered
-    else:
-        candidates = xp.broadcast_to(xp.arange(scores.shape[1]), scores.shape)
-    values = asnumpy(xp.take_along_axis(scores, candidates, axis=1)).astype(np.float64)
-    candidates = asnumpy(candidates)
-    order = np.lexsort((candidates, -values), axis=-1)   # by value descending, then by index
-    return np.take_along_axis(candidates, order, axis=1), np.take_along_axis(values, order, axis=1)
+    rows, n = scores.shape
+    k = min(k, n)
+    groups = min(n, max(4 * k, 64))
+    whole = (n // groups) * groups
+    maxima = scores[:, :whole].reshape(rows, -1, groups).max(axis=1)                    # (B, G)
+    if whole < n:                                                                        # the ragged end
+        maxima = xp.concatenate([maxima, scores[:, whole:].max(axis=1, keepdims=True)], axis=1)
+    threshold = xp.partition(maxima, maxima.shape[1] - k, axis=1)[:, -k][:, None]        # (B, 1)
+    flat = xp.flatnonzero(scores >= threshold)                                           # the few candidates
+    values = asnumpy(scores.reshape(-1)[flat]).astype(np.float64)
+    row, index = np.divmod(asnumpy(flat), n)
+    order = np.lexsort((index, -values, row))          # by row, then value descending, then index
+    row, index, values = row[order], index[order], values[order]
+    rank = np.arange(len(row)) - np.searchsorted(row, row)                              # place within its row
+    best = rank < k
+    if best.sum() != rows * k:   # NaN compares false with everything: some row lost its candidates
+        raise ValueError("beam search: the model's log-probabilities contain NaN")
+    return index[best].reshape(rows, k), values[best].reshape(rows, k)
 
 
 def beam_search(model, src_ids, bos_id: int, eos_id: int, beam_size: int = 4, alpha: float = 0.6,
