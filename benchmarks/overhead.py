@@ -207,7 +207,9 @@ def main() -> int:
               "ratio_to_torch": ratios("minitransformer"),
               "machine": machine, "load_average_per_round": loads[1:], "libraries": records}
     if args.baseline:
-        record["baseline"] = {"package": str(Path(args.baseline).resolve()), "ratio_to_torch": ratios(BASELINE),
+        record["baseline"] = {"package": str(Path(args.baseline).resolve()),
+                              "us_per_op": {mode: round(v, 2) for mode, v in medians[BASELINE].items()},
+                              "ratio_to_torch": ratios(BASELINE),
                               "after_over_before": {mode: round(v / medians[BASELINE][mode], 2)
                                                     for mode, v in medians["minitransformer"].items()}}
     Path(args.results).write_text(json.dumps(record, indent=1) + "\n")
