@@ -108,15 +108,45 @@ def random_batch(config: BenchConfig, seed: int):
 MALLOC_KEEP_FREED = {"MALLOC_MMAP_THRESHOLD_": "1073741824", "MALLOC_TRIM_THRESHOLD_": "1073741824"}
 
 
-def worker_env(threads: int, malloc: str) -> dict[str, str]:
+# Variables some machines set that make OpenBLAS (hence NumPy, not PyTorch's MKL/oneDNN) pick an older
+# kernel or cache blocking than the CPU would get: OPENBLAS_CORETYPE=Haswell on an AVX-512 CPU halves the
+# width of every GEMM's inner loop. A run reports its figures with them as set and without them.
+OPENBLAS_OVERRIDES = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+
+
+def openblas_overrides() -> dict[str, str]:
+    """The OpenBLAS kernel overrides set in this environment (empty on most machines)."""
+    return {name: os.environ[name] for name in OPENBLAS_OVERRIDES if name in os.environ}
+
+
+def openblas_settings(choice: str) -> tuple[str, ...]:
+    """Which OpenBLAS environments to run: 'as-set', 'unset', or both ('auto': both when any is set)."""
+    if choice == "auto":
+        return ("as-set", "unset") if openblas_overrides() else ("as-set",)
+    if choice == "both":
+        return ("as-set", "unset")
+    if choice not in ("as-set", "unset"):
+        raise ValueError(f"openblas must be 'auto', 'as-set', 'unset' or 'both', got {choice!r}")
+    return (choice,)
+
+
+def worker_env(threads: int, malloc: str, openblas: str = "as-set", package_root: str | None = None) -> dict[str, str]:
     """The same environment for every library: thread counts, and glibc malloc's settings.
 
     malloc='default' leaves glibc alone; 'keep' raises the mmap and trim thresholds so
     freed blocks stay in the heap (no fresh pages, hence no page faults, next step).
+    openblas='unset' removes OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE, so OpenBLAS picks its kernel by
+    the CPU it finds. ``package_root`` is the folder whose minitransformer the worker imports
+    (default: this checkout; another one for a before/after comparison).
     """
     env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
+    if openblas == "unset":
+        for name in OPENBLAS_OVERRIDES:
+            env.pop(name, None)
+    elif openblas != "as-set":
+        raise ValueError(f"openblas must be 'as-set' or 'unset', got {openblas!r}")
     n = str(threads)
-    env.update(OMP_NUM_THREADS=n, OPENBLAS_NUM_THREADS=n, MKL_NUM_THREADS=n, PYTHONPATH=str(ROOT))
+    env.update(OMP_NUM_THREADS=n, OPENBLAS_NUM_THREADS=n, MKL_NUM_THREADS=n, PYTHONPATH=str(package_root or ROOT))
     env["MINITRANSFORMER_MALLOC"] = "0"  # the package must not re-tune malloc behind the benchmark's back
     if malloc == "keep":
         env.update(MALLOC_KEEP_FREED)
@@ -139,6 +169,100 @@ def memory_mib() -> dict[str, float]:
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         figures["VmHWM"] = peak / (1024 * 1024 if sys.platform == "darwin" else 1024)
     return figures
+
+
+# -- the machine a result was measured on -------------------------------------------------------------
+def load_average() -> list[float]:
+    """The 1-, 5- and 15-minute load averages (how many processes wanted a core), or [] where unknown."""
+    return [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else []
+
+
+def _cpu_model() -> dict:
+    """The CPU's name, family/model, core count and caches, from /proc and /sys where Linux has them."""
+    import platform
+
+    record: dict = {"model": platform.processor() or platform.machine(), "cores": os.cpu_count()}
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            fields = dict(line.split(":", 1) for line in cpuinfo.read().split("\n\n")[0].splitlines() if ":" in line)
+        fields = {k.strip(): v.strip() for k, v in fields.items()}
+        record["model"] = fields.get("model name", record["model"])
+        record["family_model"] = f"{fields.get('cpu family', '?')}/{fields.get('model', '?')}"
+        flags = set(fields.get("flags", "").split())
+        record["simd"] = [f for f in ("avx2", "fma", "avx512f", "avx512_bf16", "amx_tile") if f in flags]
+        record["hypervisor"] = "hypervisor" in flags
+    except OSError:
+        pass
+    for index in ("index2", "index3"):   # L2, L3 of core 0
+        try:
+            size = Path(f"/sys/devices/system/cpu/cpu0/cache/{index}/size").read_text().strip()
+            record["L2" if index == "index2" else "L3"] = size
+        except OSError:
+            pass
+    return record
+
+
+def machine_record() -> dict:
+    """What the driver knows of the machine: CPU, cores, load now, the OpenBLAS overrides, Python."""
+    import platform
+
+    return {"cpu": _cpu_model(), "load_average": load_average(), "openblas_overrides": openblas_overrides(),
+            "python": platform.python_version(), "system": f"{platform.system()} {platform.release()}"}
+
+
+def library_record(library: str) -> dict:
+    """Inside a worker: the versions and thread/kernel settings that decide its speed.
+
+    NumPy: its version and, through threadpoolctl, the BLAS it loaded, that BLAS's version, the
+    kernel it chose ('architecture': OpenBLAS's core type, e.g. Haswell or SkylakeX) and its threads.
+    PyTorch: version, threads, the CPU capability its kernels were dispatched for, its BLAS.
+    """
+    import numpy
+
+    record: dict = {"numpy": numpy.__version__,
+                    "env": {k: os.environ[k] for k in (*OPENBLAS_OVERRIDES, "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+                            if k in os.environ}}
+    try:
+        from threadpoolctl import threadpool_info
+
+        record["blas"] = [{k: pool.get(k) for k in ("internal_api", "version", "architecture", "num_threads",
+                                                    "threading_layer")}
+                          for pool in threadpool_info() if pool.get("user_api") == "blas"]
+    except ImportError:
+        record["blas"] = "threadpoolctl not installed (pip install -r benchmarks/requirements.txt)"
+    if library == "torch":
+        import torch
+
+        config = torch.__config__.show()
+        blas = next((part.split("=", 1)[1] for line in config.splitlines() for part in line.replace(",", " ").split()
+                     if part.startswith("BLAS_INFO=")), None)
+        record["torch"] = {"version": torch.__version__, "threads": torch.get_num_threads(),
+                           "interop_threads": torch.get_num_interop_threads(),
+                           "cpu_capability": torch.backends.cpu.get_cpu_capability(), "blas": blas,
+                           "mkldnn": torch.backends.mkldnn.is_available()}
+    elif library == "minitransformer":
+        import minitransformer
+
+        record["package"] = str(Path(minitransformer.__file__).resolve().parent.parent)
+    return record
+
+
+def describe_machine(machine: dict, libraries: dict[str, dict]) -> str:
+    """Two or three lines for the top of a benchmark's output."""
+    cpu = machine["cpu"]
+    lines = [f"machine: {cpu.get('model')} ({cpu.get('cores')} cores, L2 {cpu.get('L2', '?')}, "
+             f"{'+'.join(cpu.get('simd', []))}), load average {machine['load_average']}, "
+             f"OpenBLAS overrides in the environment: {machine['openblas_overrides'] or 'none'}"]
+    for name, record in libraries.items():
+        blas = record.get("blas")
+        kernels = ", ".join(f"{b['internal_api']} {b['version']} kernel {b['architecture']} × {b['num_threads']}"
+                            for b in blas) if isinstance(blas, list) else blas
+        torch_part = ""
+        if "torch" in record:
+            t = record["torch"]
+            torch_part = (f"; torch {t['version']} ({t['blas']}, {t['cpu_capability']}, {t['threads']} threads)")
+        lines.append(f"  {name}: NumPy {record['numpy']} ({kernels}){torch_part}; env {record['env']}")
+    return "\n".join(lines)
 
 
 def setup_worker_threads(library: str) -> None:

@@ -19,6 +19,11 @@ the same tokens up to float32 near-ties).
 
     python benchmarks/decode.py                  # small-N3 model, 3 rounds, glibc's default malloc
     python benchmarks/decode.py --rounds 5 --malloc keep --config tiny
+    python benchmarks/decode.py --beams 4,8 --baseline /tmp/mt-before   # another checkout in the same rounds
+
+Every result records the machine (benchmarks/common.py: CPU, load average, NumPy's BLAS and its
+kernel, torch's build and threads). Where OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE are set, ``--openblas
+auto`` (the default) runs everything twice, with them and without them.
 """
 from __future__ import annotations
 
@@ -31,14 +36,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import BOS, CONFIGS, Worker, median, memory_mib, pause, random_batch, serve, setup_worker_threads, \
-    worker_env  # noqa: E402
+from common import (BOS, CONFIGS, Worker, describe_machine, library_record, load_average,  # noqa: E402
+                    machine_record, median, memory_mib, openblas_settings, pause, random_batch, serve,
+                    setup_worker_threads, worker_env)
 
 SENTENCES = 64
 LENGTH = 50
-BEAM = 4
 NEVER = -1          # an eos id no argmax can return: every search runs the full LENGTH steps
 MODES = ("greedy, cache", "greedy, no cache", "beam 4, cache", "beam 4, no cache")
+BASELINE = "baseline"   # the worker that imports --baseline's minitransformer
 
 
 def sources(config_name: str):
@@ -60,8 +66,8 @@ def worker(library: str, args) -> None:
         model.eval()
         runs = {
             "greedy": lambda cache: greedy_decode(model, src, BOS, NEVER, max_len=LENGTH, use_cache=cache),
-            "beam": lambda cache: [h[0].tokens for h in beam_search(model, src, BOS, NEVER, beam_size=BEAM,
-                                                                    max_len=LENGTH, use_cache=cache)],
+            "beam": lambda cache, k: [h[0].tokens for h in beam_search(model, src, BOS, NEVER, beam_size=k,
+                                                                       max_len=LENGTH, use_cache=cache)],
         }
     else:
         import torch
@@ -74,105 +80,144 @@ def worker(library: str, args) -> None:
         src_t = torch.from_numpy(src)
         runs = {
             "greedy": lambda cache: greedy(model, src_t, BOS, LENGTH, use_cache=cache).tolist(),
-            "beam": lambda cache: beam(model, src_t, BOS, LENGTH, BEAM, use_cache=cache).tolist(),
+            "beam": lambda cache, k: beam(model, src_t, BOS, LENGTH, k, use_cache=cache).tolist(),
         }
 
     def run(mode: str) -> dict:
-        search, cache = mode.split(",")[0].split()[0], mode.endswith(", cache")
+        search, cache = mode.split(",")[0].split(), mode.endswith(", cache")
         start = time.perf_counter()
-        tokens = runs[search](cache)
+        tokens = runs["greedy"](cache) if search[0] == "greedy" else runs["beam"](cache, int(search[1]))
         seconds = time.perf_counter() - start
         if any(len(t) != LENGTH for t in tokens):
             raise RuntimeError(f"{library} {mode}: expected {LENGTH} tokens per sentence")
-        return {"seconds": seconds, "tokens": tokens if mode == "greedy, cache" else None}
+        return {"seconds": seconds, "tokens": tokens if cache else None}
 
     run("greedy, cache")  # warm-up
-    serve({"run": run, "memory": memory_mib}, {"ready": True})
+    serve({"run": run, "memory": memory_mib}, {"ready": True, "record": library_record(library)})
 
 
 def key_of(mode: str) -> str:
     """'beam 4, no cache' -> 'beam4_no_cache': a key that tools/figures.py can name."""
-    return mode.replace("beam 4", "beam4").replace(",", "").replace(" ", "_")
+    return mode.replace("beam ", "beam").replace(",", "").replace(" ", "_")
 
 
 def main() -> int:
-    import numpy as np
-
-    from train_step import our_initial_state
-
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", default="small-N3", choices=list(CONFIGS))
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--malloc", choices=("default", "keep", "both"), default="default")
+    parser.add_argument("--openblas", choices=("auto", "as-set", "unset", "both"), default="auto",
+                        help="OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE as set, removed, or both in turn "
+                             "(auto: both where any is set)")
+    parser.add_argument("--beams", default=None, help="beam sizes to time with the cache instead of the default "
+                        "modes, e.g. 4,8 (greedy with the cache is always timed)")
     parser.add_argument("--modes", default=",".join(m.replace(", ", "+") for m in MODES),
                         help="which of: " + ", ".join(m.replace(", ", "+") for m in MODES))
+    parser.add_argument("--baseline", default=None,
+                        help="a folder holding another minitransformer package, timed in the same rounds")
     parser.add_argument("--results", default=None, help="JSON file for the figures the READMEs quote "
                         "(default benchmarks/results/decode_{threads}t.json)")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--state", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        worker(args.worker, args)
+        worker("minitransformer" if args.worker == BASELINE else args.worker, args)
         return 0
-    modes = [m.replace("+", ", ") for m in args.modes.split(",")]
+    if args.beams:
+        modes = ["greedy, cache"] + [f"beam {int(b)}, cache" for b in args.beams.split(",")]
+    else:
+        modes = [m.replace("+", ", ") for m in args.modes.split(",")]
     config, _ = sources(args.config)
     script = str(Path(__file__).resolve())
+    machine = machine_record()
     print(f"{SENTENCES} sentences decoded to {LENGTH} tokens, model '{args.config}' (d_model {config.d_model}, "
           f"{config.n_layers}+{config.n_layers} layers, vocab {config.vocab}), {args.threads} threads, "
           f"{args.rounds} rounds")
     settings = ("default", "keep") if args.malloc == "both" else (args.malloc,)
     record: dict = {"command": "python benchmarks/decode.py " + " ".join(sys.argv[1:]), "config": args.config,
-                    "threads": args.threads, "rounds": args.rounds}
-    for malloc in settings:
-        env = worker_env(args.threads, malloc)
-        with tempfile.TemporaryDirectory() as folder:
-            state_path = str(Path(folder) / "state.npz")
-            np.savez(state_path, **our_initial_state(config))
-            workers = {"minitransformer": Worker(script, "minitransformer", ["--config", args.config], env),
-                       "torch": Worker(script, "torch", ["--config", args.config, "--state", state_path], env)}
-        seconds = {(lib, m): [] for lib in workers for m in modes}
-        tokens = {}
-        try:
-            for round_index in range(args.rounds):
-                for mode in modes:
-                    order = list(workers) if round_index % 2 == 0 else list(workers)[::-1]
-                    for lib in order:
-                        pause()
-                        reply = workers[lib].call("run", mode=mode)
-                        seconds[lib, mode].append(reply["seconds"])
-                        if reply["tokens"] is not None:
-                            tokens[lib] = reply["tokens"]
-            memory = {lib: w.call("memory") for lib, w in workers.items()}
-        finally:
-            for w in workers.values():
-                w.close()
-        print(f"\nglibc malloc: {malloc}")
-        header = f"{'search':<18}{'ours s':>9}{'torch s':>9}{'ours/torch':>11}{'ours ms/token-step':>20}"
-        print(header + "\n" + "-" * len(header))
-        for mode in modes:
-            ours, theirs = median(seconds["minitransformer", mode]), median(seconds["torch", mode])
-            print(f"{mode:<18}{ours:>9.2f}{theirs:>9.2f}{ours / theirs:>11.2f}{ours / LENGTH * 1e3:>20.1f}")
-            record.setdefault(malloc, {})[key_of(mode)] = {"ours_s": round(ours, 2), "torch_s": round(theirs, 2),
-                                                   "ratio": round(ours / theirs, 2)}
-        for search in ("greedy", "beam 4"):
-            cached, uncached = f"{search}, cache", f"{search}, no cache"
-            if cached in modes and uncached in modes:
-                speedups = [f"{median(seconds[lib, uncached]) / median(seconds[lib, cached]):.1f}×"
-                            for lib in workers]
-                print(f"cache speed-up, {search}: ours {speedups[0]}, torch {speedups[1]}")
-                record[malloc][key_of(f"cache speedup {search}")] = {lib: round(median(seconds[lib, uncached])
-                                                                         / median(seconds[lib, cached]), 1) for lib in workers}
-        if len(tokens) == 2:
-            same = sum(a == b for a, b in zip(tokens["minitransformer"], tokens["torch"]))
-            print(f"greedy outputs identical in both libraries: {same}/{SENTENCES} sentences")
-        print("peak RSS of the decoding workers: ours %.0f MiB, torch %.0f MiB"
-              % (memory["minitransformer"]["VmHWM"], memory["torch"]["VmHWM"]))
-        record[malloc]["rss_mib"] = {lib: round(memory[lib]["VmHWM"]) for lib in memory}
+                    "threads": args.threads, "rounds": args.rounds, "machine": machine}
+    for blas in openblas_settings(args.openblas):
+        for malloc in settings:
+            part = record.setdefault(malloc, {}) if blas == "as-set" else record.setdefault(
+                "openblas_unset", {}).setdefault(malloc, {})
+            part.update(measure_setting(args, modes, config, script, malloc, blas, machine))
     path = Path(args.results or Path(__file__).resolve().parent / "results" / f"decode_{args.threads}t.json")
     path.write_text(json.dumps(record, indent=1) + "\n")
     print(f"wrote {path}")
     return 0
+
+
+def measure_setting(args, modes, config, script, malloc: str, blas: str, machine: dict) -> dict:
+    """Every mode, ``args.rounds`` rounds, the workers in turn (the order alternating): one table."""
+    import numpy as np
+
+    from train_step import our_initial_state
+
+    env = worker_env(args.threads, malloc, blas)
+    with tempfile.TemporaryDirectory() as folder:
+        state_path = str(Path(folder) / "state.npz")
+        np.savez(state_path, **our_initial_state(config))
+        workers = {"minitransformer": Worker(script, "minitransformer", ["--config", args.config], env)}
+        if args.baseline:
+            workers[BASELINE] = Worker(script, BASELINE, ["--config", args.config],
+                                       worker_env(args.threads, malloc, blas, package_root=args.baseline))
+        workers["torch"] = Worker(script, "torch", ["--config", args.config, "--state", state_path], env)
+    seconds = {(lib, m): [] for lib in workers for m in modes}
+    tokens, loads = {}, [load_average()]
+    try:
+        for round_index in range(args.rounds):
+            for mode in modes:
+                order = list(workers) if round_index % 2 == 0 else list(workers)[::-1]
+                for lib in order:
+                    pause()
+                    reply = workers[lib].call("run", mode=mode)
+                    seconds[lib, mode].append(reply["seconds"])
+                    if reply["tokens"] is not None:
+                        tokens[lib, mode] = reply["tokens"]
+            loads.append(load_average())
+        memory = {lib: w.call("memory") for lib, w in workers.items()}
+    finally:
+        for w in workers.values():
+            w.close()
+    records = {lib: w.ready["record"] for lib, w in workers.items()}
+    print(f"\nglibc malloc: {malloc}; OpenBLAS overrides {blas}")
+    print(describe_machine({**machine, "load_average": loads[0]}, records))
+    print(f"load average (1 min) during the rounds: {min(l[0] for l in loads):.2f}–{max(l[0] for l in loads):.2f}")
+    result: dict = {"openblas_env": blas, "load_average_per_round": loads, "libraries": records}
+    others = [lib for lib in workers if lib != "torch"]
+    short = {"minitransformer": "ours", BASELINE: "before", "torch": "torch"}
+    header = f"{'search':<18}" + "".join(f"{short[lib] + ' s':>10}" for lib in workers) + "".join(
+        f"{short[lib] + '/torch':>14}" for lib in others) + (f"{'ours/before':>13}" if args.baseline else "")
+    print(header + "\n" + "-" * len(header))
+    for mode in modes:
+        medians = {lib: median(seconds[lib, mode]) for lib in workers}
+        line = f"{mode:<18}" + "".join(f"{medians[lib]:>10.2f}" for lib in workers) + "".join(
+            f"{medians[lib] / medians['torch']:>14.2f}" for lib in others)
+        entry = {"ours_s": round(medians["minitransformer"], 2), "torch_s": round(medians["torch"], 2),
+                 "ratio": round(medians["minitransformer"] / medians["torch"], 2)}
+        if args.baseline:
+            line += f"{medians['minitransformer'] / medians[BASELINE]:>13.2f}"
+            entry.update(baseline_s=round(medians[BASELINE], 2),
+                         baseline_ratio=round(medians[BASELINE] / medians["torch"], 2),
+                         after_over_before=round(medians["minitransformer"] / medians[BASELINE], 2))
+            if (BASELINE, mode) in tokens and ("minitransformer", mode) in tokens:
+                entry["same_outputs_as_baseline"] = tokens[BASELINE, mode] == tokens["minitransformer", mode]
+                line += "  same outputs" if entry["same_outputs_as_baseline"] else "  OUTPUTS DIFFER"
+        print(line)
+        result[key_of(mode)] = entry
+    for search in sorted({m.split(",")[0] for m in modes}):
+        cached, uncached = f"{search}, cache", f"{search}, no cache"
+        if cached in modes and uncached in modes:
+            speedups = {lib: median(seconds[lib, uncached]) / median(seconds[lib, cached]) for lib in workers}
+            print(f"cache speed-up, {search}: " + ", ".join(f"{lib} {v:.1f}×" for lib, v in speedups.items()))
+            result[key_of(f"cache speedup {search}")] = {lib: round(v, 1) for lib, v in speedups.items()}
+    if ("torch", "greedy, cache") in tokens:
+        same = sum(a == b for a, b in zip(tokens["minitransformer", "greedy, cache"], tokens["torch", "greedy, cache"]))
+        print(f"greedy outputs identical in both libraries: {same}/{SENTENCES} sentences")
+    print("peak RSS of the decoding workers: " + ", ".join(f"{lib} {memory[lib]['VmHWM']:.0f} MiB" for lib in workers))
+    result["rss_mib"] = {lib: round(memory[lib]["VmHWM"]) for lib in memory}
+    return result
 
 
 if __name__ == "__main__":

@@ -18,6 +18,11 @@ over rounds is reported.
 
     python benchmarks/overhead.py               # 7 rounds, 1 thread
     python benchmarks/overhead.py --rounds 11 --threads 2
+    python benchmarks/overhead.py --baseline /tmp/mt-before   # also another checkout, in the same rounds
+
+Every result records the machine (CPU, load average, NumPy's BLAS and its kernel, torch's build and
+threads: benchmarks/common.py). ``--baseline DIR`` adds a worker that imports the minitransformer of
+DIR (e.g. ``git archive HEAD~3 minitransformer | tar -x -C DIR``): before and after, side by side.
 """
 from __future__ import annotations
 
@@ -31,7 +36,12 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import describe_machine, library_record, load_average, machine_record  # noqa: E402
+
 LIBRARIES = ("minitransformer", "torch", "numpy")
+BASELINE = "minitransformer (baseline)"
 MODES = ("no_grad", "graph", "fwd+bwd")
 
 
@@ -56,8 +66,7 @@ def time_per_op(run, n_ops: int, repeats: int) -> float:
 
 
 def worker_minitransformer(n_ops: int, repeats: int) -> dict[str, float]:
-    sys.path.insert(0, str(ROOT))
-    import numpy as np
+    import numpy as np  # minitransformer comes from PYTHONPATH: this checkout, or --baseline's
 
     import minitransformer as mt
 
@@ -115,8 +124,9 @@ def available(library: str) -> bool:
     return importlib.util.find_spec("torch") is not None
 
 
-def run_worker(library: str, args, env) -> dict[str, float]:
-    command = [sys.executable, __file__, "--worker", library, "--ops", str(args.ops), "--repeats", str(args.repeats)]
+def run_worker(library: str, args, env) -> dict:
+    worker = "minitransformer" if library == BASELINE else library
+    command = [sys.executable, __file__, "--worker", worker, "--ops", str(args.ops), "--repeats", str(args.repeats)]
     result = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
     if result.returncode != 0:
         raise RuntimeError(f"worker {library} failed:\n{result.stderr}")
@@ -125,7 +135,8 @@ def run_worker(library: str, args, env) -> dict[str, float]:
 
 def format_table(medians: dict[str, dict[str, float]]) -> str:
     reference = medians.get("torch")
-    header = f"{'library':<16}" + "".join(f"{mode:>20}" for mode in MODES)
+    width = max(16, *(len(lib) + 2 for lib in medians))
+    header = f"{'library':<{width}}" + "".join(f"{mode:>20}" for mode in MODES)
     lines = [header, "-" * len(header)]
     for library, figures in medians.items():
         cells = []
@@ -135,7 +146,7 @@ def format_table(medians: dict[str, dict[str, float]]) -> str:
                 continue
             ratio = f" (×{figures[mode] / reference[mode]:.2f})" if reference and mode in reference else ""
             cells.append(f"{figures[mode]:>9.2f} µs{ratio:>9}")
-        lines.append(f"{library:<16}" + "".join(cells))
+        lines.append(f"{library:<{width}}" + "".join(cells))
     return "\n".join(lines)
 
 
@@ -146,36 +157,63 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=5, help="timed chains per worker process (default 5)")
     parser.add_argument("--rounds", type=int, default=7, help="rounds over all libraries (default 7, at least 5)")
     parser.add_argument("--threads", type=int, default=1, help="OMP/BLAS threads for every library (default 1)")
+    parser.add_argument("--baseline", default=None,
+                        help="a folder holding another minitransformer package, timed in the same rounds")
     parser.add_argument("--results", default=str(Path(__file__).resolve().parent / "results" / "overhead.json"),
                         help="JSON file for the figures the chapters quote (tools/figures.py)")
     args = parser.parse_args()
 
     if args.worker:
-        print(json.dumps(WORKERS[args.worker](args.ops, args.repeats)))
+        figures = WORKERS[args.worker](args.ops, args.repeats)
+        print(json.dumps({"figures": figures, "record": library_record(args.worker)}))
         return 0
 
     threads = str(args.threads)
     env = dict(os.environ, OMP_NUM_THREADS=threads, OPENBLAS_NUM_THREADS=threads, MKL_NUM_THREADS=threads,
-               VECLIB_MAXIMUM_THREADS=threads, NUMEXPR_NUM_THREADS=threads, MINITRANSFORMER_DEVICE="cpu")
+               VECLIB_MAXIMUM_THREADS=threads, NUMEXPR_NUM_THREADS=threads, MINITRANSFORMER_DEVICE="cpu",
+               PYTHONPATH=str(ROOT))
+    envs = {lib: env for lib in LIBRARIES}
     libraries = [lib for lib in LIBRARIES if available(lib)]
+    if args.baseline:
+        libraries.insert(1, BASELINE)
+        envs[BASELINE] = dict(env, PYTHONPATH=str(Path(args.baseline).resolve()))
+    machine = machine_record()
     samples: dict[str, list[dict[str, float]]] = {lib: [] for lib in libraries}
+    records, loads = {}, [machine["load_average"]]
     for round_number in range(max(args.rounds, 5)):
         for library in libraries:  # take turns, so drift in machine load hits every library alike
-            samples[library].append(run_worker(library, args, env))
-        print(f"round {round_number + 1} done", file=sys.stderr)
+            reply = run_worker(library, args, envs[library])
+            samples[library].append(reply["figures"])
+            records[library] = reply["record"]
+        loads.append(load_average())
+        print(f"round {round_number + 1} done, load average {loads[-1]}", file=sys.stderr)
     medians = {lib: {mode: statistics.median(s[mode] for s in runs) for mode in runs[0]}
                for lib, runs in samples.items()}
 
     print(f"Per-op overhead: µs per op, chain of {args.ops} ops on (4, 4) float32 arrays, "
           f"median of {max(args.rounds, 5)} rounds, {threads} thread(s); (×) = ratio to PyTorch")
+    print(describe_machine(machine, records))
+    print(f"load average (1 min) during the rounds: {min(l[0] for l in loads):.2f}–{max(l[0] for l in loads):.2f}")
     print(format_table(medians))
-    Path(args.results).write_text(json.dumps({"command": "python benchmarks/overhead.py", "ops": args.ops,
-                                              "rounds": max(args.rounds, 5), "threads": args.threads,
-                                              "us_per_op": {lib: {mode: round(v, 2) for mode, v in figures.items()}
-                                                            for lib, figures in medians.items()},
-                                              "ratio_to_torch": {mode: round(v / medians["torch"][mode], 2)
-                                                                 for mode, v in medians["minitransformer"].items()}
-                                              if "torch" in medians else None}, indent=1) + "\n")
+
+    def ratios(library: str) -> dict[str, float] | None:
+        if "torch" not in medians or library not in medians:
+            return None
+        return {mode: round(v / medians["torch"][mode], 2) for mode, v in medians[library].items()}
+
+    record = {"command": "python benchmarks/overhead.py " + " ".join(sys.argv[1:]), "ops": args.ops,
+              "rounds": max(args.rounds, 5), "threads": args.threads,
+              "us_per_op": {lib: {mode: round(v, 2) for mode, v in figures.items()} for lib, figures in medians.items()},
+              "ratio_to_torch": ratios("minitransformer"),
+              "machine": machine, "load_average_per_round": loads[1:], "libraries": records}
+    if args.baseline:
+        record["baseline"] = {"package": str(Path(args.baseline).resolve()),
+                              "us_per_op": {mode: round(v, 2) for mode, v in medians[BASELINE].items()},
+                              "ratio_to_torch": ratios(BASELINE),
+                              "after_over_before": {mode: round(v / medians[BASELINE][mode], 2)
+                                                    for mode, v in medians["minitransformer"].items()}}
+    Path(args.results).write_text(json.dumps(record, indent=1) + "\n")
+    print(f"wrote {args.results}")
     return 0
 
 

@@ -24,6 +24,13 @@ from nn.Linear / nn.LayerNorm / nn.Embedding, loaded with our weights.
     python benchmarks/train_step.py                               # tiny, small-N3, medium-h8; 5 rounds; both mallocs
     python benchmarks/train_step.py --configs small-N3 --rounds 9 --malloc keep
     python benchmarks/train_step.py --device cuda --batch 256     # on a GPU: our engine on CuPy vs PyTorch CUDA
+    python benchmarks/train_step.py --baseline /tmp/mt-before     # also another checkout, in the same rounds
+
+4. The machine: every result records the CPU, the load average before and during the rounds,
+   NumPy's BLAS with the kernel it picked and torch's build and threads (benchmarks/common.py).
+   Where OPENBLAS_CORETYPE or OPENBLAS_L2_SIZE is set (they make NumPy's OpenBLAS use an older
+   kernel; PyTorch's MKL ignores them), ``--openblas auto`` (the default) measures with them and
+   without them, each in its own workers.
 """
 from __future__ import annotations
 
@@ -36,7 +43,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import (CONFIGS, PAD, BenchConfig, Worker, config_named, median, memory_mib, pause,  # noqa: E402
+from common import (CONFIGS, PAD, BenchConfig, Worker, config_named, describe_machine,  # noqa: E402
+                    library_record, load_average, machine_record, median, memory_mib, openblas_settings, pause,
                     random_batch, serve, setup_worker_threads, worker_env)
 
 LABEL_SMOOTHING = 0.1
@@ -44,6 +52,7 @@ LEARNING_RATE = 1e-4
 N_BATCHES = 4            # distinct random batches, cycled
 PROOF_TOLERANCE = 1e-8   # max relative difference, float64
 PROOF_CONFIG = BenchConfig("proof", 32, 4, 64, 2, 60, 6, 9, block=1)
+BASELINE = "baseline"    # the worker that imports --baseline's minitransformer
 
 
 # -- our engine ---------------------------------------------------------------------------------
@@ -289,7 +298,7 @@ def worker(library: str, args) -> None:
         return figures
 
     steps(2)  # warm-up: first-touch of weights, optimiser state, allocator caches
-    serve({"steps": steps, "memory": memory}, {"ready": True})
+    serve({"steps": steps, "memory": memory}, {"ready": True, "record": library_record(library)})
 
 
 # -- the driver ----------------------------------------------------------------------------------------------
@@ -298,41 +307,51 @@ def tokens_per_step(config: BenchConfig) -> int:
     return int((src != PAD).sum() + (tgt_in != PAD).sum())
 
 
-def measure(config: BenchConfig, args, malloc: str) -> dict:
+def measure(config: BenchConfig, args, malloc: str, blas: str = "as-set") -> dict:
     import numpy as np
 
-    env = worker_env(args.threads, malloc)
+    env = worker_env(args.threads, malloc, blas)
     script = str(Path(__file__).resolve())
     common_args = ["--config", config.name, "--dropout", str(args.dropout), "--device", args.device]
     if args.batch:
         common_args += ["--batch", str(args.batch)]
     if args.explicit_attention:
         common_args.append("--explicit-attention")
-    libraries = ("minitransformer", "torch")
+    libraries = ("minitransformer", BASELINE, "torch") if args.baseline else ("minitransformer", "torch")
+    envs = {lib: env for lib in libraries}
+    if args.baseline:
+        envs[BASELINE] = worker_env(args.threads, malloc, blas, package_root=args.baseline)
     with tempfile.TemporaryDirectory() as folder:   # our initial weights, for the torch worker to load
         state_path = str(Path(folder) / "state.npz")
         np.savez(state_path, **our_initial_state(config))
-        workers = {lib: Worker(script, lib, common_args + (["--state", state_path] if lib == "torch" else []), env)
-                   for lib in libraries}
+        workers = {lib: Worker(script, lib, common_args + (["--state", state_path] if lib == "torch" else []),
+                               envs[lib]) for lib in libraries}
     block_medians = {lib: [] for lib in libraries}
+    loads = [load_average()]
     try:
         for round_index in range(args.rounds):
             order = libraries if round_index % 2 == 0 else libraries[::-1]
             for lib in order:
                 pause()
                 block_medians[lib].append(median(workers[lib].call("steps", n=config.block)["times"]))
+            loads.append(load_average())
         memory = {lib: workers[lib].call("memory") for lib in libraries}
     finally:
         for w in workers.values():
             w.close()
     ratios = [o / t for o, t in zip(block_medians["minitransformer"], block_medians["torch"])]
-    return {"ms": {lib: median(v) * 1e3 for lib, v in block_medians.items()}, "ratios": ratios,
-            "memory": memory}
+    result = {"ms": {lib: median(v) * 1e3 for lib, v in block_medians.items()}, "ratios": ratios,
+              "memory": memory, "loads": loads, "records": {lib: w.ready["record"] for lib, w in workers.items()}}
+    if args.baseline:   # per round, so that both figures of a ratio come from the same stretch of load
+        result["baseline_ratios"] = [b / t for b, t in zip(block_medians[BASELINE], block_medians["torch"])]
+        result["after_over_before"] = [o / b for o, b in zip(block_medians["minitransformer"],
+                                                             block_medians[BASELINE])]
+    return result
 
 
-def floor_of(config: BenchConfig, args) -> dict:
+def floor_of(config: BenchConfig, args, blas: str = "as-set") -> dict:
     worker_args = ["--config", config.name] + (["--batch", str(args.batch)] if args.batch else [])
-    gemm = Worker(str(Path(__file__).resolve()), "gemm", worker_args, worker_env(args.threads, "default"))
+    gemm = Worker(str(Path(__file__).resolve()), "gemm", worker_args, worker_env(args.threads, "default", blas))
     gemm.close()
     return gemm.ready
 
@@ -374,6 +393,12 @@ def print_results(results: dict, floors: dict, args) -> None:
             print(f"{name:<7}{ours:>9.1f}{theirs:>10.1f}{ratio:>11.2f}{spread:<15}"
                   f"{tokens / ours * 1e3:>11,.0f}{tokens / theirs * 1e3:>12,.0f}{floor_cells}"
                   f"{mem['minitransformer']['VmHWM']:>8.0f}Mi{mem['torch']['VmHWM']:>8.0f}Mi")
+            if "after_over_before" in r:
+                print(f"{'':<7}baseline {r['ms'][BASELINE]:.1f} ms, baseline/torch {median(r['baseline_ratios']):.2f}; "
+                      f"ours/baseline {median(r['after_over_before']):.2f} "
+                      f"({min(r['after_over_before']):.2f}–{max(r['after_over_before']):.2f}, per round)")
+            print(f"{'':<7}load average (1 min) during the rounds {min(l[0] for l in r['loads']):.2f}–"
+                  f"{max(l[0] for l in r['loads']):.2f}")
         if args.device != "cpu":
             print("device memory: ours (CuPy pool, held at the end) " + ", ".join(
                 f"{n} {r['memory']['minitransformer'].get('device_peak', float('nan')):.0f} MiB"
@@ -400,7 +425,14 @@ def results_record(results: dict, floors: dict, args, load: float) -> dict:
                 "ours_tok_s": round(tokens / ours * 1e3), "torch_tok_s": round(tokens / theirs * 1e3),
                 "floor_ms": round(floor, 1) if floor else None, "ours_floor": round(ours / floor, 2) if floor else None,
                 "ours_rss_mib": round(r["memory"]["minitransformer"]["VmHWM"]),
-                "torch_rss_mib": round(r["memory"]["torch"]["VmHWM"])}
+                "torch_rss_mib": round(r["memory"]["torch"]["VmHWM"]),
+                "load_average_per_round": r["loads"], "libraries": r["records"]}
+            if "after_over_before" in r:
+                record[malloc][name].update(
+                    baseline_ms=round(r["ms"][BASELINE], 1), baseline_ratio=round(median(r["baseline_ratios"]), 2),
+                    after_over_before=round(median(r["after_over_before"]), 2),
+                    after_over_before_min=round(min(r["after_over_before"]), 2),
+                    after_over_before_max=round(max(r["after_over_before"]), 2))
     return record
 
 
@@ -415,6 +447,11 @@ def main() -> int:
     parser.add_argument("--batch", type=int, default=None, help="override every config's batch size")
     parser.add_argument("--explicit-attention", action="store_true",
                         help="torch attention as matmul + softmax + matmul instead of F.scaled_dot_product_attention")
+    parser.add_argument("--openblas", choices=("auto", "as-set", "unset", "both"), default="auto",
+                        help="OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE as set, removed, or both in turn "
+                             "(auto: both where any is set)")
+    parser.add_argument("--baseline", default=None,
+                        help="a folder holding another minitransformer package, timed in the same rounds")
     parser.add_argument("--skip-proof", action="store_true")
     parser.add_argument("--no-floor", action="store_true", help="skip the GEMM floor")
     parser.add_argument("--results", default=None, help="JSON file for the figures the READMEs quote "
@@ -424,7 +461,7 @@ def main() -> int:
     parser.add_argument("--state", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        worker(args.worker, args)
+        worker("minitransformer" if args.worker == BASELINE else args.worker, args)
         return 0
 
     names = [n.strip() for n in args.configs.split(",") if n.strip()]
@@ -436,20 +473,28 @@ def main() -> int:
     if not args.skip_proof and not print_proof(args):
         print("minitransformer and PyTorch disagree: not timing two different computations.")
         return 1
-    import os
-
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    machine = machine_record()
+    load = machine["load_average"][0] if machine["load_average"] else float("nan")
     print(f"\n{args.threads} threads, dropout {args.dropout}, device {args.device}, {args.rounds} rounds, "
           f"load average at start {load:.2f}; torch attention: "
           f"{'explicit' if args.explicit_attention else 'F.scaled_dot_product_attention'}")
-    floors = {} if args.no_floor or args.device != "cpu" else {n: floor_of(CONFIGS[n], args) for n in names}
     settings = ("default", "keep") if args.malloc == "both" else (args.malloc,)
-    results = {malloc: {name: measure(CONFIGS[name], args, malloc) for name in names} for malloc in settings}
-    print_results(results, floors, args)
-    if args.results or args.device == "cpu":
-        path = Path(args.results or Path(__file__).resolve().parent / "results" / f"train_step_{args.threads}t_{args.malloc}.json")
-        path.write_text(json.dumps(results_record(results, floors, args, load), indent=1) + "\n")
-        print(f"wrote {path}")
+    for blas in openblas_settings(args.openblas):
+        print(f"\n=== OpenBLAS overrides {blas} ===" if blas == "unset" or args.openblas != "as-set" else "")
+        floors = {} if args.no_floor or args.device != "cpu" else {n: floor_of(CONFIGS[n], args, blas) for n in names}
+        results = {malloc: {name: measure(CONFIGS[name], args, malloc, blas) for name in names} for malloc in settings}
+        first = next(iter(next(iter(results.values())).values()))
+        print(describe_machine(machine, first["records"]))
+        print_results(results, floors, args)
+        if args.results or args.device == "cpu":
+            default = Path(__file__).resolve().parent / "results" / f"train_step_{args.threads}t_{args.malloc}.json"
+            path = Path(args.results) if args.results else default
+            if blas == "unset" and args.openblas != "unset":
+                path = path.with_name(path.stem + "_openblas-unset.json")
+            record = results_record(results, floors, args, load)
+            record.update(machine=machine, openblas_env=blas)
+            path.write_text(json.dumps(record, indent=1) + "\n")
+            print(f"wrote {path}")
     return 0
 
 

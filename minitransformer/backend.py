@@ -93,6 +93,11 @@ def default_device() -> str:
     return _check_device_name(_default_device)
 
 
+def gpu_in_use() -> bool:
+    """True once CuPy has been imported: only then can arrays live on two devices."""
+    return _cupy is not None
+
+
 def xp_of(*arrays) -> ModuleType:
     """The array module (numpy or cupy) that owns ``arrays``."""
     for array in arrays:

@@ -34,6 +34,7 @@ from typing import Iterator, Sequence
 import numpy as np
 
 from .backend import asnumpy, get_device, to_device, xp_of
+from .nn.cache import DecoderCache
 from .nn.module import Module
 from .tensor import Tensor, no_grad
 
@@ -59,7 +60,8 @@ def _log_softmax(logits):
     """Row-wise log-softmax of a raw (N, V) array (no graph: decoding runs under no_grad)."""
     xp = xp_of(logits)
     shifted = logits - logits.max(axis=-1, keepdims=True)
-    return shifted - xp.log(xp.exp(shifted).sum(axis=-1, keepdims=True))
+    shifted -= xp.log(xp.exp(shifted).sum(axis=-1, keepdims=True))   # in place: one array fewer
+    return shifted
 
 
 @contextmanager
@@ -120,13 +122,21 @@ class _DecoderState:
             logits = self.model.decode(self.prefix, self.memory, self.src_mask)[:, -1]                 # (rows, V)
         return _log_softmax(logits.data)
 
-    def advance(self, rows, tokens) -> None:
-        """Keep ``rows`` (host int array, repeats allowed) in that order, and append ``tokens`` to them."""
+    def advance(self, rows, tokens, same_sources: bool = False) -> None:
+        """Keep ``rows`` (host int array, repeats allowed) in that order, and append ``tokens`` to them.
+
+        ``same_sources``: row j and row ``rows[j]`` translate the same sentence (beam search picking
+        among each sentence's beams, none finished), so the memory, its mask and the cross-attention
+        cache already hold the right rows and are left as they are.
+        """
         xp = self.xp
         rows_dev = xp.asarray(rows)
-        self.memory = Tensor(self.memory.data[rows_dev])
-        self.src_mask = self.src_mask[rows_dev]
-        if self.cache is not None:
+        if not same_sources:
+            self.memory = Tensor(self.memory.data[rows_dev])
+            self.src_mask = self.src_mask[rows_dev]
+        if isinstance(self.cache, DecoderCache):
+            self.cache.reorder(rows_dev, same_sources=same_sources)
+        elif self.cache is not None:        # another model's cache: the plain protocol, reorder(rows)
             self.cache.reorder(rows_dev)
         tokens_dev = xp.asarray(np.asarray(tokens, dtype=np.int64))[:, None]
         self.prefix = xp.concatenate([self.prefix[rows_dev], tokens_dev], axis=1)  # (rows', t + 1)
@@ -170,18 +180,31 @@ def _model_max_len(model) -> int | None:
 def _top_candidates(scores, k: int) -> tuple[np.ndarray, np.ndarray]:
     """The k best entries of each row of a (B, N) device array, best first (ties: lower index first).
 
-    Returns host arrays (indices, values), each (B, k).
+    Returns host arrays (indices, values), each (B, k). A partition of all k·V extensions costs far
+    more than the few survivors need: instead, split each row into groups (entry j joins group
+    j mod G), take each group's maximum, and use the k-th largest of those maxima as a threshold. At
+    least k entries reach it (those k maxima), so the k best are among the few entries at or above
+    it, and only those are sorted.
     """
     xp = xp_of(scores)
-    k = min(k, scores.shape[1])
-    if k < scores.shape[1]:
-        candidates = xp.argpartition(-scores, k - 1, axis=1)[:, :k]       # (B, k), unordered
-    else:
-        candidates = xp.broadcast_to(xp.arange(scores.shape[1]), scores.shape)
-    values = asnumpy(xp.take_along_axis(scores, candidates, axis=1)).astype(np.float64)
-    candidates = asnumpy(candidates)
-    order = np.lexsort((candidates, -values), axis=-1)   # by value descending, then by index
-    return np.take_along_axis(candidates, order, axis=1), np.take_along_axis(values, order, axis=1)
+    rows, n = scores.shape
+    k = min(k, n)
+    groups = min(n, max(4 * k, 64))
+    whole = (n // groups) * groups
+    maxima = scores[:, :whole].reshape(rows, -1, groups).max(axis=1)                    # (B, G)
+    if whole < n:                                                                        # the ragged end
+        maxima = xp.concatenate([maxima, scores[:, whole:].max(axis=1, keepdims=True)], axis=1)
+    threshold = xp.partition(maxima, maxima.shape[1] - k, axis=1)[:, -k][:, None]        # (B, 1)
+    flat = xp.flatnonzero(scores >= threshold)                                           # the few candidates
+    values = asnumpy(scores.reshape(-1)[flat]).astype(np.float64)
+    row, index = np.divmod(asnumpy(flat), n)
+    order = np.lexsort((index, -values, row))          # by row, then value descending, then index
+    row, index, values = row[order], index[order], values[order]
+    rank = np.arange(len(row)) - np.searchsorted(row, row)                              # place within its row
+    best = rank < k
+    if best.sum() != rows * k:   # NaN compares false with everything: some row lost its candidates
+        raise ValueError("beam search: the model's log-probabilities contain NaN")
+    return index[best].reshape(rows, k), values[best].reshape(rows, k)
 
 
 def beam_search(model, src_ids, bos_id: int, eos_id: int, beam_size: int = 4, alpha: float = 0.6,
@@ -258,11 +281,12 @@ def beam_search(model, src_ids, bos_id: int, eos_id: int, beam_size: int = 4, al
                 keep_rows.extend(position * k + parent for parent, _, _ in beams)
                 keep_tokens.extend(token for _, token, _ in beams)
 
+            same_sources = len(still_active) == len(active)   # no sentence left: rows stay with their source
             active = np.asarray(still_active, dtype=np.int64)
             if len(active):
                 alive_log_prob = np.asarray(next_log_prob)
                 alive_tokens = next_tokens
-                state.advance(np.asarray(keep_rows, dtype=np.int64), keep_tokens)
+                state.advance(np.asarray(keep_rows, dtype=np.int64), keep_tokens, same_sources)
 
     results = []
     for hypotheses in finished:

@@ -63,9 +63,9 @@ class Function:
     saved_arrays: tuple | None = ()           # what forward kept for backward; None once freed
 
     def __call__(self, *inputs: Any) -> Tensor:
-        tensors = _as_tensors(inputs)                  # Python numbers become Tensors
+        tensors = inputs if _all_tensors(inputs) else _as_tensors(inputs)  # Python numbers become Tensors
         arrays = [t.data for t in tensors]
-        if len(arrays) > 1:
+        if len(arrays) > 1 and backend.gpu_in_use():
             _check_same_device(self, arrays)
         output = Tensor(self.forward(*arrays))
         # record the graph: only when asked, and only for a floating-point result (ints have no gradient)
@@ -96,10 +96,8 @@ class Tensor:
     __array_priority__ = 1000  # numpy_array * tensor calls Tensor.__rmul__
 
     def __init__(self, data: Any, requires_grad: bool = False, name: str | None = None) -> None:
-        if isinstance(data, Tensor):
-            data = data.data
-        elif not backend.is_array(data):
-            data = _array_from(data)  # Python numbers and lists, NumPy scalars
+        if type(data) is not numpy.ndarray:  # the usual case, a NumPy array, needs no conversion
+            data = data.data if isinstance(data, Tensor) else _array_from(data)
         if data.dtype.kind not in "biufc":
             raise TypeError(f"Tensor: expected numbers (bool, int, float or complex), got an array of dtype "
                             f"{data.dtype}")
@@ -200,7 +198,7 @@ class Tensor:
         order = _topological_order(self)
         while order:
             tensor = order.pop()                        # consumers first (rule 2)
-            gy = grads.pop(id(tensor), None)
+            gy = grads.pop(tensor, None)
             if gy is None:                              # no path from self brought a gradient here
                 continue
             function = tensor.creator
@@ -211,7 +209,7 @@ class Tensor:
             gxs = function.backward(gy)
             for x, gx in zip(function.inputs, gxs if isinstance(gxs, tuple) else (gxs,)):
                 if gx is not None and x.requires_grad:
-                    if gx.shape != x.shape:
+                    if gx.shape != x.data.shape:
                         raise _gradient_shape_error(function, gx, x)
                     grads.add(x, gx)                    # rule 1: sum over paths
             if not retain_graph:
@@ -269,7 +267,9 @@ def _raw(value):
 
 
 def _array_from(data):
-    """Python data as an array on the default device; a NumPy scalar stays on the host."""
+    """Python data as an array on the default device; a NumPy scalar stays on the host; an array stays."""
+    if backend.is_array(data):  # a CuPy array, or a subclass of NumPy's
+        return data
     array = numpy.asarray(data)
     if array.dtype.kind not in "biufc":  # "abc", None, {}: NumPy keeps them as str or object arrays
         raise TypeError(f"Tensor: expected numbers (bool, int, float or complex), got {type(data).__name__} "
@@ -281,9 +281,11 @@ def _array_from(data):
 
 def _as_tensors(inputs) -> tuple[Tensor, ...]:
     """Wrap non-Tensor inputs; Python numbers take the dtype of the first Tensor (no silent upcast)."""
-    if _all_tensors(inputs):
-        return inputs
-    like = next((x.data for x in inputs if isinstance(x, Tensor)), None)
+    like = None
+    for x in inputs:
+        if isinstance(x, Tensor):
+            like = x.data
+            break
     wrapped = []
     for x in inputs:
         if isinstance(x, Tensor):
@@ -345,16 +347,16 @@ def _topological_order(root: Tensor) -> list[Tensor]:
     limit on deep graphs (a chain of 100,000 ops).
     """
     order: list[Tensor] = []
-    visited: set[int] = set()
+    visited: set[Tensor] = set()   # a Tensor hashes by identity (__hash__ = object.__hash__)
     stack: list[tuple[Tensor, bool]] = [(root, False)]
     while stack:
         tensor, inputs_done = stack.pop()
         if inputs_done:
             order.append(tensor)
             continue
-        if id(tensor) in visited:
+        if tensor in visited:
             continue
-        visited.add(id(tensor))
+        visited.add(tensor)
         stack.append((tensor, True))
         function = tensor.creator
         if function is not None:
@@ -363,13 +365,13 @@ def _topological_order(root: Tensor) -> list[Tensor]:
                     f"backward() through a graph that was already freed (at {function!r}): the first "
                     "backward() released it. Call backward(retain_graph=True) the first time to go twice.")
             for x in function.inputs:
-                if x.requires_grad and id(x) not in visited:
+                if x.requires_grad and x not in visited:
                     stack.append((x, False))
     return order
 
 
 class _Gradients(dict):
-    """∂L/∂t for each tensor t that one backward() has reached so far, keyed by id(t).
+    """∂L/∂t for each tensor t that one backward() has reached so far, keyed by t (by identity).
 
     A backward may return one array for several inputs (Add hands gy to both),
     so an array is added into only if this sweep allocated it, and every .grad
@@ -377,21 +379,20 @@ class _Gradients(dict):
     """
 
     def __init__(self, root: Tensor, gy) -> None:
-        super().__init__({id(root): gy})
-        self.owned: set[int] = set()  # tensors whose gradient is a sum this sweep allocated
+        super().__init__({root: gy})
+        self.owned: set[Tensor] = set()  # tensors whose gradient is a sum this sweep allocated
         self.kept: set[int] = set()   # arrays that some tensor already keeps as its .grad
 
     def add(self, x: Tensor, gx) -> None:
         """One more path into x: gradients add up (the multivariable chain rule)."""
-        key = id(x)
-        total = self.get(key)
+        total = self.get(x)
         if total is None:
-            self[key] = gx
-        elif key in self.owned and total.dtype == gx.dtype:
+            self[x] = gx
+        elif x in self.owned and total.dtype == gx.dtype:
             total += gx                  # our own array: add in place, no new allocation
         else:
-            self[key] = total + gx       # a new array, which later paths add into
-            self.owned.add(key)
+            self[x] = total + gx         # a new array, which later paths add into
+            self.owned.add(x)
 
     def keep(self, tensor: Tensor, gy) -> None:
         """Add gy into tensor.grad. A new .grad is never a view nor an array another tensor keeps

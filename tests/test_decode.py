@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import minitransformer as mt
-from minitransformer.decode import beam_search, decode_sentences, greedy_decode, length_penalty
+from minitransformer.decode import _top_candidates, beam_search, decode_sentences, greedy_decode, length_penalty
 
 PAD, BOS, EOS, A, B, C = 0, 1, 2, 3, 4, 5
 
@@ -234,3 +234,23 @@ def test_the_callers_mode_comes_back_when_decoding_fails(sources, monkeypatch):
     with pytest.raises(RuntimeError, match="no memory"):
         greedy_decode(model, sources, BOS, EOS)
     assert modes == [False] and model.training and all(m.training for m in model.modules())
+
+
+@pytest.mark.parametrize("shape, k", [((64, 16000), 8), ((3, 24), 8), ((5, 7), 3), ((2, 5), 8), ((4, 1001), 16)])
+def test_top_candidates_equal_a_full_sort_ties_to_the_lower_index(shape, k):
+    rng = np.random.default_rng(sum(shape) + k)
+    scores = rng.standard_normal(shape).astype(np.float32)
+    scores[:, ::3] = -np.inf                                  # dead beams
+    scores[0] = np.round(scores[0])                           # many ties
+    n = min(k, shape[1])
+    order = np.lexsort((np.broadcast_to(np.arange(shape[1]), shape), -scores.astype(np.float64)), axis=-1)[:, :n]
+    index, values = _top_candidates(scores, k)
+    np.testing.assert_array_equal(index, order)
+    np.testing.assert_array_equal(values, np.take_along_axis(scores, order, axis=1).astype(np.float64))
+
+
+def test_top_candidates_name_nan_scores():
+    scores = np.zeros((2, 100), dtype=np.float32)
+    scores[1] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        _top_candidates(scores, 4)

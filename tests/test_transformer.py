@@ -170,6 +170,24 @@ def test_cache_reorder_continues_the_chosen_hypotheses():
     np.testing.assert_allclose(step, expected, atol=1e-10)
 
 
+def test_a_reorder_among_one_sentences_beams_keeps_the_cross_attention_cache_and_agrees():
+    model = tiny_model()
+    src, tgt_in, _ = batch()
+    rows = np.repeat(np.arange(src.shape[0]), 2)                          # two beams per sentence
+    with mt.no_grad():
+        memory, src_mask = model.encode(src[rows])
+        cache = model.init_cache()
+        for t in range(2):
+            model.decode_step(tgt_in[rows, t], memory, src_mask, cache)
+        cross_keys = cache.layers[0].cross_attn.keys
+        order = np.array([1, 1, 3, 2])                                    # each row stays with its sentence
+        cache.reorder(order, same_sources=True)
+        assert cache.layers[0].cross_attn.keys is cross_keys               # not copied
+        step = model.decode_step(tgt_in[rows[order], 2], memory, src_mask, cache).data
+        expected = model.decode(tgt_in[rows[order], :3], memory, src_mask).data[:, 2]
+    np.testing.assert_allclose(step, expected, atol=1e-10)
+
+
 def test_record_attention_keeps_each_layers_cross_attention_weights_for_plots():
     model = tiny_model()
     src, tgt_in, _ = batch()

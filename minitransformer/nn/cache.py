@@ -70,14 +70,19 @@ class DecoderCache:
     def __len__(self) -> int:
         return self.position
 
-    def reorder(self, indices) -> None:
+    def reorder(self, indices, same_sources: bool = False) -> None:
         """Keep/reorder batch rows for beam search, in place: row j becomes old row indices[j].
 
         Reorder ``memory`` and ``src_mask`` with the same indices before the next step.
+        ``same_sources=True`` says that row j and old row indices[j] translate the same source
+        sentence (beam search choosing among a sentence's own beams): the cross-attention
+        keys and values, projections of that sentence's memory, are then already right and
+        are not copied.
         """
         for layer in self.layers:
             layer.self_attn.reorder(indices)
-            layer.cross_attn.reorder(indices)
+            if not same_sources:
+                layer.cross_attn.reorder(indices)
 
     def __repr__(self) -> str:
         return f"DecoderCache(layers={len(self.layers)}, position={self.position})"
