@@ -26,9 +26,10 @@ is three test sentences with one reference each, not one sentence with three ref
 The recipe: the "small" model (2 + 2 layers, d_model 128) with a shared vocabulary of 4,000 raw-text
 tokens, for a fixed number of optimizer steps (``--steps``, default 3,000). A budget in steps, not
 minutes, gives the same model on every machine; on a machine shared with other jobs the same steps
-take longer, so the results record the minutes they took, the CPU time and the load average (at the
-start, the end and sampled every 15 s), and an estimate of the minutes on two quiet cores (the CPU
-time over two). ``--minutes`` stops on time instead.
+take longer, so the results record the minutes they took, the CPU time, the BLAS threads and the load
+average (at the start, the end and sampled every 15 s), and an estimate of the minutes on two quiet
+cores from the CPU time. ``--minutes`` stops on time instead. On a busy machine run it with
+OPENBLAS_NUM_THREADS=1: a thread waiting for a core that another process holds only slows the others.
 
 It prints a table and writes OUT/tatoeba_scores.json (and the outputs, OUT/test_outputs.txt). It is a
 recipe, not a test: it takes as long as you give it.
@@ -120,6 +121,23 @@ def children_cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def blas_threads() -> int:
+    """The BLAS threads the training process uses: OPENBLAS_NUM_THREADS if set, else the command line's
+    choice (one per core, at most 4; minitransformer/__main__.py)."""
+    value = os.environ.get("OPENBLAS_NUM_THREADS") or os.environ.get("OMP_NUM_THREADS")
+    return int(value) if value and value.isdigit() else max(1, min(4, os.cpu_count() or 1))
+
+
+def quiet_minutes(cpu_seconds: float, threads: int) -> float:
+    """Minutes the training would take alone on two cores with two BLAS threads, from its CPU time.
+
+    With two threads both cores compute, so wall ≈ CPU / 2 (the small_parallel_enja run: 59.9 CPU
+    minutes in 30.0). With one thread the CPU time is one core's work, and a second thread makes that
+    1.25x faster on two quiet cores (minitransformer/__main__.py). An estimate: on a loaded machine the
+    CPU time itself grows a little (caches shared with other jobs)."""
+    return cpu_seconds / 60 / (2.0 if threads >= 2 else 1.25)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("pair", choices=sorted(PAIRS), help="the Tatoeba folder")
@@ -159,6 +177,7 @@ def main() -> int:
                "--no-eval", "--out", str(out), "--overwrite", "--device", args.device, *args.extra]
     print("$", " ".join(command), flush=True)
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    threads = blas_threads()
     load = LoadSampler()
     started, cpu_before = time.monotonic(), children_cpu_seconds()
     returncode = subprocess.run(command, cwd=ROOT, env=env).returncode
@@ -189,8 +208,8 @@ def main() -> int:
                "steps_budget": args.steps, "minutes_budget": args.minutes,
                "steps": run["steps"], "epochs": round(run["epochs"], 2), "train_seconds": run["train_seconds"],
                "train_minutes": round(run["train_seconds"] / 60, 1), "train_wall_minutes": round(train_wall / 60, 1),
-               "train_cpu_minutes": round(train_cpu / 60, 1),
-               "quiet_2core_minutes_estimate": round(train_cpu / 2 / 60, 1),
+               "train_cpu_minutes": round(train_cpu / 60, 1), "blas_threads": threads,
+               "quiet_2core_minutes_estimate": round(quiet_minutes(train_cpu, threads), 1),
                "final_model": run.get("final_model"), "dev_history": run.get("history"),
                "test_sentences": len(pairs), "test_sentences_in_file": len(all_test),
                "distinct_test_sources": len(sources), "decode_seconds": round(decode_seconds, 1),
@@ -207,7 +226,7 @@ def main() -> int:
           f"{run['train_seconds'] / 60:.1f} min | {len(pairs)} | {bleus} | {result['chrf']} | {result['chrf++']} |")
     print(f"(load average {loads['load_average_at_start']} at the start, {loads['load_average_mean']} on average, "
           f"on {os.cpu_count()} cores; training took {train_wall / 60:.1f} min of wall time and "
-          f"{train_cpu / 60:.1f} min of CPU time, about {train_cpu / 120:.1f} min on two quiet cores; "
+          f"{train_cpu / 60:.1f} min of CPU time, about {quiet_minutes(train_cpu, threads):.1f} min on two quiet cores (estimated from {threads} BLAS thread(s)); "
           f"{decode_seconds / 60:.1f} min for decoding the test set with beam 4)")
     for example in summary["examples"]:
         print(f"  {example['source']}\n    → {example['output']}\n    reference: {example['reference']}")
