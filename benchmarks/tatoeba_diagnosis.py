@@ -12,6 +12,7 @@ a number, into benchmarks/results/tatoeba_diagnosis.json:
 * the decoding: with ``--run``, the tokens the run's model writes for the first test sentence and
   their decoding (a missing character is the model's choice if the tokens lack it, a detokenizer
   bug if not).
+* with ``--outputs``, a later run's outputs scored on the same first 500 test pairs as the weak run.
 """
 from __future__ import annotations
 
@@ -68,6 +69,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", default=str(SHARED / "data" / "tatoeba_manythings" / "jpn-eng"))
     parser.add_argument("--run", default=None, help="a finished run folder whose model to question")
+    parser.add_argument("--outputs", default=None,
+                        help="a later run's test_outputs.txt (en-ja, the whole test file): scored on the first 500 too")
     parser.add_argument("--results", default=str(ROOT / "benchmarks" / "results" / "tatoeba_diagnosis.json"))
     args = parser.parse_args()
     corpus = load_corpus(args.data, "en-ja")
@@ -94,6 +97,14 @@ def main() -> int:
                               # the text is the tokens put together: nothing is lost in detokenization
                               "output_is_its_tokens_joined": tokenizer.decode(ids) == "".join(
                                   tokenizer.vocab[i] for i in ids).replace("\u2581", " ").removeprefix(" ")}
+    if args.outputs:
+        from minitransformer.bleu import corpus_bleu_score  # noqa: PLC0415
+        from minitransformer.chrf import corpus_chrf  # noqa: PLC0415
+        outputs = Path(args.outputs).read_text(encoding="utf-8").splitlines()[:500]
+        references = [reference for _, reference in corpus.pairs("test", "en-ja")[:500]]
+        result["outputs_on_first_500"] = {
+            "outputs": args.outputs, "bleu_char": round(corpus_bleu_score(outputs, references, tokenize="char").score, 2),
+            "chrf": round(corpus_chrf(outputs, references), 2)}
     Path(args.results).write_text(json.dumps(result, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
     print(json.dumps(result, ensure_ascii=False, indent=1))
     return 0
