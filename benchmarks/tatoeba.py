@@ -152,6 +152,27 @@ def quiet_minutes(cpu_seconds: float, threads: int) -> float:
     return cpu_seconds / 60 / (2.0 if threads >= 2 else 1.25)
 
 
+def rescore(out: Path, data: Path, direction: str) -> int:
+    """Score a finished run's outputs again with every tokenization available now; update its scores file."""
+    from minitransformer.data.loaders import load_corpus  # noqa: PLC0415
+
+    scores_file, outputs_file = out / "tatoeba_scores.json", out / "test_outputs.txt"
+    if not scores_file.is_file() or not outputs_file.is_file():
+        print(f"{out}: no finished Tatoeba run here (tatoeba_scores.json and test_outputs.txt)", file=sys.stderr)
+        return 2
+    summary = json.loads(scores_file.read_text(encoding="utf-8"))
+    pairs = spread_sample(load_corpus(data, direction).pairs("test", direction), summary["test_sentences"])
+    hypotheses = outputs_file.read_text(encoding="utf-8").splitlines()
+    if len(hypotheses) != len(pairs):
+        print(f"{outputs_file}: {len(hypotheses)} lines for {len(pairs)} test pairs", file=sys.stderr)
+        return 2
+    result = scores(hypotheses, [r for _, r in pairs], direction.split("-")[1])
+    summary.update(result)
+    scores_file.write_text(json.dumps(summary, ensure_ascii=False, indent=1), encoding="utf-8")
+    print(", ".join(f"{key} {value}" for key, value in result.items()))
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("pair", choices=sorted(PAIRS), help="the Tatoeba folder")
@@ -166,6 +187,9 @@ def main() -> int:
     parser.add_argument("--test-limit", type=int, default=None,
                         help="score only N test pairs, spread evenly over the length-sorted file")
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--rescore", action="store_true",
+                        help="train nothing: score OUT/test_outputs.txt again (after installing fugashi, say) "
+                             "and update OUT/tatoeba_scores.json")
     parser.add_argument("--extra", nargs=argparse.REMAINDER, default=[], help="more `train` options")
     args = parser.parse_args()
     if args.direction not in PAIRS[args.pair]:
@@ -177,6 +201,9 @@ def main() -> int:
         if value is not None and value <= 0:
             print(f"--{name.replace('_', '-')} must be positive, got {value}", file=sys.stderr)
             return 2
+    if args.rescore:
+        return rescore(Path(args.out or ROOT / "runs" / f"tatoeba-{args.pair}-{args.direction}"),
+                       Path(args.data or SHARED / "data" / "tatoeba_manythings" / args.pair), args.direction)
     if args.steps is None and args.minutes is None:
         args.steps = DEFAULT_STEPS
     data = Path(args.data or SHARED / "data" / "tatoeba_manythings" / args.pair)

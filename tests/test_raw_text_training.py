@@ -158,3 +158,11 @@ def test_the_tatoeba_recipe_runs_end_to_end_on_a_tiny_corpus(tmp_path):
     assert "(char)" in result.stdout and len((out / "test_outputs.txt").read_text(encoding="utf-8").splitlines()) == 6
     test_file = sorted(corpus.test, key=lambda pair: len(pair[0]))
     assert [e["source"] for e in scores["examples"]] == [_raw_english(test_file[i][0]) for i in (0, 2, 4, 6, 8, 10)]
+    # --rescore scores the same outputs again (the same figures here) and keeps the rest of the file
+    (out / "tatoeba_scores.json").write_text(json.dumps({**scores, "chrf": -1.0}), encoding="utf-8")
+    again = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "tatoeba.py"), "jpn-eng", "en-ja", "--data",
+                            str(folder), "--out", str(out), "--rescore"], capture_output=True, text=True, env=env,
+                           cwd=ROOT, timeout=600)
+    assert again.returncode == 0, again.stderr
+    rescored = json.loads((out / "tatoeba_scores.json").read_text(encoding="utf-8"))
+    assert rescored == scores
