@@ -28,11 +28,13 @@ tokens, for a fixed number of optimizer steps (``--steps``, default 3,000). A bu
 minutes, gives the same model on every machine; on a machine shared with other jobs the same steps
 take longer, so the results record the minutes they took, the CPU time, the BLAS threads and the load
 average (at the start, the end and sampled every 15 s), and an estimate of the minutes on two quiet
-cores from the CPU time. ``--minutes`` stops on time instead. On a busy machine run it with
-OPENBLAS_NUM_THREADS=1: a thread waiting for a core that another process holds only slows the others.
+cores from the CPU time. ``--minutes`` stops on time instead (with ``--steps`` as well: whichever
+comes first). On a busy machine run it with OPENBLAS_NUM_THREADS=1: a BLAS thread waiting for a core
+that another process holds only slows the others.
 
 It prints a table and writes OUT/tatoeba_scores.json (and the outputs, OUT/test_outputs.txt). It is a
-recipe, not a test: it takes as long as you give it.
+recipe, not a test: it takes as long as you give it. ``--rescore`` trains nothing and scores a finished
+run's outputs again, for instance after ``pip install fugashi unidic-lite`` for the MeCab words.
 
 ``--test-limit N`` scores N test pairs spread evenly over the test file. The ManyThings files are
 sorted by length, shortest first, so the first N pairs would be the shortest sentences only (the first
