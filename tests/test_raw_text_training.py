@@ -109,22 +109,60 @@ def test_tokenizer_words_overrides_the_choice(tmp_path):
     assert isinstance(Translator.load(tmp_path / "run").tokenizer, BPETokenizer)
 
 
+def _tatoeba_recipe():
+    """benchmarks/tatoeba.py as a module (benchmarks/ is not a package)."""
+    import importlib.util  # noqa: PLC0415
+    spec = importlib.util.spec_from_file_location("tatoeba_recipe", ROOT / "benchmarks" / "tatoeba.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_tatoeba_test_limit_spreads_over_the_length_sorted_file():
+    """The ManyThings files are sorted by length: --test-limit N must not mean the N shortest sentences."""
+    spread_sample = _tatoeba_recipe().spread_sample
+    assert spread_sample(list(range(10)), 5) == [0, 2, 4, 6, 8]
+    assert spread_sample(list(range(10)), 3) == [0, 3, 6]
+    assert spread_sample(list(range(4)), None) == [0, 1, 2, 3] and spread_sample(list(range(4)), 9) == [0, 1, 2, 3]
+    with pytest.raises(ValueError, match="--test-limit must be positive"):
+        spread_sample([1, 2], 0)
+    by_length = [("w " * n, "x") for n in range(1, 101)]        # like the files: shortest first
+    sample = spread_sample(by_length, 20)
+    assert len(sample) == 20 and len(set(sample)) == 20
+    mean = lambda pairs: sum(len(s.split()) for s, _ in pairs) / len(pairs)  # noqa: E731
+    assert abs(mean(sample) - mean(by_length)) < 5                 # a prefix of 20 would average 10.5 against 50.5
+
+
 def test_the_tatoeba_recipe_runs_end_to_end_on_a_tiny_corpus(tmp_path):
-    """benchmarks/tatoeba.py on a made-up jpn-eng folder (TSV, as the real one), a few steps of the toy model."""
+    """benchmarks/tatoeba.py on a made-up jpn-eng folder (TSV, as the real one), a few steps of the toy model,
+    a step budget, and a test limit that samples the whole (length-sorted) test file."""
     folder = tmp_path / "jpn-eng"
     folder.mkdir()
     corpus = make_builtin_corpus(seed=1, n_train=80, n_dev=10, n_test=12, n_heldout=0)
     for split in ("train", "dev", "test"):
+        pairs = sorted(getattr(corpus, split), key=lambda pair: len(pair[0]))
         (folder / f"{split}.tsv").write_text("".join(f"{_raw_english(e)}\t{j.replace(' ', '')}\tCC-BY\n"
-                                                     for e, j in getattr(corpus, split)), encoding="utf-8")
+                                                     for e, j in pairs), encoding="utf-8")
     out = tmp_path / "run"
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "tatoeba.py"), "jpn-eng", "en-ja",
-                             "--data", str(folder), "--out", str(out), "--preset", "toy", "--minutes", "1",
-                             "--extra", "--steps", "3", "--quiet"], capture_output=True, text=True, env=env,
-                            cwd=ROOT, timeout=600)
+                             "--data", str(folder), "--out", str(out), "--preset", "toy", "--vocab-size", "300",
+                             "--steps", "3", "--test-limit", "6", "--extra", "--quiet"],
+                            capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
     assert result.returncode == 0, result.stderr
     scores = json.loads((out / "tatoeba_scores.json").read_text(encoding="utf-8"))
-    assert scores["steps"] == 3 and scores["test_sentences"] == 12
+    assert scores["steps"] == 3 and scores["steps_budget"] == 3 and scores["minutes_budget"] is None
+    assert scores["test_sentences"] == 6 and scores["test_sentences_in_file"] == 12
     assert {"bleu_char", "bleu_13a", "bleu_none", "bleu_ja-mecab", "chrf", "chrf++"} <= set(scores)
-    assert "(char)" in result.stdout and len((out / "test_outputs.txt").read_text(encoding="utf-8").splitlines()) == 12
+    assert {"load_average_at_start", "load_average_mean", "train_cpu_minutes", "quiet_2core_minutes_estimate"} <= set(scores)
+    assert "(char)" in result.stdout and len((out / "test_outputs.txt").read_text(encoding="utf-8").splitlines()) == 6
+    test_file = sorted(corpus.test, key=lambda pair: len(pair[0]))
+    assert [e["source"] for e in scores["examples"]] == [_raw_english(test_file[i][0]) for i in (0, 2, 4, 6, 8, 10)]
+    # --rescore scores the same outputs again (the same figures here) and keeps the rest of the file
+    (out / "tatoeba_scores.json").write_text(json.dumps({**scores, "chrf": -1.0}), encoding="utf-8")
+    again = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "tatoeba.py"), "jpn-eng", "en-ja", "--data",
+                            str(folder), "--out", str(out), "--rescore"], capture_output=True, text=True, env=env,
+                           cwd=ROOT, timeout=600)
+    assert again.returncode == 0, again.stderr
+    rescored = json.loads((out / "tatoeba_scores.json").read_text(encoding="utf-8"))
+    assert rescored == scores
