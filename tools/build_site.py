@@ -228,19 +228,6 @@ def execute(source: Path, code: list[str], cache: Path, package: str, timeout: i
     return "executed", outputs
 
 
-def setup_cell(stem: str) -> str:
-    """The setup cell tools/build_notebooks.py puts before the first code cell, so the pages match the notebooks."""
-    sys.path.insert(0, str(ROOT / "tools"))
-    import build_notebooks
-
-    return build_notebooks.SETUP_CELL.format(needs=build_notebooks.exercise_needs().get(stem), chapter=stem)
-
-
-def with_setup(cells: list[dict], stem: str) -> list[dict]:
-    first = next((i for i, c in enumerate(cells) if c["kind"] == "code"), len(cells))
-    return cells[:first] + [{"kind": "code", "source": setup_cell(stem)}] + cells[first:]
-
-
 def write_notebook(path: Path, cells: list[dict], outputs: list | None, lead: str) -> None:
     import nbformat
 
@@ -269,11 +256,13 @@ def chapter_stems() -> list[str]:
     return [p.stem for p in sorted((ROOT / "chapters").glob("[0-9][0-9]-*.md"))]
 
 
-def cross_links(lang: str, stem: str, here: str, sources: list[str], kind: str) -> str:
+def cross_links(lang: str, stem: str, here: str, sources: list[str], kind: str, notebook: bool = True) -> str:
     t = TEXT[lang]
     sub = "ja/" if lang == "ja" else ""
     parts = []
-    if kind == "chapter":
+    if kind == "chapter" and not notebook:
+        pass
+    elif kind == "chapter":
         parts.append(f"**{t['notebook']}:** [{stem}.ipynb]({posixpath.relpath(f'notebooks/{sub}{stem}.ipynb', here)})")
     else:
         parts.append(f"**{t['chapter']}:** [{stem}.md]({posixpath.relpath(f'chapters/{sub}{stem}.md', here)})")
@@ -292,7 +281,7 @@ def stage(lang: str, src: Path, notebooks: dict, report: Report) -> None:
     shutil.copytree(ROOT / "chapters" / "figures", src / "chapters" / "figures",
                     ignore=shutil.ignore_patterns("*.py", "__pycache__"))
     mathjax = mathjax_folder()
-    shutil.copytree(mathjax, src / "_mathjax" / "mathjax", ignore=shutil.ignore_patterns("HTML-CSS", "*.md"))
+    shutil.copytree(mathjax, src / "_mathjax" / "mathjax", ignore=shutil.ignore_patterns("SVG", "*.md"))
     sub = "ja/" if lang == "ja" else ""
     stems = chapter_stems()
     sources_of: dict[str, list[str]] = {}
@@ -314,7 +303,7 @@ def stage(lang: str, src: Path, notebooks: dict, report: Report) -> None:
         sources = mentioned_sources(english)
         sources_of[stem] = sources
         title, _, body = text.partition("\n")
-        lead = lang_switch(lang, f"{here}/{stem}") + "\n" + cross_links(lang, stem, here, sources, "chapter")
+        lead = lang_switch(lang, f"{here}/{stem}") + "\n" + cross_links(lang, stem, here, sources, "chapter", stem in notebooks)
         text = f"{title}\n\n{lead}\n{body}"
         text = link_mentions(text, here, lang)
         (src / here).mkdir(parents=True, exist_ok=True)
@@ -335,8 +324,10 @@ def stage(lang: str, src: Path, notebooks: dict, report: Report) -> None:
             chosen, notice = english_cells(cells), f"\n\n```{{note}}\n{t['missing_notebook']}\n```"
         if outputs is None:
             notice += f"\n\n```{{note}}\n{t['not_run']}\n```"
+        # tools/build_notebooks.py's setup cell is left out: PYTHONPATH names this repository, and the cell
+        # would only print this machine's paths into the page
         chosen = [{**c, "source": link_mentions(c["source"], here, lang)} if c["kind"] != "code" else c
-                  for c in with_setup(chosen, stem)]
+                  for c in chosen]
         lead = lang_switch(lang, f"{here}/{stem}") + "\n" + cross_links(lang, stem, here, sources_of[stem], "notebook")
         write_notebook(src / here / f"{stem}.ipynb", chosen, outputs, lead + notice)
         notebook_titles.append((first_heading(chosen[0]["source"]) + t["nb_suffix"], f"{here}/{stem}"))
@@ -509,7 +500,7 @@ def build(out: Path, work: Path, cache: Path, execute_only: set[str] | None, job
             cells = split_source(source.read_text(encoding="utf-8"))
             notebooks[stem] = cells
             if execute_only is None or stem[:2] in execute_only:
-                code = [c["source"] for c in with_setup(english_cells(cells), stem) if c["kind"] == "code"]
+                code = [c["source"] for c in english_cells(cells) if c["kind"] == "code"]
                 runs[stem] = pool.submit(execute, source, code, cache, package, 900)
         results = {}
         for stem in notebooks:

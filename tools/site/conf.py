@@ -24,16 +24,13 @@ myst_update_mathjax = False
 nb_execution_mode = "off"
 nb_merge_streams = True
 
-# MathJax 2.7 from the jupyter-server-mathjax wheel, copied into _static/mathjax by the build: no CDN.
-# The SVG output needs no web fonts, so pages opened from disk (file://) render the same as served ones.
-mathjax_path = "mathjax/MathJax.js"
+# MathJax 2.7 from the jupyter-server-mathjax wheel, copied into _static/mathjax by the build: no CDN. Its one
+# combined configuration (TeX input, HTML-CSS output) with the STIX web fonts it ships, which load from disk too.
+mathjax_path = "mathjax/MathJax.js?config=TeX-AMS-MML_HTMLorMML-full"
 mathjax3_config = None
 mathjax2_config = {
-    "jax": ["input/TeX", "output/SVG"],
-    "extensions": ["tex2jax.js"],
-    "TeX": {"extensions": ["AMSmath.js", "AMSsymbols.js", "noErrors.js", "noUndefined.js"]},
     "tex2jax": {"inlineMath": [["\\(", "\\)"]], "displayMath": [["\\[", "\\]"]], "processEscapes": True},
-    "SVG": {"font": "STIX-Web"},
+    "HTML-CSS": {"availableFonts": ["STIX-Web"], "preferredFont": "STIX-Web", "webFont": "STIX-Web", "imageFont": None},
     "showMathMenu": False,
     "messageStyle": "none",
 }
