@@ -125,6 +125,17 @@ def test_the_link_check_finds_a_missing_page_and_a_missing_anchor(tmp_path):
     assert any("f.png (no such file)" in b for b in broken)
 
 
+def test_the_math_check_finds_raw_tex_in_prose_but_not_in_math_or_code(tmp_path):
+    (tmp_path / "en" / "chapters").mkdir(parents=True)
+    page = tmp_path / "en" / "chapters" / "a.html"
+    page.write_text('<p>rendered <span class="math notranslate">\\(x^2\\)</span>, listed <code>$HOME $PATH</code></p>'
+                    '<pre>echo $a $b</pre><br><p>costs 5 $ a month</p>')
+    assert build_site.check_math(tmp_path) == []
+    page.write_text(page.read_text() + "<p>left raw: $\\sqrt{d_k}$</p>")
+    [problem] = build_site.check_math(tmp_path)
+    assert "en/chapters/a.html: raw TeX left in the text" in problem and "\\sqrt{d_k}" in problem
+
+
 # ------------------------------------------------------------------------- the build fails where it must
 # (Sphinx and its extensions, run in this process here, warn about their own deprecations: not ours to fix)
 SPHINX_DEPRECATIONS = [pytest.mark.filterwarnings("ignore::DeprecationWarning"),

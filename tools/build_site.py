@@ -19,7 +19,8 @@ A Japanese chapter or notebook that does not exist yet is replaced by the Englis
 that says so, and a Japanese figure not drawn yet by the English figure; the build lists every such
 fallback. The build fails on: a notebook cell that raises, a missing figure, a broken internal link
 (Sphinx's own cross-reference warnings, and afterwards every href/src of every page, fragment included,
-checked against the files written), and any other Sphinx warning.
+checked against the files written), TeX left raw in a page's text (a ``$`` MyST did not take for math), and
+any other Sphinx warning.
 
 Executed notebooks are cached (``_build/site-cache``), keyed by the notebook's source and every file of
 the package, so a second build that changed only prose executes nothing. Needs ``pip install -e ".[site]"``.
@@ -456,6 +457,44 @@ def check_links(site: Path) -> list[str]:
     return broken
 
 
+RAW_TEX = re.compile(r"(?<![\\$])\$[^$\s][^$\n]*\$|\\\(|\\\[")
+VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
+
+
+class _Prose(html.parser.HTMLParser):
+    """A page's text outside code, scripts and the math Sphinx hands to MathJax."""
+
+    def __init__(self):
+        super().__init__()
+        self.skipping, self.depth, self.text = [], 0, []
+
+    def handle_starttag(self, tag, attrs):
+        if tag not in VOID:
+            skip = tag in ("pre", "code", "script", "style") or "math" in (dict(attrs).get("class") or "").split()
+            self.skipping.append(skip)
+            self.depth += skip
+
+    def handle_endtag(self, tag):
+        if tag not in VOID and self.skipping:
+            self.depth -= self.skipping.pop()
+
+    def handle_data(self, data):
+        if not self.depth:
+            self.text.append(data)
+
+
+def check_math(site: Path) -> list[str]:
+    """No chapter or notebook page shows TeX that MyST did not take for math (a stray or unbalanced $)."""
+    raw = []
+    for path in sorted([*site.glob("*/chapters/**/*.html"), *site.glob("*/notebooks/**/*.html")]):
+        prose = _Prose()
+        prose.feed(path.read_text(encoding="utf-8"))
+        text = "".join(prose.text)
+        raw += [f"{path.relative_to(site)}: raw TeX left in the text: {text[max(0, m.start() - 30):m.end() + 10]!r}"
+                for m in RAW_TEX.finditer(text)]
+    return raw
+
+
 # ---------------------------------------------------------------------------------------------- build
 def run_sphinx(lang: str, src: Path, out: Path, doctrees: Path, quiet: bool) -> list[str]:
     from sphinx.application import Sphinx
@@ -520,7 +559,7 @@ def build(out: Path, work: Path, cache: Path, execute_only: set[str] | None, job
         problems += [f"[{lang}] {w}" for w in warnings]
     (out / "index.html").write_text(FRONT, encoding="utf-8")
     (out / ".nojekyll").write_text("", encoding="utf-8")
-    problems += check_links(out)
+    problems += check_links(out) + check_math(out)
     if problems:
         raise SystemExit("the site has problems:\n  " + "\n  ".join(problems))
     return report
