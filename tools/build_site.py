@@ -226,6 +226,9 @@ def execute(source: Path, code: list[str], cache: Path, package: str, timeout: i
     temporary = cached.with_suffix(".tmp")
     temporary.write_text(json.dumps(outputs), encoding="utf-8")
     temporary.replace(cached)
+    for stale in cache.glob(f"{source.stem}-*.json"):      # earlier executions of this notebook, now outdated
+        if stale != cached:
+            stale.unlink()
     return "executed", outputs
 
 
