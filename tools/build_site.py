@@ -153,6 +153,8 @@ def to_lang(page: str, lang: str) -> str:
     for folder in ("chapters", "notebooks"):
         stem = page.removeprefix(f"{folder}/ja/").removeprefix(f"{folder}/")
         if page.startswith(f"{folder}/"):
+            if stem == "glossary" and lang == "en":
+                return "index"                       # the glossary has no English twin
             return f"{folder}/ja/{stem}" if lang == "ja" else f"{folder}/{stem}"
     return page
 
@@ -240,10 +242,10 @@ def write_notebook(path: Path, cells: list[dict], outputs: list | None, lead: st
     notebook.metadata["language_info"] = {"name": "python"}
     code_outputs = iter(outputs or [])
     title, *rest = cells
-    # the page's title stays first; the links and the language switch go right below it
-    notebook.cells.append(nbformat.v4.new_markdown_cell(title["source"] + "\n\n" + lead))
     if title["kind"] == "code":
         raise SystemExit(f"{path.name}: a notebook source must open with a Markdown title cell")
+    # the page's title stays first; the links and the language switch go right below it
+    notebook.cells.append(nbformat.v4.new_markdown_cell(title["source"] + "\n\n" + lead))
     for cell in rest:
         if cell["kind"] == "code":
             new = nbformat.v4.new_code_cell(cell["source"])
@@ -264,11 +266,9 @@ def cross_links(lang: str, stem: str, here: str, sources: list[str], kind: str, 
     t = TEXT[lang]
     sub = "ja/" if lang == "ja" else ""
     parts = []
-    if kind == "chapter" and not notebook:
-        pass
-    elif kind == "chapter":
+    if kind == "chapter" and notebook:
         parts.append(f"**{t['notebook']}:** [{stem}.ipynb]({posixpath.relpath(f'notebooks/{sub}{stem}.ipynb', here)})")
-    else:
+    elif kind == "notebook":
         parts.append(f"**{t['chapter']}:** [{stem}.md]({posixpath.relpath(f'chapters/{sub}{stem}.md', here)})")
     if sources:
         links = ", ".join(f"[`{s}`]({posixpath.relpath(f'source/{s}.md', here)})" for s in sources)
@@ -369,7 +369,16 @@ def stage(lang: str, src: Path, notebooks: dict, report: Report) -> None:
 
     front = ["# minitransformer", "", lang_switch(lang, "index"), TEXT[lang]["index_intro"], ""]
     front += toctree(t["chapters"], chapter_titles) + toctree(t["notebooks"], notebook_titles)
-    front += toctree(t["more"], [("TEACHING.md", "TEACHING"), (t["source_title"], "source/index")])
+    more = [("TEACHING.md", "TEACHING"), (t["source_title"], "source/index")]
+    glossary = ROOT / "chapters" / "ja" / "glossary.md"        # the Japanese edition's terms, in its site only
+    if lang == "ja" and glossary.exists():
+        text = glossary.read_text(encoding="utf-8")
+        title, _, body = text.partition("\n")
+        page = "chapters/ja/glossary"
+        (src / f"{page}.md").write_text(link_mentions(f"{title}\n\n{lang_switch(lang, page)}\n{body}", "chapters/ja", lang),
+                                        encoding="utf-8")
+        more.insert(1, (first_heading(text), page))
+    front += toctree(t["more"], more)
     (src / "index.md").write_text("\n".join(front), encoding="utf-8")
 
 
