@@ -245,7 +245,7 @@ def check_in_browser(out: Path, browser: str) -> None:
 
         # the notebook page: executed outputs, a plotted figure among them
         open_page((out / "en" / "notebooks" / "05-layers.html").as_uri(), "2-notebook-05-en.png")
-        assert page.locator(".cell_output").count() >= 10
+        assert page.locator(".cell_output").count() >= 5
         plotted = page.evaluate("[...document.querySelectorAll('.cell_output img')].map(image => image.naturalWidth)")
         assert plotted and all(width > 0 for width in plotted), plotted
         page.locator(".cell_output img").first.scroll_into_view_if_needed()
