@@ -92,7 +92,8 @@ def score(translator, items: list[dict], beam_size: int = 4, alpha: float = 0.6)
 def diagnose(translator, items: list[dict], checkpoints: Path) -> dict:
     """The long set decoded with other α, greedily, and by every kept checkpoint (beam 4, α 0.6)."""
     from minitransformer.translator import Translator
-    found = {"final_model": {f"beam4_alpha{alpha}": score(translator, items, 4, alpha) for alpha in (0.0, 0.6, 1.0, 1.5)}}
+    found = {"final_model": {f"beam4_alpha_{alpha:g}".replace(".", "_"): score(translator, items, 4, alpha)
+                             for alpha in (0.0, 0.6, 1.0, 1.5)}}     # no dots in keys: tools/figures.py walks them
     found["final_model"]["greedy"] = score(translator, items, 1)
     for folder in sorted(checkpoints.glob("step-*")):
         found[folder.name] = score(Translator.load(folder), items)
@@ -123,7 +124,8 @@ def main(argv: list[str] | None = None) -> int:
     references = [item["reference"] for item in items]
     score = corpus_bleu_score(outputs, references, tokenize="none")
     exact = sum(o == r for o, r in zip(outputs, references)) / len(items)
-    run_results = json.loads((args.run / "results.json").read_text(encoding="utf-8"))
+    results_file = args.run / "results.json"      # a checkpoint folder has none
+    run_results = json.loads(results_file.read_text(encoding="utf-8")) if results_file.is_file() else {}
     record = {
         "command": f"python benchmarks/long_sentences.py --run {args.run} --label {args.label}",
         "run": str(args.run), "run_command_options": run_results.get("options"),
