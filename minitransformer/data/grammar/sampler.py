@@ -69,8 +69,8 @@ class Sentence:
 REFERENTS = {"i": {"speaker"}, "me": {"speaker"}, "we": {"speaker", "we"}, "us": {"speaker", "we"},
              "you": {"you"}, "he": {"he"}, "him": {"he"}, "she": {"she"}, "her": {"she"},
              "they": {"they"}, "them": {"they"}, **{n.en: {n.en} for n in NAMES}}
-# The unspoken subject of a request: "let 's ..." is we, "please ..." is you.
-REQUEST_REFERENTS = {"let": {"speaker", "we"}, "please": {"you"}}
+# The unspoken subject of a request: "let 's ..." is we (you and I), "please ..." is you.
+REQUEST_REFERENTS = {"let": {"speaker", "we", "you"}, "please": {"you"}}
 # あげる (and 見せる, 送る, 貸す) give away from the speaker's side; no first- or second-person recipient.
 RECIPIENT_EXCLUDED = {"i", "we", "you"}
 
