@@ -164,7 +164,7 @@ def rescore(out: Path, data: Path, direction: str) -> int:
         return 2
     summary = json.loads(scores_file.read_text(encoding="utf-8"))
     pairs = spread_sample(load_corpus(data, direction).pairs("test", direction), summary["test_sentences"])
-    hypotheses = outputs_file.read_text(encoding="utf-8").splitlines()
+    hypotheses = outputs_file.read_text(encoding="utf-8").split("\n")[:-1]   # not splitlines(): an output may hold "\x1d"
     if len(hypotheses) != len(pairs):
         print(f"{outputs_file}: {len(hypotheses)} lines for {len(pairs)} test pairs", file=sys.stderr)
         return 2

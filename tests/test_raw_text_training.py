@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from minitransformer.data import make_builtin_corpus
+from minitransformer.data import CONSTRUCTION_WEIGHTS, make_builtin_corpus
 from minitransformer.data.bpe import BPETokenizer
 from minitransformer.data.raw_bpe import RawBPETokenizer, choose_tokenizer, looks_unsegmented
 from minitransformer.train import train
@@ -25,9 +25,13 @@ def _raw_english(sentence: str) -> str:
     return sentence.replace(" ?", "?").replace(" .", ".")
 
 
+# One-clause sentences only: a 300-step toy run learns them well enough to score.
+SHORT = {name: weight for name, weight in CONSTRUCTION_WEIGHTS.items() if name not in ("and", "but", "when")}
+
+
 def write_raw_corpus(folder: Path, n_train: int) -> Path:
     """{train,dev,test}.{en,ja}: raw English and Japanese without a single space."""
-    corpus = make_builtin_corpus(seed=0, n_train=n_train, n_dev=30, n_test=40, n_heldout=0)
+    corpus = make_builtin_corpus(seed=0, n_train=n_train, n_dev=30, n_test=40, n_heldout=0, weights=SHORT)
     folder.mkdir(parents=True, exist_ok=True)
     for split in ("train", "dev", "test"):
         pairs = getattr(corpus, split)
@@ -155,7 +159,9 @@ def test_the_tatoeba_recipe_runs_end_to_end_on_a_tiny_corpus(tmp_path):
     assert scores["test_sentences"] == 6 and scores["test_sentences_in_file"] == 12
     assert {"bleu_char", "bleu_13a", "bleu_none", "bleu_ja-mecab", "chrf", "chrf++"} <= set(scores)
     assert {"load_average_at_start", "load_average_mean", "train_cpu_minutes", "quiet_2core_minutes_estimate"} <= set(scores)
-    assert "(char)" in result.stdout and len((out / "test_outputs.txt").read_text(encoding="utf-8").splitlines()) == 6
+    # a 3-step model may write any byte, "\x1d" too, which splitlines() would take for a line break
+    outputs = (out / "test_outputs.txt").read_text(encoding="utf-8")
+    assert "(char)" in result.stdout and outputs.count("\n") == 6
     test_file = sorted(corpus.test, key=lambda pair: len(pair[0]))
     assert [e["source"] for e in scores["examples"]] == [_raw_english(test_file[i][0]) for i in (0, 2, 4, 6, 8, 10)]
     # --rescore scores the same outputs again (the same figures here) and keeps the rest of the file

@@ -220,7 +220,7 @@ if full.is_file():
 print("one encoder layer of the default model, per source token (S = 12):",
       f"{encoder_layer_flops(128, 512, 12):,} FLOPs")
 default = TransformerConfig.small(1000)
-tokens = 1400 * 1000                     # an upper bound: 1,400 steps of at most 1,000 tokens a side
+tokens = 2400 * 1000                     # an upper bound: 2,400 steps of at most 1,000 tokens a side
 bound = training_flops(default, tokens, tokens, 12, 13)     # mean lengths of about 12 and 13 subwords
 print(f"default run ≤ {bound:.2e} FLOPs; the paper's base model used about {3.3e18 / bound:,.0f} times more")
 heads_file = ROOT / "benchmarks" / "results" / "heads.json"

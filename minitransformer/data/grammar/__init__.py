@@ -14,8 +14,10 @@ relative clauses come before their noun ("the cat that ate the fish" ->
 
 English is lowercased with punctuation as separate tokens ("the cat ate the fish .").
 Japanese is written in kanji and kana, segmented into words with spaces, with
-verb stems split from their endings ("食べ ます", "食べ た", "飲ま ない"), as
-word segmenters like KyTea do for the small_parallel_enja corpus.
+verb stems split from their endings ("食べ ます", "食べ た", "飲ま ない") and
+particles standing alone. The segmentation is the grammar's own: coarser than
+that of the small_parallel_enja corpus, whose tokenizer splits the endings
+further (あり ます there is あ り ま す), so the two do not share a vocabulary.
 
     lexicon.py   the words, with their Japanese and what they combine with
     rules.py     a meaning written out in English and in Japanese

@@ -25,6 +25,8 @@ class Noun:
     tags: frozenset = frozenset()   # finer classes used by verbs ("openable", "furniture", ...)
     prep: str = "in"                # places: "in the park", "at the station"
     name: bool = False              # a person's name: no article, no plural
+    mass: bool = False              # English mass noun: "bread", "music" (no "a", no plural)
+    plural_only: bool = False       # English plural noun: "the noodles are"
 
     def has(self, classes: frozenset) -> bool:
         return self.kind in classes or bool(self.tags & classes)
@@ -51,22 +53,26 @@ def _plural(word: str) -> str:
 
 def _nouns(kind: str, table: str, counter: str | None = None, tags: frozenset = frozenset(),
            prep: str = "in") -> list[Noun]:
-    """Parse 'english japanese [counter] [plural=...]' entries separated by '|'."""
+    """Parse 'english japanese [counter] [plural=...] [mass] [plural-only]' entries separated by '|'."""
     nouns = []
     for entry in table.split("|"):
         fields = entry.split()
         en, ja, rest = fields[0].replace("_", " "), fields[1], fields[2:]
-        this_counter, plural = counter, None
+        this_counter, plural, mass, plural_only = counter, None, False, False
         for item in rest:
             if item.startswith("plural="):
                 plural = item[len("plural="):]
             elif item == "-":
                 this_counter = None
+            elif item == "mass":
+                this_counter, mass = None, True
+            elif item == "plural-only":
+                this_counter, plural_only = None, True
             else:
                 this_counter = item
         if this_counter is not None and plural is None:
             plural = _plural(en)
-        nouns.append(Noun(en, ja, kind, this_counter, plural, tags, prep))
+        nouns.append(Noun(en, ja, kind, this_counter, plural, tags, prep, mass=mass, plural_only=plural_only))
     return nouns
 
 
@@ -82,15 +88,17 @@ NAMES = [Noun(en, ja, PERSON, name=True) for en, ja in [
 PRONOUNS = [Pronoun("i", "me", "my", "私", "1sg"), Pronoun("you", "you", "your", "あなた", "2"),
             Pronoun("he", "him", "his", "彼", "3sg"), Pronoun("she", "her", "her", "彼女", "3sg"),
             Pronoun("we", "us", "our", "私たち", "pl"), Pronoun("they", "them", "their", "彼ら", "pl")]
-ANIMALS = _nouns(ANIMAL, """cat 猫 | dog 犬 | bird 鳥 | horse 馬 | cow 牛 | rabbit うさぎ | mouse ねずみ plural=mice |
-    monkey 猿 | bear 熊 | elephant 象 | lion ライオン | tiger 虎 | panda パンダ | fox きつね plural=foxes |
-    frog かえる | pig 豚 | sheep 羊 plural=sheep | snake 蛇 | duck あひる | fish 魚 plural=fish""",
+# Counters: small animals 匹, large animals 頭, birds 羽 (rabbits are counted 羽 by tradition, 匹 today).
+ANIMALS = _nouns(ANIMAL, """cat 猫 | dog 犬 | bird 鳥 羽 | horse 馬 頭 | cow 牛 頭 | rabbit うさぎ | mouse ねずみ plural=mice |
+    monkey 猿 | bear 熊 頭 | elephant 象 頭 | lion ライオン 頭 | tiger 虎 頭 | panda パンダ 頭 | fox きつね plural=foxes |
+    frog かえる | pig 豚 頭 | sheep 羊 頭 plural=sheep | snake 蛇 | duck あひる 羽 | fish 魚 plural=fish""",
                  counter="匹")
-FOODS = _nouns(FOOD, """apple りんご | bread パン - | rice ご飯 - | meat 肉 - | egg 卵 | cake ケーキ |
-    banana バナナ | orange オレンジ | tomato トマト plural=tomatoes | sandwich サンドイッチ |
-    cheese チーズ - | carrot にんじん 本 | cookie クッキー 枚 | strawberry いちご | potato じゃがいも plural=potatoes |
-    fish 魚 匹 plural=fish | noodles ラーメン - | curry カレー -""", counter="個")
-DRINKS = _nouns(DRINK, """water 水 | milk 牛乳 | tea お茶 | coffee コーヒー | juice ジュース | soup スープ""")
+FOODS = _nouns(FOOD, """apple りんご | bread パン mass | rice ご飯 mass | meat 肉 mass | egg 卵 | cake ケーキ |
+    banana バナナ 本 | orange オレンジ | tomato トマト plural=tomatoes | sandwich サンドイッチ |
+    cheese チーズ mass | carrot にんじん 本 | cookie クッキー 枚 | strawberry いちご | potato じゃがいも plural=potatoes |
+    fish 魚 匹 plural=fish | noodles ラーメン plural-only | curry カレー mass""", counter="個")
+DRINKS = _nouns(DRINK, """water 水 mass | milk 牛乳 mass | tea お茶 mass | coffee コーヒー mass | juice ジュース mass |
+    soup スープ mass""")
 PHYSICAL = frozenset({"physical"})  # objects you can touch (not "music" or "song")
 OBJECTS = (
     _nouns(OBJECT, "book 本 冊 | notebook ノート 冊 | dictionary 辞書 冊 plural=dictionaries",
@@ -108,7 +116,7 @@ OBJECTS = (
              tags=PHYSICAL)
     + _nouns(OBJECT, "table テーブル 台 | desk 机 台 | chair いす 脚 | bed ベッド 台 | sofa ソファー 台",
              tags=frozenset({"physical", "furniture"}))
-    + _nouns(OBJECT, "song 歌 曲 | music 音楽 -", tags=frozenset({"audible"}))
+    + _nouns(OBJECT, "song 歌 曲 | music 音楽 mass", tags=frozenset({"audible"}))
     + _nouns(OBJECT, "radio ラジオ 台", tags=frozenset({"audible", "physical"}))
     + _nouns(OBJECT, "flower 花 本 | tree 木 本", tags=frozenset({"physical", "plant"}))
     + _nouns(OBJECT, "newspaper 新聞 部", tags=PHYSICAL)
@@ -121,6 +129,13 @@ PLACES = (
              "bank 銀行 | beach 浜辺", counter=None, prep="at")
     + _nouns(PLACE, "mountain 山", counter=None, prep="on")
 )
+# Things you can pick up and hand over: every physical object but doors, windows and trees.
+FIXED = frozenset({"door", "window", "tree"})
+OBJECTS = [replace(n, tags=n.tags | {"portable"}) if "physical" in n.tags and n.en not in FIXED else n
+           for n in OBJECTS]
+# What you wash: clothes, dishes, vehicles, toys, and fruit and vegetables (not bread, rice or curry).
+WASHABLE = frozenset({"shirt", "towel", "cup", "bottle", "car", "bicycle", "ball", "hat", "toy", "doll",
+                      "apple", "tomato", "strawberry", "potato", "carrot", "orange"})
 INDOOR = frozenset({"house", "kitchen", "room", "classroom", "library", "restaurant", "hotel", "museum",
                     "store", "school", "hospital"})
 PLACES = [replace(p, tags=frozenset({"indoor"})) if p.en in INDOOR else p for p in PLACES]
@@ -162,7 +177,7 @@ ADJECTIVES = (
     _adjectives("big 大きい | small 小さい", {ANIMAL, "physical", PLACE, FOOD})
     + _adjectives("new 新しい | old 古い", {"physical", PLACE})
     + _adjectives("red 赤い | white 白い | black 黒い | blue 青い", {"physical"})
-    + _adjectives("long 長い", {"pen", "umbrella", "letter", "towel", "song", "train"})
+    + _adjectives("long 長い", {"pen", "umbrella", "letter", "towel", "song"})
     + _adjectives("heavy 重い", {"bag", "box", "book", "dictionary", "computer", "camera", "chair", "table",
                                 "desk", "bed", "sofa", "guitar", "bottle", "basket"})
     + _adjectives("expensive 高い | cheap 安い", {"physical", FOOD, DRINK})
@@ -193,11 +208,20 @@ class JapaneseVerb:
 
     def plain(self, past: bool, negative: bool = False, progressive: bool = False) -> list[str]:
         """Plain (dictionary) style, used inside relative and subordinate clauses."""
-        if progressive:
-            return [*self.te, "い", "た" if past else "る"]
+        if progressive:  # 食べ て い る: the auxiliary いる conjugates
+            return [*self.te, *IRU.plain(past, negative)]
         if negative:
             return [*self.nai[:-1], "なかっ", "た"] if past else list(self.nai)
         return list(self.ta if past else self.dictionary)
+
+    def te_form(self, negative: bool = False, progressive: bool = False) -> list[str]:
+        """The te form that joins a clause to the next ("食べ て 、 ..."); it has no tense of its own (the
+        last verb of the sentence carries it). Negative: 食べ ない で; progressive: 食べ て い て."""
+        if progressive:
+            return [*self.te, *IRU.te_form(negative)]
+        if negative:
+            return [*self.nai, "で"]
+        return list(self.te)
 
     def polite(self, past: bool, negative: bool = False, progressive: bool = False) -> list[str]:
         """Polite (-masu) style, used for main clauses."""
@@ -229,7 +253,7 @@ def suru(noun: str) -> JapaneseVerb:
     return JapaneseVerb((noun, "する"), (noun, "し"), (noun, "し", "ない"), (noun, "し", "た"), (noun, "し", "て"))
 
 
-IRU = ichidan("い")                                                       # to be (animate)
+IRU = ichidan("い")                                                       # to be (animate); also 〜て いる
 ARU = JapaneseVerb(("あ", "る"), ("あり",), ("ない",), ("あっ", "た"), ("あっ", "て"))  # to be (inanimate)
 
 
@@ -248,6 +272,13 @@ class Verb:
     companion: bool = False          # "with X" -> X と
     place: bool = True               # "in the park" -> 公園 で
     request: bool = True             # "please ..." / "let 's ..."
+    home: JapaneseVerb | None = None  # the verb for going home (帰る), when the goal is the house
+
+    def japanese(self, goal: Noun | None = None) -> JapaneseVerb:
+        """The Japanese verb; "return" is 帰る to the house (home) and 戻る anywhere else."""
+        if self.home is not None and goal is not None and goal.en == "house":
+            return self.home
+        return self.ja
 
 
 def _verb(forms: str, ja: JapaneseVerb, frame: str, subjects, objects=(), **options) -> Verb:
@@ -264,30 +295,35 @@ def _verb(forms: str, ja: JapaneseVerb, frame: str, subjects, objects=(), **opti
 
 PEOPLE_ONLY = {PERSON}
 THINGS = {OBJECT, FOOD, DRINK}
+# 料理する is cooking a dish from raw food; rice is 炊く and bread is baked, so "cook" takes these only.
+COOKABLE = {"meat", "fish", "egg", "potato", "carrot", "tomato"}
+# 作る a dish (作る with a raw food reads "grow"), or a thing made by hand.
+MADE = {"cake", "sandwich", "curry", "cookie", "bread", "noodles", "container", "doll", "toy"}
 VERBS = [
     _verb("eat ate", ichidan("食べ"), "trans", ANIMATE, {FOOD}),
     _verb("drink drank", godan("飲", "む"), "trans", ANIMATE, {DRINK}),
     _verb("buy bought", godan("買", "う"), "trans", PEOPLE_ONLY, {FOOD, DRINK, OBJECT}),
     _verb("sell sold", godan("売", "る"), "trans", PEOPLE_ONLY, {FOOD, OBJECT}),
-    _verb("make made", godan("作", "る"), "trans", PEOPLE_ONLY, {FOOD, "container", "doll", "toy"}),
-    _verb("see saw seeing", ichidan("見"), "trans", ANIMATE, {PERSON, ANIMAL, OBJECT, PLACE}, progressive=False),
-    _verb("find found", ichidan("見つけ"), "trans", ANIMATE, {ANIMAL, OBJECT, FOOD}, progressive=False),
-    _verb("wash washed", godan("洗", "う"), "trans", PEOPLE_ONLY, {OBJECT, ANIMAL, FOOD}),
-    _verb("carry carried", godan("運", "ぶ"), "trans", PEOPLE_ONLY, {OBJECT, FOOD}),
+    _verb("make made", godan("作", "る"), "trans", PEOPLE_ONLY, MADE),
+    _verb("see saw seeing", ichidan("見"), "trans", ANIMATE, {PERSON, ANIMAL, "physical", PLACE}, progressive=False),
+    _verb("find found", ichidan("見つけ"), "trans", ANIMATE, {ANIMAL, "physical", FOOD}, progressive=False),
+    _verb("wash washed", godan("洗", "う"), "trans", PEOPLE_ONLY, WASHABLE | {ANIMAL}),
+    _verb("carry carried", godan("運", "ぶ"), "trans", PEOPLE_ONLY, {"portable", FOOD}),
     _verb("open opened", ichidan("開け"), "trans", PEOPLE_ONLY, {"openable"}, progressive=False),
     _verb("close closed", ichidan("閉め"), "trans", PEOPLE_ONLY, {"openable"}, progressive=False),
-    _verb("cook cooked", suru("料理"), "trans", PEOPLE_ONLY, {FOOD}),
+    _verb("cook cooked", suru("料理"), "trans", PEOPLE_ONLY, COOKABLE),
     _verb("clean cleaned", suru("掃除"), "trans", PEOPLE_ONLY, {"indoor", "furniture", "car"}),
     _verb("write wrote writing", godan("書", "く"), "trans", PEOPLE_ONLY, {"writable"}),
-    _verb("draw drew", godan("描", "く"), "trans", PEOPLE_ONLY, {ANIMAL, OBJECT, PLACE, PERSON}),
+    _verb("draw drew", godan("描", "く"), "trans", PEOPLE_ONLY, {ANIMAL, "physical", PLACE, PERSON}),
     _verb("call called", godan("呼", "ぶ"), "trans", PEOPLE_ONLY, {PERSON, ANIMAL}),
     _verb("chase chased", ichidan("追いかけ"), "trans", ANIMATE, {PERSON, ANIMAL}),
     _verb("catch caught", ichidan("捕まえ"), "trans", ANIMATE, {ANIMAL}, progressive=False),
     _verb("help helped", godan("手伝", "う"), "trans", PEOPLE_ONLY, {PERSON}),
     _verb("wait waited", godan("待", "つ"), "trans", ANIMATE, {PERSON, ANIMAL}, prep="for"),
-    _verb("look looked", godan("探", "す"), "trans", ANIMATE, {OBJECT, ANIMAL, PERSON}, prep="for"),
+    _verb("look looked", godan("探", "す"), "trans", ANIMATE, {"portable", ANIMAL, PERSON}, prep="for"),
     _verb("listen listened", godan("聞", "く"), "trans", PEOPLE_ONLY, {"audible"}, prep="to"),
-    _verb("visit visited", ichidan("訪れ"), "trans", PEOPLE_ONLY, {PLACE}, progressive=False),
+    # "visit the garden in the river" is nonsense: a visit has no place phrase besides its object
+    _verb("visit visited", ichidan("訪れ"), "trans", PEOPLE_ONLY, {PLACE}, progressive=False, place=False),
     _verb("bite bit biting", godan("噛", "む"), "trans", {ANIMAL}, {PERSON, ANIMAL, FOOD}, request=False),
     _verb("throw threw", ichidan("投げ"), "trans", PEOPLE_ONLY, {"ball", "key", "hat", "doll", "toy"}),
     _verb("sleep slept", ichidan("寝"), "intrans", ANIMATE),
@@ -297,7 +333,7 @@ VERBS = [
     _verb("sing sang", godan("歌", "う"), "intrans", PEOPLE_ONLY),
     _verb("dance danced", godan("踊", "る"), "intrans", PEOPLE_ONLY, companion=True),
     _verb("laugh laughed", godan("笑", "う"), "intrans", PEOPLE_ONLY, request=False),
-    _verb("cry cried", godan("泣", "く"), "intrans", ANIMATE, request=False),
+    _verb("cry cried", godan("泣", "く"), "intrans", PEOPLE_ONLY, request=False),  # animals 鳴く, not 泣く
     _verb("play played", godan("遊", "ぶ"), "intrans", ANIMATE, companion=True),
     _verb("work worked", godan("働", "く"), "intrans", PEOPLE_ONLY),
     _verb("study studied", suru("勉強"), "intrans", PEOPLE_ONLY, companion=True),
@@ -305,17 +341,28 @@ VERBS = [
     _verb("talk talked", godan("話", "す"), "intrans", PEOPLE_ONLY, companion=True),
     _verb("go went going goes", godan("行", "く", onbin="っ"), "motion", ANIMATE, {PLACE}, progressive=False),
     _verb("come came", ichidan("来"), "motion", ANIMATE, {PLACE}, progressive=False),
-    _verb("return returned", godan("帰", "る"), "motion", ANIMATE, {PLACE}, progressive=False),
-    _verb("give gave", ichidan("あげ"), "ditrans", PEOPLE_ONLY, {FOOD, OBJECT}, progressive=False),
+    _verb("return returned", godan("戻", "る"), "motion", ANIMATE, {PLACE}, progressive=False,
+          home=godan("帰", "る")),
+    # あげる gives away from the speaker: a first- or second-person recipient would need くれる, so
+    # recipients are third persons (sampler.RECIPIENT_EXCLUDED).
+    _verb("give gave", ichidan("あげ"), "ditrans", PEOPLE_ONLY, {FOOD, "portable"}, progressive=False),
     _verb("send sent", godan("送", "る"), "ditrans", PEOPLE_ONLY, {"letter", "flat", "book", "flower"},
           progressive=False),
-    _verb("show showed", ichidan("見せ"), "ditrans", PEOPLE_ONLY, {OBJECT}, progressive=False),
+    _verb("show showed", ichidan("見せ"), "ditrans", PEOPLE_ONLY, {"portable"}, progressive=False),
     _verb("lend lent", godan("貸", "す"), "ditrans", PEOPLE_ONLY, {"book", "notebook", "dictionary", "pen", "umbrella",
                                                                  "car", "bicycle", "camera", "ball", "guitar"},
           progressive=False),
 ]
-# Objects named by their English word ("ball", "car") make a class of their own.
-COMMON_BY_WORD = {n.en: n for n in COMMON_NOUNS}
+# Objects named by their English word ("ball", "car") make a class of their own. A word with two
+# senses ("fish": the animal and the food) maps to its first, the animal; nouns_named has both.
+COMMON_BY_WORD: dict[str, Noun] = {}
+for _noun in COMMON_NOUNS:
+    COMMON_BY_WORD.setdefault(_noun.en, _noun)
+
+
+def nouns_named(word: str) -> list[Noun]:
+    """Every sense of the English noun ``word`` ("fish": the animal, then the food)."""
+    return [n for n in COMMON_NOUNS if n.en == word]
 
 
 def _can_fill(noun: Noun | Pronoun, classes: frozenset) -> bool:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from .alignment import add_role, linked
-from .lexicon import Adjective, Noun, Pronoun, Time, Verb
+from .lexicon import PLACE, Adjective, Noun, Pronoun, Time, Verb
 
 @dataclass
 class NounPhrase:
@@ -32,7 +32,9 @@ class NounPhrase:
     def agreement(self) -> str:
         if self.also is not None or self.number is not None:
             return "pl"
-        return self.head.agreement if isinstance(self.head, Pronoun) else "3sg"
+        if isinstance(self.head, Pronoun):
+            return self.head.agreement
+        return "pl" if self.head.plural_only else "3sg"      # "the noodles are"
 
 
 @dataclass
@@ -98,6 +100,8 @@ def en_np(np: NounPhrase, case: str = "subject", indefinite: bool = False, key=N
         determiner = linked([np.number[0]], (key, "number"))
     elif np.possessor is not None:
         determiner = en_possessor(np.possessor, key)
+    elif indefinite and (head.mass or head.plural_only):
+        determiner = []                 # "there is bread", "there are noodles": no "a"
     else:
         determiner = [_article(words[0])] if indefinite else ["the"]
     tokens = determiner + words
@@ -216,10 +220,16 @@ def ja_np_particle(np: NounPhrase, particle: str, *links) -> list[str]:
     return tokens
 
 
+# Verbs whose objects are places: "what did the child visit ?" asks for a place, どこ を 訪れ ました か.
+def _asks_for_place(verb: Verb) -> bool:
+    return verb.objects == frozenset({PLACE})
+
+
 def ja_clause(clause: Clause, style: str, topic: bool = False) -> list[str]:
     """Japanese clause, verb last. style: "polite" (main clause), "plain" (relative / when), "te" (joined by and).
 
     Order: subject は/が, time, place で, companion と, recipient に, goal へ, object を, verb.
+    The te form has no tense: the clause it joins to carries the tense of both (``and_`` gives them one).
     """
     tokens, c = [], id(clause)
     wh = (c, "wh")
@@ -244,18 +254,18 @@ def ja_clause(clause: Clause, style: str, topic: bool = False) -> list[str]:
     elif clause.goal is not None:
         tokens += linked([clause.goal.ja], (c, "goal")) + linked(["へ"], (c, "goal-to"))
     if clause.wh == "what":
-        tokens += linked(["何"], wh) + ["を"]
+        tokens += linked(["どこ" if _asks_for_place(clause.verb) else "何"], wh) + ["を"]
     elif clause.wh == "whom":
         tokens += linked(["誰"], wh) + ["を"]
     elif clause.obj is not None:
         tokens += ja_np_particle(clause.obj, "を")
-    verb = clause.verb.ja
+    verb = clause.verb.japanese(clause.goal)
     if style == "polite":
         group = verb.polite(clause.past, clause.negative, clause.progressive)
     elif style == "plain":
         group = verb.plain(clause.past, clause.negative, clause.progressive)
     elif style == "te":
-        group = list(verb.te)
+        group = verb.te_form(clause.negative, clause.progressive)
     else:
         raise ValueError(f"unknown style {style!r}")
     return tokens + ja_verb_group(group, clause)
