@@ -56,8 +56,7 @@ def long_sequences_figure() -> None:
     sys.path.insert(0, str(ROOT / "benchmarks"))
     import long_sequences  # noqa: PLC0415
 
-    with saving_chapter_figures(LANGUAGE):
-        long_sequences.draw(json.loads(long_sequences.RESULTS.read_text(encoding="utf-8")), long_sequences.FIGURE)
+    long_sequences.draw(json.loads(long_sequences.RESULTS.read_text(encoding="utf-8")), long_sequences.FIGURE, LANGUAGE)
     print("drew 13-memory-time.png from benchmarks/results/long_sequences.json", flush=True)
 
 
