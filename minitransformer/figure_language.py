@@ -217,9 +217,42 @@ def localize(fig, language: str) -> list[str]:
             if font is None:
                 raise FigureLanguageError(f"no font can draw {translated!r}: install matplotlib-fontja "
                                           f"(requirements.txt)")
-            text.set_fontfamily(["DejaVu Sans", font])   # Latin as in the English figure, the rest in the CJK font
+            # Latin as in the English figure, the rest from the CJK font; mathtext takes only the first
+            # family for the text around $math$, so there the CJK font comes first
+            text.set_fontfamily([font] if MATH.search(translated) else ["DejaVu Sans", font])
     # the tick labels of the axes follow again from their formatters when drawn; the ones set by hand stay
     return sorted(set(missing))
+
+
+def missing_glyphs(draw):
+    """Run ``draw()`` (a savefig); return (the missing-glyph complaints it raised, what it returned).
+
+    matplotlib says "Glyph … missing from font(s) …" as a warning for plain text, and mathtext logs
+    "Font … does not have a glyph for …": both mean a box where a character should be.
+    """
+    import logging  # noqa: PLC0415
+    import warnings  # noqa: PLC0415
+
+    logged = []
+
+    class Collect(logging.Handler):
+        def emit(self, record):
+            if "does not have a glyph" in record.getMessage():
+                logged.append(record.getMessage())
+
+    handler, logger = Collect(), logging.getLogger("matplotlib.mathtext")
+    logger.addHandler(handler)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            result = draw()
+    finally:
+        logger.removeHandler(handler)
+    found = sorted({str(w.message) for w in caught if "missing from" in str(w.message)} | set(logged))
+    for w in caught:
+        if str(w.message) not in found:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    return found, result
 
 
 def translated_path(path, language: str) -> Path | None:
@@ -262,17 +295,10 @@ def install(language: str, strict: bool | None = None) -> None:
                 raise FigureLanguageError(message)
             warnings.warn(message, stacklevel=2)
         target.parent.mkdir(parents=True, exist_ok=True)
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            result = original(self, target, *args, **kwargs)
-        tofu = sorted({str(w.message) for w in caught if "missing from" in str(w.message)})
-        for w in caught:
-            if str(w.message) not in tofu:
-                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+        tofu, result = missing_glyphs(lambda: original(self, target, *args, **kwargs))
         if tofu:          # a box instead of a character: never leave such a file behind
             target.unlink(missing_ok=True)
-            raise FigureLanguageError(f"{target.name}: drawn with missing glyphs ({'; '.join(tofu)[:300]}); a text "
-                                      f"mixing $math$ and Japanese is drawn in mathtext's font, which has no kana")
+            raise FigureLanguageError(f"{target.name}: drawn with missing glyphs ({'; '.join(tofu)[:300]})")
         return result
 
     _installed["savefig"] = original
