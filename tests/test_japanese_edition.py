@@ -508,3 +508,31 @@ def test_saving_a_chapter_figure_in_japanese_goes_to_ja_and_draws_every_glyph(tm
     boxes.text(0.1, 0.6, "$q_{mt}$ と $k$", fontfamily=["DejaVu Sans"])
     found, _ = missing_glyphs(lambda: boxes.savefig(io.BytesIO(), format="png"))
     assert any("missing from" in f for f in found) and any("does not have a glyph" in f for f in found), found
+
+
+# -- the student edition --------------------------------------------------------------------------------------
+def test_the_student_edition_strips_japanese_chapters_and_notebooks(tmp_path):
+    import json
+
+    from minitransformer.exercises.edition import strip_markdown, strip_notebook, write_edition
+    text = "導出：$g = y - t$。\n\n<!-- BEGIN SOLUTION 4.1 -->\n```python\ngx = y * (gy - s)\n```\n<!-- END SOLUTION -->\n"
+    student = strip_markdown(text, "chapters/ja/04-x.md", files={"4.1": "minitransformer/functional/softmax.py"})
+    assert "gx = y" not in student and "$g = y - t$" in student
+    assert "**演習 4.1**" in student and "`minitransformer/functional/softmax.py`" in student and "check 4.1" in student
+    assert rejected_variants_in(student, glossary_rejections(GLOSSARY.read_text(encoding="utf-8"))) == []
+    assert "**Exercise 4.1**" in strip_markdown(text, "chapters/04-x.md")
+
+    repository = tmp_path / "repository"
+    (repository / "chapters" / "ja").mkdir(parents=True)
+    (repository / "notebooks" / "ja").mkdir(parents=True)
+    (repository / "chapters" / "ja" / "04-x.md").write_text(text, encoding="utf-8")
+    cell = {"cell_type": "code", "id": "c", "metadata": {}, "execution_count": None, "outputs": [],
+            "source": ["x = 1\n", "### BEGIN SOLUTION\n", "y = 2\n", "### END SOLUTION\n"]}
+    (repository / "notebooks" / "ja" / "04-x.ipynb").write_text(
+        json.dumps({"cells": [cell], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}, indent=1), encoding="utf-8")
+    edition = tmp_path / "edition"
+    write_edition(repository, edition)
+    assert "**演習 4.1**" in (edition / "chapters" / "ja" / "04-x.md").read_text(encoding="utf-8")
+    notebook = (edition / "notebooks" / "ja" / "04-x.ipynb").read_text(encoding="utf-8")
+    assert "y = 2" not in notebook and "YOUR CODE HERE" in notebook
+    assert strip_notebook(json.dumps({"cells": [cell]}), "notebooks/ja/04-x.ipynb") != json.dumps({"cells": [cell]})
