@@ -536,3 +536,24 @@ def test_the_student_edition_strips_japanese_chapters_and_notebooks(tmp_path):
     notebook = (edition / "notebooks" / "ja" / "04-x.ipynb").read_text(encoding="utf-8")
     assert "y = 2" not in notebook and "YOUR CODE HERE" in notebook
     assert strip_notebook(json.dumps({"cells": [cell]}), "notebooks/ja/04-x.ipynb") != json.dumps({"cells": [cell]})
+
+
+# -- quoted figures ----------------------------------------------------------------------------------------------
+def test_a_remeasured_figure_changes_in_both_languages(tmp_path):
+    import json
+
+    import figures as quoted
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "run.json").write_text(json.dumps({"test_bleu": 31.674}), encoding="utf-8")
+    (tmp_path / "chapters" / "ja").mkdir(parents=True)
+    documents = {"README.md": "BLEU **30.00**<!-- fig run.json:test_bleu -->\n",
+                 "README.ja.md": "BLEU は **30.00**<!-- fig run.json:test_bleu --> です。\n",
+                 "chapters/11-x.md": "reached 30.0<!-- fig run.json:test_bleu -->\n",
+                 "chapters/ja/11-x.md": "30.0<!-- fig run.json:test_bleu --> に達しました。\n"}
+    for name, text in documents.items():
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    assert len(quoted.check(tmp_path, tmp_path / "results")) == 4
+    quoted.update(tmp_path, tmp_path / "results")
+    assert (tmp_path / "README.ja.md").read_text(encoding="utf-8") == "BLEU は **31.67**<!-- fig run.json:test_bleu --> です。\n"
+    assert (tmp_path / "chapters/ja/11-x.md").read_text(encoding="utf-8") == "31.7<!-- fig run.json:test_bleu --> に達しました。\n"
+    assert quoted.check(tmp_path, tmp_path / "results") == []
