@@ -557,3 +557,10 @@ def test_a_remeasured_figure_changes_in_both_languages(tmp_path):
     assert (tmp_path / "README.ja.md").read_text(encoding="utf-8") == "BLEU は **31.67**<!-- fig run.json:test_bleu --> です。\n"
     assert (tmp_path / "chapters/ja/11-x.md").read_text(encoding="utf-8") == "31.7<!-- fig run.json:test_bleu --> に達しました。\n"
     assert quoted.check(tmp_path, tmp_path / "results") == []
+
+
+def test_the_japanese_readme_gives_the_same_commands_and_is_linked_from_the_english_one():
+    english, japanese = (ROOT / "README.md").read_text(encoding="utf-8"), (ROOT / "README.ja.md").read_text(encoding="utf-8")
+
+    assert "](README.ja.md)" in english.split("\n## ", 1)[0], "README.md's top links to README.ja.md"
+    assert "](README.md)" in japanese.split("\n## ", 1)[0]
