@@ -97,12 +97,37 @@ def figures(text: str) -> list[str]:
 
 
 def exercise_ids(text: str, language: str) -> set[str]:
-    """The exercise ids a chapter names; a Japanese chapter may also name one in English (inside `code`)."""
-    words = r"Exercises?" if language == "en" else r"(?:演習|Exercises?)"
+    """The exercise ids a chapter names: "Exercise X.Y" (演習 X.Y), the rows of its graded-exercises table
+    (first column headed Exercise / 演習), and the pytest markers `ex_X_Y`."""
+    words = r"(?i:exercises?)" if language == "en" else r"(?:演習|(?i:exercises?))"
     found = set()
     for m in re.finditer(rf"{words}\s*(\d+\.\d+(?:\s*(?:,|and|–|-|、|と)\s*\d+\.\d+)*)", text):
         found.update(re.findall(r"\d+\.\d+", m.group(1)))
+    found.update(f"{a}.{b}" for a, b in re.findall(r"\bex_(\d+)_(\d+)\b", text))
+    in_table = False
+    for line in text.splitlines():
+        if re.match(r"\|\s*(Exercise|演習)\s*\|", line):
+            in_table = True
+        elif in_table and (m := re.match(r"\|\s*(\d+\.\d+)\s*\|", line)):
+            found.add(m.group(1))
+        elif not line.startswith("|"):
+            in_table = False
     return found
+
+
+EXERCISES_HEADING = re.compile(r"^(?:\d+\.\d+\s+)?(?:Exercises|演習)$")
+
+
+def exercise_count(text: str) -> int:
+    """How many numbered exercises the chapter's Exercises (演習) section lists."""
+    count, inside = 0, False
+    for line in split_code(text)[0]:
+        heading = HEADING.match(line)
+        if heading and len(heading.group(1)) <= 2:
+            inside = bool(EXERCISES_HEADING.match(heading.group(2)))
+        elif inside and re.match(r"\d+\.\s", line):
+            count += 1
+    return count
 
 
 def fig_markers(text: str) -> list[tuple[str, str, str, bool]]:
@@ -173,6 +198,9 @@ def compare_chapters(english: str, japanese: str) -> list[str]:
     if en_ids != ja_ids:
         problems.append(f"exercise ids differ: missing {sorted(en_ids - ja_ids)}, extra {sorted(ja_ids - en_ids)} "
                         f"(Exercise X.Y ↔ 演習 X.Y)")
+    if exercise_count(english) != exercise_count(japanese):
+        problems.append(f"the Exercises section lists {exercise_count(english)} exercises in English, "
+                        f"{exercise_count(japanese)} in Japanese")
     if fig_markers(english) != fig_markers(japanese):
         problems.append(f"<!-- fig --> markers differ (each stays right after the same number): English "
                         f"{fig_markers(english)} vs Japanese {fig_markers(japanese)}")
@@ -312,6 +340,13 @@ gx = gy
 ## Exercises
 
 1. Exercise 5.1 and Exercise 5.2: see [the classroom guide](../TEACHING.md).
+2. Derive the gradient.
+
+### Graded exercises
+
+| Exercise | What you write | Grade it |
+|---|---|---|
+| 5.3 | the backward | `pytest -m ex_5_3` |
 """
 
 JAPANESE = """# 第 5 章 — 層
@@ -340,6 +375,13 @@ gx = gy
 ## 演習
 
 1. 演習 5.1 と演習 5.2：[授業の手引き](../../TEACHING.md) を参照してください。
+2. 勾配を導出してください。
+
+### 採点される演習
+
+| 演習 | 書くもの | 採点 |
+|---|---|---|
+| 5.3 | 逆伝播 | `pytest -m ex_5_3` |
 """
 
 
@@ -356,6 +398,8 @@ def test_a_faithful_twin_passes():
     (("{\\sigma}$$", "{\\sigma}.$$"), "display math"),
     (("../figures/ja/05-xavier-activations.png", "../figures/05-xavier-activations.png"), "figures differ"),
     (("演習 5.1 と演習 5.2", "演習 5.1"), "exercise ids differ"),
+    (("| 5.3 |", "| 5.4 |"), "exercise ids differ"),
+    (("2. 勾配を導出", "勾配を導出"), "the Exercises section lists"),
     (("1.7<!-- fig", "1.70<!-- fig"), "<!-- fig --> markers differ"),
     (("<!-- END SOLUTION -->\n", ""), "SOLUTION markers differ"),
 ])
