@@ -7,7 +7,8 @@ notebooks with MT_SAVE_FIGURES=1, benchmarks/long_sequences.py from its results 
 is redirected, with the labels translated (minitransformer/figure_language.py). The figures of
 chapters 11 and 12 need the default run (RUN_DIR, default runs/enja: `python -m minitransformer train
 --out runs/enja`). The notebooks run in full mode, as for the English figures: the timing figures
-(09-cache, 07-heads-cost) are measured again, so their Japanese curves are this machine's.
+(07-heads-cost, 07-table1's left panel, 09-cache, 13-table1) are measured again, so their Japanese
+curves are this machine's; every other figure shows the same numbers as the English one.
 """
 from __future__ import annotations
 
