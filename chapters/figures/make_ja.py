@@ -8,7 +8,8 @@ is redirected, with the labels translated (minitransformer/figure_language.py). 
 chapters 11 and 12 need the default run (RUN_DIR, default runs/enja: `python -m minitransformer train
 --out runs/enja`). The notebooks run in full mode, as for the English figures: the timing figures
 (07-heads-cost, 07-table1's left panel, 09-cache, 13-table1) are measured again, so their Japanese
-curves are this machine's; every other figure shows the same numbers as the English one.
+curves are this machine's; the others come from seeded computations, results files or the default run
+(same seed and steps; BLAS's summation order can still move the last digits).
 """
 from __future__ import annotations
 
