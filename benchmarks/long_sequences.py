@@ -282,10 +282,19 @@ def fill_region(chapter: Path, results_file: str, body: str) -> None:
 def render(results: dict, chapter: Path = CHAPTER, figure: Path = FIGURE) -> None:
     """Write the tables into the chapter between the markers, and draw the figure."""
     fill_region(chapter, "benchmarks/results/long_sequences.json", render_markdown(results))
+    twin = chapter.parent / "ja" / chapter.name      # the Japanese chapter quotes the same generated tables
+    if chapter == CHAPTER and twin.is_file() and markers("benchmarks/results/long_sequences.json")[0] in \
+            twin.read_text(encoding="utf-8"):
+        fill_region(twin, "benchmarks/results/long_sequences.json", render_markdown(results))
     draw(results, figure)
+    if figure == FIGURE:                       # the Japanese edition's copy, chapters/figures/ja/
+        draw(results, figure, "ja")
 
 
-def draw(results: dict, path: Path) -> None:
+def draw(results: dict, path: Path, language: str = "en") -> None:
+    """The figure; in another ``language`` (``ja``) it goes to chapters/figures/LANGUAGE/ with its labels translated."""
+    import contextlib
+
     import matplotlib
 
     matplotlib.use("Agg")
@@ -305,7 +314,13 @@ def draw(results: dict, path: Path) -> None:
         ax.legend(fontsize=8)
     fig.suptitle(f"one attention call, B = {BATCH}, h = {HEADS}, d_k = {D_K}, float32, NumPy", fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=90, bbox_inches="tight")
+    if language == "en":
+        saving = contextlib.nullcontext()
+    else:
+        from minitransformer.figure_language import saving_chapter_figures
+        saving = saving_chapter_figures(language)
+    with saving:
+        fig.savefig(path, dpi=90, bbox_inches="tight")
     plt.close(fig)
 
 

@@ -11,6 +11,10 @@ for a font that really covers the characters (IPAexGothic, Noto Sans CJK, ...).
 Where none can be found (matplotlib-fontja removed, no system font), kana are
 written in romaji (Hepburn) and tokens with kanji are labelled by their
 vocabulary id, so the picture still reads and nothing crashes.
+
+Every figure function takes ``language`` ("en", the default, or "ja"): its own labels (axes, legends,
+default titles) are then written in that language (minitransformer/figure_language.py); token labels and
+a title you pass stay as given.
 """
 from __future__ import annotations
 
@@ -136,10 +140,18 @@ def drawable_labels(labels: Sequence[str], ids: Sequence[int] | None = None) -> 
     return readable, None
 
 
+def _in_language(fig, language: str) -> None:
+    """The figure's own labels in ``language``; texts the table does not know (tokens, a caller's title) stay."""
+    if language != "en":
+        from .figure_language import localize  # noqa: PLC0415
+        localize(fig, language)
+
+
 # -- figures --------------------------------------------------------------------------------------------
 def attention_heatmap(weights, src_labels: Sequence[str], tgt_labels: Sequence[str],
                       path: str | Path | None = None, title: str | None = None,
-                      src_ids: Sequence[int] | None = None, tgt_ids: Sequence[int] | None = None):
+                      src_ids: Sequence[int] | None = None, tgt_ids: Sequence[int] | None = None,
+                      language: str = "en"):
     """Draw a (T, S) attention matrix: rows = target tokens (queries), columns = source tokens (keys).
 
     Saves a PNG when ``path`` is given; returns the matplotlib Figure.
@@ -168,6 +180,7 @@ def attention_heatmap(weights, src_labels: Sequence[str], tgt_labels: Sequence[s
     note = "\n(no CJK font: kana romanized, kanji tokens as #id)" if romanized else ""
     ax.set_title((title or "encoder–decoder attention") + note, fontsize=9)
     fig.colorbar(image, ax=ax, fraction=0.04, pad=0.02)
+    _in_language(fig, language)
     fig.tight_layout()
     if path is not None:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
@@ -177,7 +190,8 @@ def attention_heatmap(weights, src_labels: Sequence[str], tgt_labels: Sequence[s
 
 def attention_grid(weights, src_labels: Sequence[str], tgt_labels: Sequence[str],
                    path: str | Path | None = None, title: str | None = None,
-                   src_ids: Sequence[int] | None = None, tgt_ids: Sequence[int] | None = None):
+                   src_ids: Sequence[int] | None = None, tgt_ids: Sequence[int] | None = None,
+                   language: str = "en"):
     """Draw every head of every layer: ``weights`` (layers, heads, T, S) as a grid, one row per layer.
 
     Rows of each small map are the queries (``tgt_labels``), columns the keys (``src_labels``);
@@ -216,6 +230,7 @@ def attention_grid(weights, src_labels: Sequence[str], tgt_labels: Sequence[str]
     note = " (no CJK font: kana romanized, kanji tokens as #id)" if romanized else ""
     fig.suptitle((title or "attention") + note, fontsize=9, **({"fontfamily": x_font or y_font}
                                                                 if (x_font or y_font) else {}))
+    _in_language(fig, language)
     fig.tight_layout()
     if path is not None:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
@@ -224,14 +239,14 @@ def attention_grid(weights, src_labels: Sequence[str], tgt_labels: Sequence[str]
 
 
 def learning_rate_curves(schedules: Sequence[tuple[str, Sequence[float]]], path: str | Path | None = None,
-                         title: str = "learning rate, eq. (3)"):
+                         title: str = "learning rate, eq. (3)", language: str = "en"):
     """Plot several learning-rate sequences (label, values per step)."""
     curves = [(label, np.arange(1, len(values) + 1), values) for label, values in schedules]
-    return loss_curves(curves, path, title=title, ylabel="learning rate")
+    return loss_curves(curves, path, title=title, ylabel="learning rate", language=language)
 
 
 def loss_curves(curves: Sequence[tuple[str, Sequence[float], Sequence[float]]], path: str | Path | None = None,
-                title: str = "loss", ylabel: str = "loss"):
+                title: str = "loss", ylabel: str = "loss", language: str = "en"):
     """Plot curves given as (label, x values, y values)."""
     from matplotlib.figure import Figure  # noqa: PLC0415
 
@@ -244,6 +259,7 @@ def loss_curves(curves: Sequence[tuple[str, Sequence[float], Sequence[float]]], 
     ax.set_title(title)
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
+    _in_language(fig, language)
     fig.tight_layout()
     if path is not None:
         fig.savefig(path)

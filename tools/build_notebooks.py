@@ -14,6 +14,13 @@ diffs and reviews like code:
 empty; CI executes them). Run ``python tools/build_notebooks.py`` after editing
 a source; ``--check`` fails when a notebook is out of date.
 
+The Japanese edition shares the code: right after every Markdown cell a source
+may give its Japanese twin, a cell headed ``# %% [markdown] ja``. The English
+notebook is built from the other cells; ``notebooks/ja/NN-name.ipynb`` has the
+same code cells with every Markdown cell replaced by its twin. A source with
+some twins must have one for every Markdown cell (an error names the first one
+without); a source with none builds only the English notebook.
+
 Every notebook gets one setup cell, written here and in no source, before its
 first code cell: it puts the notebook's own repository first on ``sys.path``
 (so a kernel never runs another installed copy of the package, such as the
@@ -33,6 +40,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = ROOT / "notebooks" / "src"
 NOTEBOOKS = ROOT / "notebooks"
+TRANSLATIONS = {"ja": NOTEBOOKS / "ja"}       # language -> the folder of its notebooks
 NEEDS_FILE = SOURCES / "exercises.json"
 
 SETUP_CELL = """\
@@ -41,13 +49,26 @@ import pathlib, sys
 _here = pathlib.Path.cwd().resolve()
 sys.path.insert(0, str(next((p for p in (_here, *_here.parents) if (p / "minitransformer").is_dir()), _here)))
 from minitransformer.exercises.notebook import report as _report
-_report(needs={needs}, chapter={chapter!r})"""
+_report(needs={needs}, chapter={chapter!r}{language})"""
+# a translated notebook runs the English notebook's code, which reads files relative to notebooks/
+TRANSLATED_SETUP = """
+import os   # the code below is the English notebook's: it reads files relative to notebooks/
+os.chdir(next((p / "notebooks" for p in (_here, *_here.parents) if (p / "notebooks" / "src").is_dir()), _here))"""
+
+
+class SourceError(ValueError):
+    """A notebook source whose Japanese cells do not pair up with its English Markdown cells."""
 
 
 def parse_cells(text: str) -> list[dict]:
-    """Split percent-format text into notebook cells."""
+    """Split percent-format text into notebook cells.
+
+    Each cell: ``cell_type``, ``source``, ``line`` (of its ``# %%`` header) and, for a Markdown cell headed
+    ``# %% [markdown] LANG``, ``language``. Empty cells are dropped, except translations (an empty one is
+    an error for ``split_languages`` to name).
+    """
     cells: list[dict] = []
-    kind, lines = None, []
+    kind, language, start, lines = None, None, 0, []
 
     def flush() -> None:
         if kind is None:
@@ -55,17 +76,60 @@ def parse_cells(text: str) -> list[dict]:
         body = "\n".join(lines).strip("\n")
         if kind == "markdown":
             body = "\n".join(line[2:] if line.startswith("# ") else line.lstrip("#") for line in body.split("\n"))
-        if body.strip():
-            cells.append({"cell_type": kind, "source": body})
+        if body.strip() or language:
+            cell = {"cell_type": kind, "source": body, "line": start}
+            if language:
+                cell["language"] = language
+            cells.append(cell)
 
-    for line in text.split("\n"):
+    for number, line in enumerate(text.split("\n"), start=1):
         if line.startswith("# %%"):
             flush()
-            kind, lines = ("markdown" if "[markdown]" in line else "code"), []
+            header = line[4:].split()
+            kind = "markdown" if header[:1] == ["[markdown]"] else "code"
+            language = header[1] if kind == "markdown" and len(header) > 1 else None
+            start, lines = number, []
         elif kind is not None:
             lines.append(line)
     flush()
     return cells
+
+
+def split_languages(cells: list[dict], name: str = "source") -> dict[str, list[dict]]:
+    """The cells of each edition: ``{"en": [...], "ja": [...]}``; only ``en`` when the source has no twins.
+
+    A twin must follow its English Markdown cell directly, and once a source has any twin in a language,
+    every English Markdown cell needs one: a chapter changed in English without its translation fails here.
+    """
+    languages = sorted({cell["language"] for cell in cells if "language" in cell})
+    for language in languages:
+        if language not in TRANSLATIONS:
+            raise SourceError(f"{name}: `# %% [markdown] {language}` names a language without an edition "
+                              f"(known: {', '.join(TRANSLATIONS)})")
+    english = [cell for cell in cells if "language" not in cell]
+    editions = {"en": english}
+    for language in languages:
+        edition = []
+        for i, cell in enumerate(cells):
+            if cell.get("language") == language:
+                previous = cells[i - 1] if i else None
+                if previous is None or previous["cell_type"] != "markdown" or "language" in previous:
+                    raise SourceError(f"{name}:{cell['line']}: a `# %% [markdown] {language}` cell must follow "
+                                      f"the English Markdown cell it translates")
+                if not cell["source"].strip():
+                    raise SourceError(f"{name}:{cell['line']}: the `# %% [markdown] {language}` cell is empty")
+            elif "language" not in cell:
+                if cell["cell_type"] == "markdown":
+                    twin = cells[i + 1] if i + 1 < len(cells) else None
+                    if twin is None or twin.get("language") != language:
+                        raise SourceError(f"{name}:{cell['line']}: this Markdown cell has no `# %% [markdown] "
+                                          f"{language}` twin right after it (the English text changed without "
+                                          f"its translation?)")
+                    edition.append(dict(cell, source=twin["source"]))
+                else:
+                    edition.append(cell)
+        editions[language] = edition
+    return editions
 
 
 def to_notebook(cells: list[dict]) -> dict:
@@ -93,17 +157,32 @@ def exercise_needs() -> dict[str, list[str]]:
     return json.loads(NEEDS_FILE.read_text(encoding="utf-8"))["notebooks"] if NEEDS_FILE.exists() else {}
 
 
-def with_setup(cells: list[dict], name: str, needs: list[str] | None) -> list[dict]:
+def with_setup(cells: list[dict], name: str, needs: list[str] | None, language: str = "en") -> list[dict]:
     """``cells`` with the setup cell before the first code cell."""
-    setup = {"cell_type": "code", "source": SETUP_CELL.format(needs=needs, chapter=name)}
+    setup = SETUP_CELL.format(needs=needs, chapter=name, language="" if language == "en" else f", language={language!r}")
+    if language != "en":
+        setup += TRANSLATED_SETUP
     first_code = next((i for i, cell in enumerate(cells) if cell["cell_type"] == "code"), len(cells))
-    return cells[:first_code] + [setup] + cells[first_code:]
+    return cells[:first_code] + [{"cell_type": "code", "source": setup}] + cells[first_code:]
 
 
-def render(source: Path, needs: dict[str, list[str]] | None = None) -> str:
+def render_all(source: Path, needs: dict[str, list[str]] | None = None) -> dict[str, str]:
+    """Language -> notebook text, for every edition the source has (English always)."""
     needs = exercise_needs() if needs is None else needs
-    cells = with_setup(parse_cells(source.read_text(encoding="utf-8")), source.stem, needs.get(source.stem))
-    return json.dumps(to_notebook(cells), indent=1, ensure_ascii=False) + "\n"
+    name = source.relative_to(ROOT).as_posix() if source.is_relative_to(ROOT) else source.name
+    editions = split_languages(parse_cells(source.read_text(encoding="utf-8")), name)
+    return {language: json.dumps(to_notebook(with_setup(cells, source.stem, needs.get(source.stem), language)),
+                                 indent=1, ensure_ascii=False) + "\n"
+            for language, cells in editions.items()}
+
+
+def render(source: Path, needs: dict[str, list[str]] | None = None, language: str = "en") -> str:
+    """The notebook text of one edition (KeyError when the source has no cells in that language)."""
+    return render_all(source, needs)[language]
+
+
+def targets(source: Path, language: str) -> Path:
+    return (NOTEBOOKS if language == "en" else TRANSLATIONS[language]) / (source.stem + ".ipynb")
 
 
 TRACER = """\
@@ -178,20 +257,36 @@ def main() -> int:
                  "blocks each notebook runs; its setup cell names those not yet solved.")
         NEEDS_FILE.write_text(json.dumps({"about": about, "notebooks": trace_exercises()}, indent=1) + "\n",
                               encoding="utf-8")
-    stale = []
+    stale, errors, expected = [], [], set()
     for source in sorted(SOURCES.glob("*.py")):
-        target = NOTEBOOKS / (source.stem + ".ipynb")
-        text = render(source)
-        if args.check:
-            if not target.exists() or target.read_text(encoding="utf-8") != text:
-                stale.append(target.name)
-        else:
-            target.write_text(text, encoding="utf-8")
-            print(f"wrote {target.relative_to(ROOT)}")
+        try:
+            editions = render_all(source)
+        except SourceError as error:
+            errors.append(str(error))
+            continue
+        for language, text in editions.items():
+            target = targets(source, language)
+            expected.add(target)
+            if args.check:
+                if not target.exists() or target.read_text(encoding="utf-8") != text:
+                    stale.append(target.relative_to(NOTEBOOKS).as_posix())
+            else:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_text(text, encoding="utf-8")
+                print(f"wrote {target.relative_to(ROOT)}")
+    for folder in TRANSLATIONS.values():             # a translation whose source lost its twins
+        for target in sorted(folder.glob("*.ipynb")):
+            if target not in expected and not errors:
+                if args.check:
+                    stale.append(f"{target.relative_to(NOTEBOOKS).as_posix()} (its source has no translated cells)")
+                else:
+                    target.unlink()
+                    print(f"removed {target.relative_to(ROOT)} (its source has no translated cells)")
+    for error in errors:
+        print(error, file=sys.stderr)
     if stale:
         print("out of date (run python tools/build_notebooks.py):", ", ".join(stale))
-        return 1
-    return 0
+    return 1 if stale or errors else 0
 
 
 if __name__ == "__main__":

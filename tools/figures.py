@@ -1,5 +1,6 @@
 """One source for every figure: each measured number quoted in README.md, chapters/ and
-benchmarks/README.md names the results file that holds it, in an HTML comment right after it:
+benchmarks/README.md (and in the Japanese edition: README.ja.md, chapters/ja/) names the results file
+that holds it, in an HTML comment right after it:
 
     reached **31.67**<!-- fig small_parallel_enja.json:test_bleu --> test BLEU
     92.4<!-- fig default_run.json:test_exact_match x100 --> %
@@ -27,7 +28,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
-DOCUMENTS = ("README.md", "chapters/*.md", "benchmarks/README.md")
+DOCUMENTS = ("README.md", "chapters/*.md", "benchmarks/README.md",
+             "README.ja.md", "chapters/ja/*.md")          # a re-measured figure changes in both languages
 
 NUMBER = r"-?\d[\d,]*(?:\.\d+)?"
 MARKER = re.compile(rf"(?P<text>{NUMBER})(?P<between>[*$]*)<!-- fig (?P<file>[\w.-]+\.json):(?P<key>[^\s>]+)"

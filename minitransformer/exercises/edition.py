@@ -12,7 +12,9 @@ becomes, at the same indentation,
         # Exercise 5.1 — layer-norm backward (chapters/05-layers.md; graded by pytest -m ex_5_1)
         raise NotImplementedError("Exercise 5.1: layer-norm backward — see chapters/05-layers.md")
 
-In notebooks (and their percent-format sources) the convention is nbgrader's:
+The chapters (chapters/*.md, and the Japanese edition's chapters/ja/*.md, whose pointer is in Japanese)
+lose the listings between ``<!-- BEGIN SOLUTION X.Y -->`` and ``<!-- END SOLUTION -->``.
+In notebooks (notebooks/, notebooks/ja/, and their percent-format sources) the convention is nbgrader's:
 a solution region in a code cell becomes ``# YOUR CODE HERE`` and
 ``raise NotImplementedError()``, one in a Markdown cell ``YOUR ANSWER HERE``.
 Every other file is copied byte for byte.
@@ -234,10 +236,19 @@ MARKDOWN_BEGIN = re.compile(r"^<!-- BEGIN SOLUTION (?P<id>\d+\.\d+) -->\s*$")
 MARKDOWN_END = re.compile(r"^<!-- END SOLUTION -->\s*$")
 
 
-def markdown_pointer(exercise_id: str, files: str = "") -> str:
+def markdown_pointer(exercise_id: str, files: str = "", language: str = "en") -> str:
+    if language == "ja":        # the Japanese edition's chapters (chapters/ja/)
+        where = f"（`{files}`）" if files else ""
+        return (f"> **演習 {exercise_id}** — このコードはあなたが書く部分です{where}。何を作ればよいかはそこのスタブに"
+                f"書いてあります。`python -m minitransformer.exercises check {exercise_id}` で確かめてください。\n")
     where = f" in `{files}`" if files else ""
     return (f"> **Exercise {exercise_id}** — this code is yours to write{where}: the stub there says what it must "
             f"produce. Check it with `python -m minitransformer.exercises check {exercise_id}`.\n")
+
+
+def document_language(path: str) -> str:
+    """"ja" for the Japanese edition's documents (chapters/ja/, README.ja.md), else "en"."""
+    return "ja" if path.startswith("chapters/ja/") or path.endswith(".ja.md") else "en"
 
 
 def strip_markdown(text: str, path: str, remove: set[str] | None = None, report: Edition | None = None,
@@ -259,7 +270,7 @@ def strip_markdown(text: str, path: str, remove: set[str] | None = None, report:
             if open_at is None:
                 raise ExerciseError(f"{path}:{number}: <!-- END SOLUTION --> without a BEGIN above it")
             if _wanted(exercise_id, remove):
-                out.append(markdown_pointer(exercise_id, (files or {}).get(exercise_id, "")))
+                out.append(markdown_pointer(exercise_id, (files or {}).get(exercise_id, ""), document_language(path)))
                 if report is not None:
                     report.replaced.append((exercise_id, path, open_at))
             else:

@@ -11,12 +11,18 @@ from pathlib import Path
 from .registry import load_exercises
 
 
-def report(needs: list[str] | None = None, chapter: str = "") -> list[str]:
+def report(needs: list[str] | None = None, chapter: str = "", language: str = "en") -> list[str]:
     """Print where minitransformer was imported from and the exercises in ``needs`` not solved there yet.
 
     ``needs``: the exercises this notebook's cells run (None: unknown). Returns the unsolved ones.
+    ``language``: a translated notebook's; a chapter figure it saves (MT_SAVE_FIGURES=1) goes, in that
+    language, to chapters/figures/LANGUAGE/ (minitransformer/figure_language.py), never over the English one.
     """
     import minitransformer
+
+    if language != "en":
+        from ..figure_language import install  # noqa: PLC0415
+        install(language)
 
     package = Path(minitransformer.__file__).resolve().parent
     print(f"minitransformer from {package}")
