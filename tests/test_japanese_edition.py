@@ -313,6 +313,32 @@ def test_japanese_chapters_and_notebook_cells_use_the_glossary_terms():
     assert not found, "variants the glossary rejects:\n  " + "\n  ".join(found)
 
 
+# A line break inside a paragraph renders as a space, which English needs and Japanese does not: a
+# Japanese paragraph broken between two Japanese characters shows a stray gap in every viewer.
+JAPANESE_CHARACTER = "[\u3040-\u30ff\u3400-\u9fff\uff01-\uff5e、。「」『』（）・ー]"
+WRAPPED = re.compile(f"{JAPANESE_CHARACTER}\n{JAPANESE_CHARACTER}")
+
+
+def soft_wraps(text: str) -> list[str]:
+    """Every place in the prose (code excluded) where a line break falls between two Japanese characters."""
+    body = "".join(split_code(text)[0])
+    return [body[max(0, m.start() - 12):m.end() + 12].replace("\n", "⏎") for m in WRAPPED.finditer(body)]
+
+
+def test_japanese_paragraphs_are_not_broken_between_japanese_characters():
+    found = [f"{document.relative_to(ROOT)}: …{hit}…" for document in japanese_documents()
+             for hit in soft_wraps(document.read_text(encoding="utf-8"))]
+    found += [f"{source.relative_to(ROOT)} (a ja cell): …{hit}…" for source in SOURCE_FILES
+              for cell in japanese_cells(source) for hit in soft_wraps(cell)]
+    assert not found, "join these lines (one line per Japanese paragraph):\n  " + "\n  ".join(found[:20])
+
+
+def test_a_soft_wrap_between_japanese_characters_is_found_but_not_in_code():
+    assert soft_wraps("これは一つの\n段落です。\n") == ["これは一つの⏎段落です。⏎"]
+    assert soft_wraps("English\nwrap、\n\n次の段落。\n") == []
+    assert soft_wraps("```\n日本語の\nコード\n```\n") == []
+
+
 # -- each check can fail: small made-up chapters -------------------------------------------------------------
 ENGLISH = """# Chapter 5 — Layers
 
