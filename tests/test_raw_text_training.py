@@ -25,7 +25,7 @@ def _raw_english(sentence: str) -> str:
     return sentence.replace(" ?", "?").replace(" .", ".")
 
 
-# One-clause sentences only: a 300-step toy run learns them well enough to score.
+# One-clause sentences only: a 600-step toy run learns them well enough to score.
 SHORT = {name: weight for name, weight in CONSTRUCTION_WEIGHTS.items() if name not in ("and", "but", "when")}
 
 
@@ -55,12 +55,12 @@ def test_a_side_without_spaces_is_raw_text():
 
 @pytest.fixture(scope="module")
 def raw_run(tmp_path_factory):
-    """A 300-step run of the toy model on 600 raw pairs: (run folder, summary, log lines)."""
+    """A 600-step run of the toy model on 600 raw pairs: (run folder, summary, log lines)."""
     base = tmp_path_factory.mktemp("rawja")
     data = write_raw_corpus(base / "rawja", n_train=600)
     lines = []
     options = TrainOptions(out=str(base / "run"), data=str(data), direction="en-ja", preset="toy",
-                           steps=300, vocab_size=700, average=1, beam=1, plot=False, quiet=True)
+                           steps=600, vocab_size=700, average=1, beam=1, plot=False, quiet=True)
     summary = train(options, log=lines.append)
     again = []
     train(options, log=again.append)                          # the same run, finished: nothing to train
