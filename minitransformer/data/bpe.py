@@ -23,6 +23,8 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Iterable, Sequence
 
+from .tokenizer import Tokenizer
+
 END_OF_WORD = "</w>"
 SPECIAL_TOKENS = ("<pad>", "<s>", "</s>", "<unk>")
 FORMAT = "minitransformer-bpe"
@@ -34,7 +36,7 @@ def _word_symbols(word: str) -> list[str]:
     return list(word[:-1]) + [word[-1] + END_OF_WORD]
 
 
-class BPETokenizer:
+class BPETokenizer(Tokenizer):
     """A subword tokenizer: ``encode`` text to ids, ``decode`` ids to text.
 
     Ids 0-3 are the special tokens pad, bos, eos and unk.
@@ -158,13 +160,6 @@ class BPETokenizer:
             ids.append(self.eos_id)
         return ids
 
-    def encode_batch(self, texts: Iterable[str], add_bos: bool = False, add_eos: bool = False) -> list[list[int]]:
-        return [self.encode(text, add_bos, add_eos) for text in texts]
-
-    def tokens(self, text: str) -> list[str]:
-        """The subword strings of ``text`` (for display)."""
-        return [self.vocab[i] for i in self.encode(text)]
-
     # --- decoding -------------------------------------------------------------------
     def decode(self, ids: Iterable[int]) -> str:
         """Token ids -> text, dropping the special tokens (pad, bos, eos, unk)."""
@@ -178,9 +173,6 @@ class BPETokenizer:
             token = self.vocab[i]
             pieces.append(token[:-len(END_OF_WORD)] + " " if token.endswith(END_OF_WORD) else token)
         return "".join(pieces).strip()
-
-    def decode_batch(self, batch: Iterable[Iterable[int]]) -> list[str]:
-        return [self.decode(ids) for ids in batch]
 
     # --- files ------------------------------------------------------------------------
     def to_dict(self) -> dict:

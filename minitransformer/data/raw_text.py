@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Mapping, Sequence, TypeVar
 
 from .bpe import SPECIAL_TOKENS
+from .tokenizer import Tokenizer
 
 SPACE = "\u2581"                     # "▁", the visible space symbol
 FORMAT = "minitransformer-bpe"       # one file format for every tokenizer; its "kind" tells them apart
@@ -112,7 +113,7 @@ def load_json(path: str | Path, from_dict: Callable[[dict], T]) -> T:
         raise ValueError(f"{path}: {error}") from None
 
 
-class RawTextTokenizer:
+class RawTextTokenizer(Tokenizer):
     """What every raw-text tokenizer does around its one own step, the segmentation of a piece
     (``_encode_piece``): cut the text into pieces, encode, decode, show tokens, save and load.
 
@@ -150,19 +151,9 @@ class RawTextTokenizer:
             ids.append(self.eos_id)
         return ids
 
-    def encode_batch(self, texts: Iterable[str], add_bos: bool = False, add_eos: bool = False) -> list[list[int]]:
-        return [self.encode(text, add_bos, add_eos) for text in texts]
-
-    def tokens(self, text: str) -> list[str]:
-        """The token strings of ``text`` (for display; "▁" marks a space)."""
-        return [self.vocab[i] for i in self.encode(text)]
-
     def decode(self, ids: Iterable[int]) -> str:
         """Token ids -> text, dropping the special tokens; the exact inverse of ``encode`` (``decode_ids``)."""
         return decode_ids(self.vocab, ids)
-
-    def decode_batch(self, batch: Iterable[Iterable[int]]) -> list[str]:
-        return [self.decode(ids) for ids in batch]
 
     def to_dict(self) -> dict:
         raise NotImplementedError
