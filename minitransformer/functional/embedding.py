@@ -3,12 +3,12 @@
 Forward reads rows: y[b, t] = W[ids[b, t]]. Backward must ADD the gradient
 of every position into the row it read; a token that appears five times in a
 batch receives five contributions. ``W[ids] += g`` would keep only one of
-them (fancy-index assignment does not accumulate), so we use scatter_add.
+them (fancy-index assignment does not accumulate), so we use a scatter-add.
 """
 from __future__ import annotations
 
 from .. import backend
-from ..backend import scatter_add, xp_of
+from ..backend import scatter_add_rows, xp_of
 from ..tensor import Function, Tensor
 
 
@@ -26,7 +26,7 @@ class EmbeddingFunction(Function):
     def backward(self, gy):
         xp = xp_of(gy)
         gw = xp.zeros(self.weight_shape, dtype=gy.dtype)           # (num, dim)
-        scatter_add(gw, self.ids.reshape(-1), gy.reshape(-1, self.weight_shape[1]))  # repeats accumulate
+        scatter_add_rows(gw, self.ids.reshape(-1), gy.reshape(-1, self.weight_shape[1]))  # repeats accumulate
         if self.padding_idx is not None:
             gw[self.padding_idx] = 0                               # the pad row never learns
         return gw
