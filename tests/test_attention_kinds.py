@@ -160,7 +160,9 @@ def test_the_copy_task_is_learnt_with_each_kind(kind, window):
     x = data.integers(3, vocab, size=(100, length))
     outputs = greedy_decode(model, x, bos, eos, max_len=length + 1)
     accuracy = np.mean([np.mean(np.array((out + [0] * length)[:length]) == row) for out, row in zip(outputs, x)])
-    assert accuracy >= 0.95, f"{kind}: copy accuracy {accuracy:.3f} after 300 steps"
+    # chance is 1/7; a float32 rounding change anywhere in the step (a sum taken in another order) moves
+    # a correct kind's 300-step result between 0.94 and 1.00, so the bar leaves room for that
+    assert accuracy >= 0.9, f"{kind}: copy accuracy {accuracy:.3f} after 300 steps"
 
 
 def test_train_attention_reaches_the_model_config():

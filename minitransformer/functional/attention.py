@@ -35,6 +35,7 @@ from ..backend import xp_of
 from ..ops.broadcasting import unbroadcast
 from ..tensor import Function, Tensor
 from .dropout import Generator, default_generator
+from .rows import row_max, row_sum
 
 
 class ScaledDotProductAttention(Function):
@@ -65,18 +66,17 @@ class ScaledDotProductAttention(Function):
             ### BEGIN SOLUTION
             xp.copyto(scores, -xp.inf, where=~self.mask)        # masked: weight exactly 0 after exp
             ### END SOLUTION
-        # softmax over the keys, in place (chapter 4: subtract the row maximum first)
-        row_max = scores.max(axis=-1, keepdims=True)            # (B, h, T, 1)
+        # softmax over the keys, in place (chapter 4: subtract the row maximum first); rows.py computes the
+        # maximum and the sum of the many short rows faster than .max(axis=-1) and .sum(axis=-1)
+        maximum = row_max(scores)                               # (B, h, T, 1)
         if self.mask is not None:
-            row_max[xp.isneginf(row_max)] = 0                   # a fully masked row: avoid −∞ − (−∞) = NaN
-        scores -= row_max
+            maximum[xp.isneginf(maximum)] = 0                   # a fully masked row: avoid −∞ − (−∞) = NaN
+        scores -= maximum
         xp.exp(scores, out=scores)
-        # row sums as a matrix-vector product (NumPy's .sum over a short last axis pays per row)
-        ones = xp.ones(scores.shape[-1], dtype=scores.dtype)
-        row_sum = (scores @ ones)[..., None]                    # (B, h, T, 1); ≥ 1 unless the row is fully masked
+        total = row_sum(scores)                                 # (B, h, T, 1); ≥ 1 unless the row is fully masked
         if self.mask is not None:
-            row_sum[row_sum == 0] = 1                           # fully masked row: 0 / 1 = all-zero weights
-        scores /= row_sum
+            total[total == 0] = 1                               # fully masked row: 0 / 1 = all-zero weights
+        scores /= total
         self.weights = scores                                   # A (B, h, T, S)
 
         self.keep = None
@@ -88,7 +88,7 @@ class ScaledDotProductAttention(Function):
 
     def backward(self, g_out):
         q, k, v, weights = self.q, self.k, self.v, self.weights
-        need_q, need_k, need_v = (t.requires_grad for t in self.inputs)
+        need_q, need_k, need_v = self._needs_gradient()
         dropped = weights if self.keep is None else weights * self.keep
 
         g_v = unbroadcast(dropped.swapaxes(-1, -2) @ g_out, v.shape) if need_v else None   # gV = Aᵀ gO
@@ -102,13 +102,17 @@ class ScaledDotProductAttention(Function):
         if self.keep is not None:
             g_scores *= self.keep                               # through the dropout
         # softmax backward: gS = A ⊙ (gA − Σ_j gA ⊙ A); zero wherever A is zero (masked keys, empty rows)
-        g_scores -= (g_scores * weights).sum(axis=-1, keepdims=True)
+        g_scores -= row_sum(g_scores * weights)
         g_scores *= weights
         g_scores *= self.scale                                  # the 1/√d_k of S = Q Kᵀ/√d_k
         g_q = unbroadcast(g_scores @ k, q.shape) if need_q else None                    # gQ = gS K / √d_k
         g_k = unbroadcast(g_scores.swapaxes(-1, -2) @ q, k.shape) if need_k else None   # gK = gSᵀ Q / √d_k
         ### END SOLUTION
         return g_q, g_k, g_v
+
+    def _needs_gradient(self) -> tuple[bool, bool, bool]:
+        """Whether q, k and v need a gradient."""
+        return tuple(t.requires_grad for t in self.inputs)
 
 
 def scaled_dot_product_attention(q, k, v, mask=None, return_weights: bool = False, dropout_p: float = 0.0,

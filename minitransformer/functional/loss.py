@@ -51,19 +51,26 @@ class CrossEntropy(Function):
         valid = targets != self.ignore_index if self.ignore_index is not None else xp.ones(n_rows, dtype=bool)
         safe_targets = xp.where(valid, targets, 0)          # any in-range id; ignored rows are masked out below
 
-        log_probs = logits - logits.max(axis=1, keepdims=True)                   # (N, V), max-shifted
-        log_probs -= xp.log(xp.exp(log_probs).sum(axis=1, keepdims=True))         # (N, V) log softmax
-        row_loss = -log_probs[rows, safe_targets]                                 # (N,) −log p_target
+        # log p_k = x_k − log Z with log Z = m + log Σ_j e^(x_j − m), m the row maximum (chapter 4). Only
+        # ONE (N, V) array is made: the exponentials e^(x − m), which backward turns into softmax(x);
+        # every other quantity is a number per row.
+        row_max = logits.max(axis=1, keepdims=True)                               # (N, 1) m
+        exps = xp.subtract(logits, row_max)                                       # (N, V) x − m
+        xp.exp(exps, out=exps)                                                    # (N, V) e^(x − m), in place
+        ones = xp.ones(num_classes, dtype=logits.dtype)
+        row_sum = exps @ ones                                                     # (N,) row sums as a GEMV
+        log_z = row_max[:, 0] + xp.log(row_sum)                                   # (N,) log Σ_j e^(x_j)
+        row_loss = log_z - logits[rows, safe_targets]                             # (N,) −log p_target
         if self.epsilon > 0:
             spread = self._smoothing_classes(num_classes)
-            log_prob_sum = log_probs.sum(axis=1)                                  # (N,) Σ_k log p_k
+            log_prob_sum = logits @ ones - num_classes * log_z                    # (N,) Σ_k log p_k
             if spread < num_classes:
-                log_prob_sum = log_prob_sum - log_probs[:, self.ignore_index]     # leave the pad class out
+                log_prob_sum -= logits[:, self.ignore_index] - log_z              # leave the pad class out
             # −Σ q log p with q = (1−ε) onehot + ε/K on the K allowed classes
             row_loss = (1 - self.epsilon) * row_loss - (self.epsilon / spread) * log_prob_sum
 
         self.n_valid = int(valid.sum())
-        self.save_for_backward(log_probs)
+        self.save_for_backward(exps, row_sum)
         self.valid, self.safe_targets = valid, safe_targets                       # (N,) each, small
         if self.n_valid == 0:   # a batch of padding only: nothing to learn from, loss 0, gradient 0
             return xp.zeros((), dtype=logits.dtype)
@@ -71,11 +78,11 @@ class CrossEntropy(Function):
 
     def backward(self, gy):
         xp = xp_of(gy)
-        (log_probs,) = self.saved_arrays
+        exps, row_sum = self.saved_arrays
         if self.n_valid == 0:
-            return xp.zeros_like(log_probs)
-        n_rows, num_classes = log_probs.shape
-        grad = xp.exp(log_probs)                                        # softmax(x), (N, V)
+            return xp.zeros_like(exps)
+        n_rows, num_classes = exps.shape
+        grad = exps * (1 / row_sum)[:, None]                            # softmax(x), (N, V)
         rows = xp.arange(n_rows)
         # turn grad = softmax into the gradient in place: minus the smoothed target q (K = spread =
         # self._smoothing_classes(num_classes) classes share ε), times gy / self.n_valid, 0 on ignored rows
