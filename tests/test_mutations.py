@@ -39,6 +39,7 @@ from minitransformer.functional.dropout import Dropout, Generator
 from minitransformer.functional.flash_attention import FlashAttention
 from minitransformer.functional.linear_attention import LinearAttention
 from minitransformer.gradcheck import BackwardFailed, GradientMismatch
+from minitransformer.nn.attention import PackedAttention
 from minitransformer.ops import unbroadcast
 from minitransformer.tensor import Function
 
@@ -118,6 +119,9 @@ SETUPS = {
     "AsType": Setup(ops.AsType, lambda r: (lambda x: ops.AsType(np.float64)(x), [leaf(r, (3, 2))])),
     "LinearFunction": Setup(F.LinearFunction, lambda r: (lambda x, w, b: F.LinearFunction()(x, w, b),
                                                          [leaf(r, (2, 3, 4)), leaf(r, (4, 4)), leaf(r, (4,))])),
+    "LinearFunction-relu": Setup(F.LinearFunction, lambda r: (lambda x, w, b: F.LinearFunction(relu=True)(x, w, b),
+                                                              [leaf(r, (2, 3, 4)), leaf(r, (4, 4)), leaf(r, (4,))]),
+                                 "with the FFN's ReLU fused"),
     "EmbeddingFunction": Setup(F.EmbeddingFunction, lambda r: (lambda w: F.EmbeddingFunction(IDS)(w),
                                                                [leaf(r, (5, 3))])),
     "ScaledDotProductAttention": Setup(ScaledDotProductAttention, lambda r: (_attention(), _qkv(r))),
@@ -126,6 +130,11 @@ SETUPS = {
     "ScaledDotProductAttention-mask": Setup(
         ScaledDotProductAttention, lambda r: (_attention(mask=np.tril(np.ones((3, 3), bool))), _qkv(r)),
         "with a causal mask"),
+    # self-attention: one packed qkv (B, T, 3·h·d_k) with h = 2, d_k = 3; cross: q and a packed kv (B, S, 2·h·d_k)
+    "PackedAttention": Setup(PackedAttention, lambda r: (
+        lambda qkv: PackedAttention(2, np.tril(np.ones((3, 3), bool)))(qkv), [leaf(r, (2, 3, 18))])),
+    "PackedAttention-cross": Setup(PackedAttention, lambda r: (
+        lambda q, kv: PackedAttention(2)(q, kv), [leaf(r, (2, 3, 6)), leaf(r, (2, 4, 12))]), "cross-attention"),
     "LayerNormFunction": Setup(F.LayerNormFunction, lambda r: (lambda x, w, b: F.LayerNormFunction(1e-5)(x, w, b),
                                                                [leaf(r, (3, 5)), leaf(r, (5,)), leaf(r, (5,))])),
     "Softmax": Setup(F.Softmax, lambda r: (lambda x: F.Softmax(-1)(x), [leaf(r, (3, 4))])),
@@ -183,7 +192,33 @@ def _saved(self):
     return self.saved_arrays
 
 
+def _parts_swapped(gradient, width: int):
+    """The first two parts (Q and K, or K and V) of a packed gradient (B, L, n·width) exchanged."""
+    swapped = gradient.copy()
+    swapped[..., :width], swapped[..., width:2 * width] = gradient[..., width:2 * width], gradient[..., :width]
+    return swapped
+
+
+def _linear_without_relu(s, gy, correct):
+    s.relu = False             # the gradient flows through where the ReLU output was zero
+    try:
+        return correct(gy)
+    finally:
+        s.relu = True
+
+
 SPECIFIC = {
+    "LinearFunction-relu": {
+        "the ReLU ignored on the way back": _linear_without_relu,
+        "bias gradient summed before the ReLU": lambda s, gy, c: (*c(gy)[:2], gy.reshape(-1, gy.shape[-1]).sum(0)),
+    },
+    "PackedAttention": {
+        "the queries' and keys' parts swapped in the packed gradient": lambda s, gy, c: (_parts_swapped(c(gy)[0], 6),),
+    },
+    "PackedAttention-cross": {
+        "the keys' and values' parts swapped": lambda s, gy, c: (c(gy)[0], _parts_swapped(c(gy)[1], 6)),
+        "no gradient for the packed keys and values": lambda s, gy, c: (c(gy)[0], None),
+    },
     "FlashAttention": {
         "the queries' and keys' gradients swapped": lambda s, gy, c: (c(gy)[1], c(gy)[0], c(gy)[2]),
     },
@@ -386,8 +421,8 @@ def _layer_norm_without_mean(s, gy, c):
 
 
 def _cross_entropy_unsmoothed(s, gy):
-    (log_probs,) = _saved(s)
-    grad = np.exp(log_probs)
+    exps, row_sum = _saved(s)
+    grad = exps / row_sum[:, None]
     grad[np.arange(len(grad)), s.safe_targets] -= 1
     return grad * np.where(s.valid, gy / s.n_valid, 0)[:, None]
 

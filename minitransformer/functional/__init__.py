@@ -11,13 +11,13 @@ The Functions live here; the Modules that hold their parameters live in nn/.
 from .activation import ReLU, relu
 from .dropout import Dropout, Generator, default_generator, dropout, set_dropout_seed
 from .embedding import EmbeddingFunction, embedding
-from .linear import LinearFunction, linear
+from .linear import LinearFunction, linear, linear_relu
 from .loss import CrossEntropy, cross_entropy
 from .normalization import LayerNormFunction, layer_norm
 from .softmax import LogSoftmax, Softmax, log_softmax, softmax
 
 __all__ = [
-    "softmax", "log_softmax", "cross_entropy", "layer_norm", "dropout", "relu", "linear", "embedding",
+    "softmax", "log_softmax", "cross_entropy", "layer_norm", "dropout", "relu", "linear", "linear_relu", "embedding",
     "set_dropout_seed", "default_generator", "Generator", "Softmax", "LogSoftmax", "CrossEntropy",
     "LayerNormFunction", "Dropout", "ReLU", "LinearFunction", "EmbeddingFunction",
 ]

@@ -9,7 +9,7 @@ common addition (the paper applies dropout to sub-layer outputs, §5.4); p = 0 d
 """
 from __future__ import annotations
 
-from ..functional.activation import relu
+from ..functional.linear import linear_relu
 from ..tensor import Tensor
 from .dropout import Dropout
 from .linear import Linear
@@ -26,5 +26,5 @@ class FeedForward(Module):
         self.linear2 = Linear(d_ff, d_model)
 
     def forward(self, x: Tensor) -> Tensor:
-        hidden = relu(self.linear1(x))          # (..., d_ff)
+        hidden = linear_relu(x, self.linear1.weight, self.linear1.bias)   # max(0, x W₁ + b₁), one Function
         return self.linear2(self.dropout(hidden))  # (..., d_model)
