@@ -318,12 +318,13 @@ plt.show()
 # %% [markdown]
 # ## 6. Gradient checks
 #
-# Every layer of this chapter, end to end, in float64 with a random upstream gradient.
+# Every layer of this chapter, end to end, in float64 with a random upstream gradient, and the fused
+# first layer of the FFN, `F.linear_relu` (max(0, x W + b) in one Function), on its own.
 
 # %% [markdown] ja
 # ## 6. 勾配チェック
 #
-# この章のすべての層を、端から端まで、float64 とランダムな上流勾配で確かめます。
+# この章のすべての層を、端から端まで、float64 とランダムな上流勾配で確かめます。FFN の融合した第 1 層 `F.linear_relu`（max(0, x W + b) を 1 つの Function で計算します）も単独で確かめます。
 
 # %%
 def leaf(shape):
@@ -341,6 +342,7 @@ assert mt.gradcheck(lambda x, w, b: F.layer_norm(x, w, b), [x3, w, b])
 assert check(nn.Linear(4, 3).to(np.float64), leaf((2, 3, 4)))
 assert check(nn.LayerNorm(4).to(np.float64), leaf((2, 3, 4)))
 assert check(nn.FeedForward(4, 6).to(np.float64), leaf((2, 3, 4)))
+assert mt.gradcheck(lambda x, w, b: F.linear_relu(x, w, b), [leaf((2, 3, 4)), leaf((4, 6)), leaf(6)])
 assert check(nn.Embedding(5, 3).to(np.float64), np.array([[1, 1, 4], [0, 1, 2]]))   # repeated ids
 small = MLP(hidden=5).to(np.float64)
 assert check(small, leaf((4, 2)))

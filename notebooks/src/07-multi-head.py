@@ -12,7 +12,8 @@
 # 2. **measure** that $h$ heads of width $d_{model}/h$ cost about what one full-width head costs,
 # 3. **measure** Table 1: self-attention vs a recurrent layer as the sequence length $n$ grows,
 # 4. confirm that attention without positions cannot see word order,
-# 5. gradient-check multi-head self- and cross-attention.
+# 5. gradient-check multi-head self- and cross-attention, and the packed projections (one GEMM for
+#    Q, K and V) that the layer uses in training.
 
 # %% [markdown] ja
 # # 第 7 章 — マルチヘッド注意（§3.2.2、§4、論文の表 1）
@@ -25,7 +26,7 @@
 # 2. 幅 $d_{model}/h$ のヘッド $h$ 個のコストが、全幅のヘッド 1 つのコストとほぼ同じであることを**測ります**。
 # 3. 論文の表 1 を**測ります**。系列長 $n$ を大きくしながら、自己注意と再帰型の層を比べます。
 # 4. 位置の情報がなければ、注意には語順が見えないことを確かめます。
-# 5. マルチヘッドの自己注意と交差注意の勾配チェックをします。
+# 5. マルチヘッドの自己注意と交差注意、そして層が学習で使うまとめた射影（Q、K、V を 1 回の GEMM で）の勾配チェックをします。
 
 # %%
 import os
@@ -291,13 +292,62 @@ assert mt.gradcheck(lambda x, m, w_k, b_v: mha(x, m, pad), [xq, memory, mha.w_k.
 print("cross-attention (padding): gradcheck passed")
 
 # %% [markdown]
+# Without a cache the layer projects Q, K and V with ONE GEMM, $x\,[W^Q \mid W^K \mid W^V]$ (for
+# cross-attention: Q, then $[K \mid V]$ from the memory), and hands the packed result to
+# `PackedAttention`, which cuts the parts and heads out as views and returns its gradient in the same
+# packed layout. The checks above went through that path; here is `PackedAttention` on its own, with
+# one packed input (self-attention, (B, T, 3·h·d_k)) and with two (cross-attention: q and a packed kv).
+
+# %% [markdown] ja
+# キャッシュがないとき、層は Q、K、V を 1 回の GEMM $x\,[W^Q \mid W^K \mid W^V]$ で射影し（交差注意では Q と、メモリからの $[K \mid V]$）、まとめた結果を `PackedAttention` に渡します。`PackedAttention` は各部分とヘッドをビューとして切り出し、勾配も同じまとめた配置で返します。上のチェックはこの経路を通っていました。ここでは `PackedAttention` を単独で、まとめた入力 1 つ（自己注意、(B, T, 3·h·d_k)）と 2 つ（交差注意：q と、まとめた kv）について確かめます。
+
+# %%
+from minitransformer.nn.attention import PackedAttention
+
+qkv = mt.Tensor(rng.standard_normal((2, 3, 3 * 8)), requires_grad=True)     # [Q | K | V], h = 2, d_k = 4
+assert mt.gradcheck(lambda qkv: PackedAttention(2, mt.functional.causal_mask(3))(qkv), [qkv])
+print("PackedAttention, self (one packed qkv, causal): gradcheck passed")
+q = mt.Tensor(rng.standard_normal((2, 3, 8)), requires_grad=True)
+kv = mt.Tensor(rng.standard_normal((2, 4, 2 * 8)), requires_grad=True)      # [K | V] from the memory
+assert mt.gradcheck(lambda q, kv: PackedAttention(2, pad)(q, kv), [q, kv])
+print("PackedAttention, cross (q and a packed kv, padding): gradcheck passed")
+
+# %% [markdown]
+# The packed path and the chapter's six lines that project one by one compute the same function.
+# Build the one-by-one computation from the layer's own `w_q`, `w_k`, `w_v`, `w_o` and
+# `F.scaled_dot_product_attention`, and compare. The parameters are still four Linear layers: the
+# state dict does not know about the packing.
+
+# %% [markdown] ja
+# まとめた経路と、本文の 1 つずつ射影する 6 行は、同じ関数を計算します。層自身の `w_q`、`w_k`、`w_v`、`w_o` と `F.scaled_dot_product_attention` から 1 つずつ射影する計算を組み立てて、比べてみましょう。パラメータは今も 4 つの Linear 層のままです。state dict はまとめることを知りません。
+
+# %%
+def one_by_one(layer, query, source, mask):
+    q = split_heads(layer.w_q(query), layer.n_heads)
+    k = split_heads(layer.w_k(source), layer.n_heads)
+    v = split_heads(layer.w_v(source), layer.n_heads)
+    return layer.w_o(merge_heads(mt.functional.scaled_dot_product_attention(q, k, v, mask)))
+
+
+causal = mt.functional.causal_mask(3)
+packed_self, plain_self = mha(xq, None, causal), one_by_one(mha, xq, xq, causal)
+packed_cross, plain_cross = mha(xq, memory, pad), one_by_one(mha, xq, memory, pad)
+print("the layer's attention Function:", type(packed_self.creator.inputs[0].creator).__name__)
+print("self-attention  max |packed − one by one| =", np.abs(packed_self.numpy() - plain_self.numpy()).max())
+print("cross-attention max |packed − one by one| =", np.abs(packed_cross.numpy() - plain_cross.numpy()).max())
+print("parameters:", sorted(mha.state_dict()))
+np.testing.assert_allclose(packed_self.numpy(), plain_self.numpy(), atol=1e-12)
+np.testing.assert_allclose(packed_cross.numpy(), plain_cross.numpy(), atol=1e-12)
+
+# %% [markdown]
 # ## Exercises
 #
 # 1. Implement `split_heads` and `merge_heads` yourself (reshape + transpose) and check that the
 #    tests in `tests/test_multihead.py` pass. What goes wrong if you reshape (B, T, d) straight to
 #    (B, h, T, $d_k$) without the transpose?
-# 2. Fuse $W^Q$, $W^K$, $W^V$ into one (d, 3d) Linear for self-attention and time it. Why can't
-#    cross-attention use the same trick for all three?
+# 2. In training the layer packs $W^Q$, $W^K$, $W^V$ into one GEMM (section 5). Time one forward +
+#    backward of a self-attention layer on that path and, after making its `_projections_alike`
+#    return `False`, on the one-by-one path. Why can cross-attention pack only $W^K$ and $W^V$?
 # 3. Table 3 row (A) varies $h$ with the compute held constant. Using section 2, explain why the
 #    parameter count does not change with $h$ either.
 # 4. Add "restricted" self-attention (each query sees only $r$ neighbours, Table 1's last row) with a
@@ -309,7 +359,7 @@ print("cross-attention (padding): gradcheck passed")
 # ## 演習
 #
 # 1. `split_heads` と `merge_heads` を自分で実装し（reshape + transpose）、`tests/test_multihead.py` のテストが通ることを確かめてください。transpose せずに (B, T, d) をそのまま (B, h, T, $d_k$) に reshape すると、何がおかしくなるでしょうか。
-# 2. 自己注意のために $W^Q$、$W^K$、$W^V$ を 1 つの (d, 3d) の Linear に融合し、時間を測ってください。交差注意で 3 つすべてに同じ工夫を使えないのはなぜでしょうか。
+# 2. 学習では、層は $W^Q$、$W^K$、$W^V$ を 1 回の GEMM にまとめます（第 5 節）。自己注意の層について、その経路での順伝播 + 逆伝播 1 回の時間を測ってください。次に `_projections_alike` が `False` を返すようにして、1 つずつ射影する経路でも測ってください。交差注意でまとめられるのが $W^K$ と $W^V$ だけなのはなぜでしょうか。
 # 3. 論文の表 3 の (A) 行は、計算量を一定に保ったまま $h$ を変えています。第 2 節を使って、パラメータ数も $h$ によって変わらない理由を説明してください。
 # 4. 帯状のマスクを使って「制限付き」自己注意（各クエリが $r$ 個の近傍だけを見る。論文の表 1 の最後の行）を追加してください。その計算量は $O(r\cdot n\cdot d)$ ですが、本書の実装はそれを達成できるでしょうか。できないとすれば、なぜでしょうか。
 # 5. 論文の表 1 の最大経路長を測ってください。ランダムな重みのとき、RNN の何ステップ後に、最後の出力から最初の入力への勾配が $10^{-6}$ を下回るでしょうか。
