@@ -38,10 +38,11 @@ class LinearFunction(Function):
         y = x2d @ weight                                 # (N, out)
         if bias is not None:
             y += bias
-        self.save_for_backward(x2d, weight)              # all that backward needs, with x's shape
         if self.relu:
             xp_of(y).maximum(y, 0, out=y)                # max(0, x W + b), in place
             self.save_for_backward(x2d, weight, y)       # the output's zeros say where the gradient stops
+        else:
+            self.save_for_backward(x2d, weight)          # all that backward needs, with x's shape
         self.x_shape = x.shape
         return y.reshape(*x.shape[:-1], weight.shape[1])  # (..., out)
 
