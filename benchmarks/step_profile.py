@@ -1,0 +1,131 @@
+"""Where a training step of our engine spends its time: milliseconds per step for each Function's
+forward and backward, Adam, and the rest (the graph walk, gradient bookkeeping, Python).
+
+Not against PyTorch: it explains the ratios `train_step.py` reports. Each Function subclass's
+``forward`` and ``backward`` (and ``Adam.step``, inherited from ``Optimizer``) is wrapped with a timer for a second series of
+steps; times are *exclusive*, so a Function that calls its parent's forward (``PackedAttention``
+calls ``ScaledDotProductAttention``'s) is charged only for its own lines. The wrappers cost a few
+microseconds per call, so the parts add up to slightly more than an unwrapped step, which is
+measured first and reported beside them. Each configuration runs in a fresh process with the
+environment of `train_step.py`'s workers (threads, glibc malloc, OpenBLAS settings).
+
+    python benchmarks/step_profile.py                         # tiny, small-N3, medium-h8; 2 threads; glibc defaults
+    python benchmarks/step_profile.py --configs medium-h8 --malloc keep
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import (CONFIGS, ROOT, library_record, load_average, machine_record, median,  # noqa: E402
+                    random_batch, setup_worker_threads, worker_env)
+
+RESULTS = Path(__file__).resolve().parent / "results" / "step_profile.json"
+
+
+def _subclasses(cls) -> set:
+    found, todo = set(), [cls]
+    while todo:
+        for sub in todo.pop().__subclasses__():
+            found.add(sub)
+            todo.append(sub)
+    return found
+
+
+def profile(config_name: str, steps: int) -> dict:
+    """Build our model for ``config_name``, time ``steps`` plain steps, then ``steps`` timed by part."""
+    import minitransformer  # noqa: F401  (every Function subclass is defined on import)
+    import minitransformer.nn  # noqa: F401
+    from minitransformer.optim import Adam
+    from minitransformer.tensor import Function
+    from train_step import build_ours
+
+    config = CONFIGS[config_name]
+    _, _, _, step = build_ours(config, dropout=0.1)
+    batches = [random_batch(config, seed) for seed in range(4)]
+    for batch in batches[:2]:                       # warm-up: optimiser state, allocator
+        step(*batch)
+    plain = []
+    for i in range(steps):
+        start = time.perf_counter()
+        step(*batches[i % 4])
+        plain.append(time.perf_counter() - start)
+
+    spent: dict[str, float] = defaultdict(float)
+    calls: dict[str, int] = defaultdict(int)
+    children = [0.0]                                # time of wrapped calls inside the current one
+
+    def timed(method, name):
+        def wrapper(*args, **kwargs):
+            outer, children[0] = children[0], 0.0
+            start = time.perf_counter()
+            try:
+                return method(*args, **kwargs)
+            finally:
+                elapsed = time.perf_counter() - start
+                spent[name] += elapsed - children[0]
+                calls[name] += 1
+                children[0] = outer + elapsed
+        return wrapper
+
+    for cls in _subclasses(Function):
+        for method_name in ("forward", "backward"):
+            method = cls.__dict__.get(method_name)
+            if method is not None:
+                setattr(cls, method_name, timed(method, f"{cls.__name__}.{method_name}"))
+    Adam.step = timed(Adam.step, "Adam.step")       # the update of every parameter
+    start = time.perf_counter()
+    for i in range(steps):
+        step(*batches[i % 4])
+    wrapped_ms = (time.perf_counter() - start) / steps * 1e3
+    parts = {name: {"ms": round(seconds / steps * 1e3, 3), "calls": calls[name] // steps}
+             for name, seconds in sorted(spent.items(), key=lambda item: -item[1])}
+    accounted = sum(part["ms"] for part in parts.values())
+    return {"step_ms": round(median(plain) * 1e3, 2), "wrapped_step_ms": round(wrapped_ms, 2),
+            "rest_ms": round(wrapped_ms - accounted, 2), "parts": parts}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--configs", default="tiny,small-N3,medium-h8")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--malloc", choices=("default", "keep"), default="default")
+    parser.add_argument("--openblas", choices=("as-set", "unset"), default="as-set")
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--results", default=str(RESULTS))
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        setup_worker_threads("minitransformer")
+        print(json.dumps({"profile": profile(args.worker, args.steps), "record": library_record("minitransformer")}))
+        return 0
+
+    record = {"command": "python benchmarks/step_profile.py " + " ".join(sys.argv[1:]), "threads": args.threads,
+              "malloc": args.malloc, "openblas": args.openblas, "machine": machine_record(), "configs": {}}
+    for name in args.configs.split(","):
+        environment = worker_env(args.threads, args.malloc, args.openblas, str(ROOT))
+        load = load_average()
+        output = subprocess.run([sys.executable, __file__, "--worker", name, "--steps", str(args.steps)],
+                                env=environment, capture_output=True, text=True, check=True).stdout
+        result = json.loads(output.strip().splitlines()[-1])
+        record["configs"][name] = {**result["profile"], "load_average": load, "libraries": result["record"]}
+        profiled = result["profile"]
+        print(f"\n{name}: {profiled['step_ms']} ms per step ({profiled['wrapped_step_ms']} ms with the timers), "
+              f"load average {load[0]}")
+        for part, figures in list(profiled["parts"].items())[:14]:
+            print(f"  {part:<40} {figures['ms']:8.2f} ms  {figures['calls']:4d} calls")
+        print(f"  {'rest (graph walk, bookkeeping, Python)':<40} {profiled['rest_ms']:8.2f} ms")
+    Path(args.results).write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    print(f"\nwrote {args.results}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
