@@ -28,6 +28,11 @@ from common import (CONFIGS, ROOT, library_record, load_average, machine_record,
                     random_batch, setup_worker_threads, worker_env)
 
 RESULTS = Path(__file__).resolve().parent / "results" / "step_profile.json"
+GROUPS = {   # Function (or optimiser) -> the part of the model it belongs to, for the summary
+    "LinearFunction": "linear layers", "ScaledDotProductAttention": "attention", "PackedAttention": "attention",
+    "CrossEntropy": "loss", "LayerNormFunction": "layer norm", "Dropout": "dropout", "Adam": "Adam",
+    "EmbeddingFunction": "embeddings", "Add": "residual additions",
+}
 
 
 def _subclasses(cls) -> set:
@@ -79,8 +84,8 @@ def profile(config_name: str, steps: int) -> dict:
         for method_name in ("forward", "backward"):
             method = cls.__dict__.get(method_name)
             if method is not None:
-                setattr(cls, method_name, timed(method, f"{cls.__name__}.{method_name}"))
-    Adam.step = timed(Adam.step, "Adam.step")       # the update of every parameter
+                setattr(cls, method_name, timed(method, f"{cls.__name__} {method_name}"))
+    Adam.step = timed(Adam.step, "Adam step")       # the update of every parameter
     start = time.perf_counter()
     for i in range(steps):
         step(*batches[i % 4])
@@ -88,8 +93,13 @@ def profile(config_name: str, steps: int) -> dict:
     parts = {name: {"ms": round(seconds / steps * 1e3, 3), "calls": calls[name] // steps}
              for name, seconds in sorted(spent.items(), key=lambda item: -item[1])}
     accounted = sum(part["ms"] for part in parts.values())
+    groups: dict[str, float] = defaultdict(float)
+    for name, part in parts.items():
+        groups[GROUPS.get(name.split()[0], "other Functions")] += part["ms"]
+    groups["rest (graph walk, bookkeeping, Python)"] = wrapped_ms - accounted
     return {"step_ms": round(median(plain) * 1e3, 2), "wrapped_step_ms": round(wrapped_ms, 2),
-            "rest_ms": round(wrapped_ms - accounted, 2), "parts": parts}
+            "rest_ms": round(wrapped_ms - accounted, 2), "parts": parts,
+            "groups": {name: round(ms, 1) for name, ms in sorted(groups.items(), key=lambda item: -item[1])}}
 
 
 def main() -> int:
@@ -122,6 +132,7 @@ def main() -> int:
         for part, figures in list(profiled["parts"].items())[:14]:
             print(f"  {part:<40} {figures['ms']:8.2f} ms  {figures['calls']:4d} calls")
         print(f"  {'rest (graph walk, bookkeeping, Python)':<40} {profiled['rest_ms']:8.2f} ms")
+        print("  by part of the model: " + ", ".join(f"{name} {ms}" for name, ms in profiled["groups"].items()))
     Path(args.results).write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
     print(f"\nwrote {args.results}")
     return 0
