@@ -29,9 +29,9 @@ from common import (CONFIGS, ROOT, library_record, load_average, machine_record,
 
 RESULTS = Path(__file__).resolve().parent / "results" / "step_profile.json"
 GROUPS = {   # Function (or optimiser) -> the part of the model it belongs to, for the summary
-    "LinearFunction": "linear layers", "ScaledDotProductAttention": "attention", "PackedAttention": "attention",
-    "CrossEntropy": "loss", "LayerNormFunction": "layer norm", "Dropout": "dropout", "Adam": "Adam",
-    "EmbeddingFunction": "embeddings", "Add": "residual additions",
+    "LinearFunction": "linear_layers", "ScaledDotProductAttention": "attention", "PackedAttention": "attention",
+    "CrossEntropy": "loss", "LayerNormFunction": "layer_norm", "Dropout": "dropout", "Adam": "adam",
+    "EmbeddingFunction": "embeddings", "Add": "residual_additions",
 }
 
 
@@ -95,8 +95,8 @@ def profile(config_name: str, steps: int) -> dict:
     accounted = sum(part["ms"] for part in parts.values())
     groups: dict[str, float] = defaultdict(float)
     for name, part in parts.items():
-        groups[GROUPS.get(name.split()[0], "other Functions")] += part["ms"]
-    groups["rest (graph walk, bookkeeping, Python)"] = wrapped_ms - accounted
+        groups[GROUPS.get(name.split()[0], "other_functions")] += part["ms"]
+    groups["rest"] = wrapped_ms - accounted           # the graph walk, gradient bookkeeping, Python
     return {"step_ms": round(median(plain) * 1e3, 2), "wrapped_step_ms": round(wrapped_ms, 2),
             "rest_ms": round(wrapped_ms - accounted, 2), "parts": parts,
             "groups": {name: round(ms, 1) for name, ms in sorted(groups.items(), key=lambda item: -item[1])}}
