@@ -286,16 +286,21 @@ def _as_tensors(inputs) -> tuple[Tensor, ...]:
         if isinstance(x, Tensor):
             like = x.data
             break
+    if like is not None:
+        dtype = like.dtype if like.dtype.kind in "fc" else None  # int tensor * 2.5 must not truncate 2.5
+        xp = numpy if type(like) is numpy.ndarray else backend.xp_of(like)
     wrapped = []
     for x in inputs:
         if isinstance(x, Tensor):
             wrapped.append(x)
-        elif like is not None and not backend.is_array(x):
-            dtype = like.dtype if like.dtype.kind in "fc" else None  # int tensor * 2.5 must not truncate 2.5
-            wrapped.append(Tensor(backend.xp_of(like).asarray(x, dtype=dtype)))
+        elif like is not None and (type(x) in _PYTHON_NUMBERS or not backend.is_array(x)):
+            wrapped.append(Tensor(xp.asarray(x, dtype=dtype)))
         else:
             wrapped.append(Tensor(x))
     return tuple(wrapped)
+
+
+_PYTHON_NUMBERS = (float, int, bool)   # the usual non-Tensor input: a constant such as 0.5 or 2
 
 
 def _all_tensors(inputs) -> bool:
