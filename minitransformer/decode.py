@@ -222,9 +222,6 @@ def beam_search(model, src_ids, bos_id: int, eos_id: int, beam_size: int = 4, al
     """
     if beam_size < 1:
         raise ValueError(f"beam_size must be >= 1, got {beam_size}")
-    if not 1 <= n_best <= beam_size:
-        raise ValueError(f"n_best must be between 1 and beam_size={beam_size} (the search keeps at most "
-                         f"beam_size hypotheses per sentence), got {n_best}")
     src_ids = asnumpy(src_ids)  # host bookkeeping; the model runs on its device
     n_sentences, k = len(src_ids), beam_size
     limits = output_limits(src_ids, _pad_id(model), _model_max_len(model), extra_length, max_len)
