@@ -2,12 +2,13 @@
 forward and backward, Adam, and the rest (the graph walk, gradient bookkeeping, Python).
 
 Not against PyTorch: it explains the ratios `train_step.py` reports. Each Function subclass's
-``forward`` and ``backward`` (and ``Adam.step``, inherited from ``Optimizer``) is wrapped with a timer for a second series of
-steps; times are *exclusive*, so a Function that calls its parent's forward (``PackedAttention``
-calls ``ScaledDotProductAttention``'s) is charged only for its own lines. The wrappers cost a few
-microseconds per call, so the parts add up to slightly more than an unwrapped step, which is
-measured first and reported beside them. Each configuration runs in a fresh process with the
-environment of `train_step.py`'s workers (threads, glibc malloc, OpenBLAS settings).
+``forward`` and ``backward`` (and ``Adam.step``, inherited from ``Optimizer``) is wrapped with a
+timer for a second series of steps; times are *exclusive*, so a Function that calls its parent's
+forward (``PackedAttention`` calls ``ScaledDotProductAttention``'s) is charged only for its own
+lines. The wrappers cost a few microseconds per call, so the parts add up to slightly more than an
+unwrapped step, which is measured first and reported beside them. Each configuration runs in a
+fresh process with the environment of `train_step.py`'s workers (threads, glibc malloc, OpenBLAS
+settings).
 
     python benchmarks/step_profile.py                         # tiny, small-N3, medium-h8; 2 threads; glibc defaults
     python benchmarks/step_profile.py --configs medium-h8 --malloc keep
