@@ -379,7 +379,7 @@ SPECIFIC = {
         "padding rows still get gradient": lambda s, gy, c: _cross_entropy_padding_kept(s, gy, c),
     },
     "Dropout": {
-        "1/(1 − p) scale forgotten": lambda s, gy, c: gy * (s.mask > 0),
+        "1/(1 − p) scale forgotten": lambda s, gy, c: gy * s.keep,
         "gradient not dropped": lambda s, gy, c: gy / (1 - s.p),
     },
 }
