@@ -20,6 +20,9 @@ from nn.Linear / nn.LayerNorm / nn.Embedding, loaded with our weights.
 3. glibc malloc: ``--malloc default`` runs both libraries with glibc's defaults,
    ``--malloc keep`` with MALLOC_MMAP_THRESHOLD_ / MALLOC_TRIM_THRESHOLD_ raised so
    freed blocks are reused instead of returned to the OS (``both`` runs the two).
+   Each block also counts the worker's minor page faults per step (getrusage): under
+   glibc's defaults every step touches freshly mapped pages again, and that count is
+   what separates the two malloc settings.
 
     python benchmarks/train_step.py                               # tiny, small-N3, medium-h8; 5 rounds; both mallocs
     python benchmarks/train_step.py --configs small-N3 --rounds 9 --malloc keep
@@ -44,8 +47,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import (CONFIGS, PAD, BenchConfig, Worker, config_named, describe_machine,  # noqa: E402
-                    library_record, load_average, machine_record, median, memory_mib, openblas_settings, pause,
-                    random_batch, serve, setup_worker_threads, worker_env)
+                    library_record, load_average, machine_record, median, memory_mib, minor_page_faults,
+                    openblas_settings, pause, random_batch, serve, setup_worker_threads, worker_env)
 
 LABEL_SMOOTHING = 0.1
 LEARNING_RATE = 1e-4
@@ -277,6 +280,7 @@ def worker(library: str, args) -> None:
 
     def steps(n: int) -> dict:
         times = []
+        faults_before = minor_page_faults()
         for _ in range(n):
             batch = batches[counter["step"] % N_BATCHES]
             counter["step"] += 1
@@ -284,7 +288,7 @@ def worker(library: str, args) -> None:
             step(*batch)
             synchronize()
             times.append(time.perf_counter() - start)
-        return {"times": times}
+        return {"times": times, "faults_per_step": (minor_page_faults() - faults_before) / n}
 
     def memory() -> dict:
         figures = {**memory_mib(), "at_import": memory_at_import}
@@ -327,13 +331,16 @@ def measure(config: BenchConfig, args, malloc: str, blas: str = "as-set") -> dic
         workers = {lib: Worker(script, lib, common_args + (["--state", state_path] if lib == "torch" else []),
                                envs[lib]) for lib in libraries}
     block_medians = {lib: [] for lib in libraries}
+    block_faults = {lib: [] for lib in libraries}
     loads = [load_average()]
     try:
         for round_index in range(args.rounds):
             order = libraries if round_index % 2 == 0 else libraries[::-1]
             for lib in order:
                 pause()
-                block_medians[lib].append(median(workers[lib].call("steps", n=config.block)["times"]))
+                block = workers[lib].call("steps", n=config.block)
+                block_medians[lib].append(median(block["times"]))
+                block_faults[lib].append(block["faults_per_step"])
             loads.append(load_average())
         memory = {lib: workers[lib].call("memory") for lib in libraries}
     finally:
@@ -341,6 +348,7 @@ def measure(config: BenchConfig, args, malloc: str, blas: str = "as-set") -> dic
             w.close()
     ratios = [o / t for o, t in zip(block_medians["minitransformer"], block_medians["torch"])]
     result = {"ms": {lib: median(v) * 1e3 for lib, v in block_medians.items()}, "ratios": ratios,
+              "faults_per_step": {lib: median(v) for lib, v in block_faults.items()},
               "memory": memory, "loads": loads, "records": {lib: w.ready["record"] for lib, w in workers.items()}}
     if args.baseline:   # per round, so that both figures of a ratio come from the same stretch of load
         result["baseline_ratios"] = [b / t for b, t in zip(block_medians[BASELINE], block_medians["torch"])]
@@ -397,6 +405,10 @@ def print_results(results: dict, floors: dict, args) -> None:
                 print(f"{'':<7}baseline {r['ms'][BASELINE]:.1f} ms, baseline/torch {median(r['baseline_ratios']):.2f}; "
                       f"ours/baseline {median(r['after_over_before']):.2f} "
                       f"({min(r['after_over_before']):.2f}–{max(r['after_over_before']):.2f}, per round)")
+            faults = r["faults_per_step"]
+            print(f"{'':<7}page faults per step (first touches of fresh memory): ours "
+                  f"{faults['minitransformer']:,.0f}, torch {faults['torch']:,.0f}"
+                  + (f", baseline {faults[BASELINE]:,.0f}" if BASELINE in faults else ""))
             print(f"{'':<7}load average (1 min) during the rounds {min(l[0] for l in r['loads']):.2f}–"
                   f"{max(l[0] for l in r['loads']):.2f}")
         if args.device != "cpu":
@@ -426,6 +438,8 @@ def results_record(results: dict, floors: dict, args, load: float) -> dict:
                 "floor_ms": round(floor, 1) if floor else None, "ours_floor": round(ours / floor, 2) if floor else None,
                 "ours_rss_mib": round(r["memory"]["minitransformer"]["VmHWM"]),
                 "torch_rss_mib": round(r["memory"]["torch"]["VmHWM"]),
+                "ours_faults_per_step": round(r["faults_per_step"]["minitransformer"]),
+                "torch_faults_per_step": round(r["faults_per_step"]["torch"]),
                 "load_average_per_round": r["loads"], "libraries": r["records"]}
             if "after_over_before" in r:
                 record[malloc][name].update(
