@@ -358,32 +358,6 @@ def test_dropout_gradcheck_with_a_fixed_mask(rng):
     assert mt.gradcheck(lambda x: F.dropout(x, 0.4, generator=F.Generator(5)), [x])
 
 
-def test_keep_mask_keeps_each_entry_with_probability_one_minus_p_at_any_size():
-    generator = F.Generator(2)
-    like = np.zeros(1, np.float32)
-    for shape in [(7,), (3, 5), (1001, 999)]:   # sizes that are not a multiple of the four coins per draw
-        keep = generator.keep_mask(shape, 0.1, like=like)
-        assert keep.shape == shape and keep.dtype == bool
-    keep = generator.keep_mask((1001, 999), 0.1, like=like).ravel()
-    # the four 16-bit coins cut from each 64-bit draw must each be fair: a lane used twice,
-    # or a lane that is always the same bits, shows up as a wrong rate in that lane
-    for lane in range(4):
-        assert abs(1 - keep[lane::4].mean() - 0.1) < 0.003
-    assert abs(1 - keep.mean() - 0.1) < 0.0015
-    assert generator.keep_mask((4000,), 0.0, like=like).all()
-    assert not generator.keep_mask((4000,), 1 - 2**-17, like=like).any()   # p rounds to 1: all dropped
-
-
-def test_keep_mask_continues_after_a_restored_state():
-    generator = F.Generator(9)
-    like = np.zeros(1, np.float32)
-    generator.keep_mask((10, 10), 0.5, like=like)
-    state = generator.state_dict()
-    expected = generator.keep_mask((6, 7), 0.5, like=like)
-    restored = F.Generator(0).load_state_dict(state)
-    np.testing.assert_array_equal(restored.keep_mask((6, 7), 0.5, like=like), expected)
-
-
 def test_dropout_rejects_a_bad_probability():
     with pytest.raises(ValueError, match="probability"):
         F.dropout(mt.Tensor(np.ones(3)), 1.5)

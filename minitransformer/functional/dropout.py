@@ -8,17 +8,14 @@ nothing needs rescaling (that is what "inverted" buys).
 Random numbers come from a ``Generator``: seeded, so two runs with the same
 seed drop the same entries, and device-aware, so the mask is drawn on the GPU
 for CuPy data (no host → device copy of a mask as large as the activations).
-A drop is a biased coin, and a coin needs few random bits: on the CPU each entry
-gets a 16-bit random integer (one 64-bit draw of the generator makes four), and
-p is rounded to a multiple of 2⁻¹⁶ (at most 7.6e-6 off). A float32 uniform costs a
-32-bit draw and a conversion per entry, and those had been most of a dropout layer's time.
-The mask is kept as bool, a quarter of the memory of a float32 mask.
+The uniforms are float32: half the memory traffic of float64, and a
+resolution of 2⁻²⁴ is plenty to compare against p. What backward needs is
+only which entries were kept, so the mask is kept as bool: a quarter of the
+memory of a float32 mask.
 """
 from __future__ import annotations
 
 from ..backend import get_device, xp_for, xp_of
-
-COIN_BITS = 16   # random bits per entry of a dropout mask: p is used to a resolution of 2⁻¹⁶
 from ..tensor import Function, Tensor
 
 
@@ -41,42 +38,19 @@ class Generator:
 
     def uniform(self, shape: tuple[int, ...], like):
         """float32 uniforms of ``shape`` on the device (and array module) of the array ``like``."""
-        stream = self._stream(like)
-        if get_device(like) == "cpu":
-            return stream.random(shape, dtype=xp_of(like).float32)
-        self.device_draws += 1
-        return stream.random_sample(shape, dtype=xp_of(like).float32)
-
-    def _stream(self, like):
-        """The stream of ``like``'s device, started on first use."""
+        xp = xp_of(like)
         device = get_device(like)
         stream = self._streams.get(device)
         if stream is None:
             if device == "cpu":
-                stream = xp_of(like).random.default_rng(self.initial_seed)
+                stream = xp.random.default_rng(self.initial_seed)
             else:  # CuPy: the RandomState API takes a dtype and is stable across CuPy versions
-                stream = xp_of(like).random.RandomState(self._device_seed())
+                stream = xp.random.RandomState(self._device_seed())
             self._streams[device] = stream
-        return stream
-
-    def keep_mask(self, shape: tuple[int, ...], p: float, like):
-        """A bool array of ``shape`` on ``like``'s device, each entry True (kept) with probability 1 − p.
-
-        On the CPU an entry is kept when a 16-bit random integer u satisfies u ≥ round(p·2¹⁶); the
-        integers are four to a 64-bit draw of the stream. On the GPU, where a draw costs little,
-        a float32 uniform is compared with the same rounded p, so both drop with one probability.
-        """
-        threshold = round(p * 2**COIN_BITS)                   # u ≥ threshold: kept
-        stream = self._stream(like)
-        if get_device(like) != "cpu":
-            self.device_draws += 1
-            return stream.random_sample(shape, dtype=xp_of(like).float32) >= threshold / 2**COIN_BITS
-        size = 1
-        for n in shape:
-            size *= n
-        words = stream.bit_generator.random_raw(-(-size // 4))   # ⌈size/4⌉ draws of 64 bits
-        coins = words.view(xp_of(like).uint16)[:size]          # each cut into four 16-bit integers
-        return (coins >= threshold).reshape(shape)
+        if device == "cpu":
+            return stream.random(shape, dtype=xp.float32)
+        self.device_draws += 1
+        return stream.random_sample(shape, dtype=xp.float32)
 
     def _device_seed(self) -> int:
         """The GPU stream's seed: the initial seed at first, mixed with the draws so far after a restore."""
@@ -122,14 +96,14 @@ def default_generator() -> Generator:
 
 
 class Dropout(Function):
-    """y = x ⊙ keep / (1 − p), keep = [u ≥ p] for a uniform u: 1 w.p. 1 − p, else 0."""
+    """y = x ⊙ keep / (1 − p), keep = [u ≥ p] with u ~ U[0, 1): 1 w.p. 1 − p, else 0."""
 
     def __init__(self, p: float, generator: Generator) -> None:
         self.p = p
         self.generator = generator
 
     def forward(self, x):
-        self.keep = self.generator.keep_mask(x.shape, self.p, like=x)   # bool, True w.p. 1 − p
+        self.keep = self.generator.uniform(x.shape, like=x) >= self.p   # bool, True w.p. 1 − p
         self.scale = x.dtype.type(1 / (1 - self.p))
         y = x * self.keep       # dropped entries become 0
         y *= self.scale         # kept ones are scaled by 1/(1 − p)
