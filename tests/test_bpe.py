@@ -99,6 +99,18 @@ def test_unseen_characters_become_unk():
     assert tok.encode("Ω") == [tok.unk_id]
 
 
+def test_an_unseen_last_character_keeps_the_word_boundary():
+    tok = BPETokenizer.train(TEXTS, vocab_size=80)
+    # 'Ω' was never seen: as the last character it used to carry the word's end away with it
+    assert tok.decode(tok.encode("the catΩ sat")) == "the cat sat"
+    assert tok.decode(tok.encode("the fisΩΩ ate")) == "the fis ate"
+    assert tok.encode("the catΩ") == tok.encode("the cat") + [tok.unk_id]
+    # 'p' was seen inside words ("sleeping") but never at a word's end: it cannot end one either
+    assert tok.encode("catp") == tok.encode("cat") + [tok.unk_id]
+    assert tok.encode("ΩΩ") == [tok.unk_id, tok.unk_id]
+    assert tok.decode(tok.encode("the cΩt sat")) == "the ct sat"   # inside a word: the word still ends
+
+
 def test_encode_batch_and_decode_batch():
     tok = BPETokenizer.train(TEXTS, vocab_size=80)
     batch = tok.encode_batch(TEXTS[:3], add_eos=True)

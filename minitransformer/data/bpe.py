@@ -138,6 +138,17 @@ class BPETokenizer(Tokenizer):
         cached = self._cache.get(word)
         if cached is not None:
             return cached
+        # The end of a word rides on its last symbol ('t</w>'). An unseen last character would
+        # become <unk> and take the word's end with it ("the caq sat" -> "the casat"), so the word
+        # ends on its last character that can end a word, and unseen trailing characters follow
+        # as <unk> ("the ca sat").
+        stem = word
+        while stem and stem[-1] + END_OF_WORD not in self.token_to_id:
+            stem = stem[:-1]
+        if stem != word:
+            ids = (self._encode_word(stem) if stem else []) + [self.unk_id] * (len(word) - len(stem))
+            self._cache[word] = ids
+            return ids
         symbols = _word_symbols(word)
         while len(symbols) > 1:
             # the adjacent pair that was merged first during training
