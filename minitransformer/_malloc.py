@@ -12,8 +12,9 @@ arithmetic in many elementwise ops (a dropout layer took 1.5 ms instead of 0.85)
 Raising both thresholds keeps freed blocks inside the process, where the next
 allocation of that size picks them up warm. The price: memory is not returned to
 the operating system until the process ends (the resident set stays at its peak).
-PyTorch avoids the problem with its own caching allocator; this is our one-line
-equivalent. The same settings can be given from outside, before Python starts:
+PyTorch on the CPU allocates through the same malloc and takes the same kind of
+faults (benchmarks/train_step.py counts them per step for both). The same
+settings can be given from outside, before Python starts:
 
     MALLOC_MMAP_THRESHOLD_=1073741824 MALLOC_TRIM_THRESHOLD_=1073741824 python train.py
 
