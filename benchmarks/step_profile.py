@@ -10,6 +10,11 @@ unwrapped step, which is measured first and reported beside them. Each configura
 fresh process with the environment of `train_step.py`'s workers (threads, glibc malloc, OpenBLAS
 settings).
 
+Where glibc's malloc is in use, one more step records the top of the heap (``sbrk(0)``) after each
+Function's forward and backward: how far a step grows the heap, which Functions grow it, and how
+much is handed back at the end. Under glibc's defaults that growth is what the next step touches
+afresh, page by page (the page faults `train_step.py` counts).
+
     python benchmarks/step_profile.py                         # tiny, small-N3, medium-h8; 2 threads; glibc defaults
     python benchmarks/step_profile.py --configs medium-h8 --malloc keep
 """
@@ -45,6 +50,52 @@ def _subclasses(cls) -> set:
     return found
 
 
+def _heap_top():
+    """A function returning the top of glibc's heap (sbrk(0)), or None where there is no such thing."""
+    import ctypes
+    import platform
+
+    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
+        return None
+    libc = ctypes.CDLL("libc.so.6")
+    libc.sbrk.restype, libc.sbrk.argtypes = ctypes.c_void_p, [ctypes.c_long]
+    return lambda: libc.sbrk(0)
+
+
+def heap_growth(step, batch, methods: dict) -> dict | None:
+    """One step with the heap top read after every method in ``methods`` (name -> (class, attribute))."""
+    top = _heap_top()
+    if top is None:
+        return None
+    grown: dict[str, float] = defaultdict(float)
+    last, highest = [top()], [top()]
+
+    def traced(method, name):
+        def wrapper(*args, **kwargs):
+            result = method(*args, **kwargs)
+            now = top()
+            if now > last[0]:
+                grown[name] += now - last[0]
+            last[0], highest[0] = now, max(highest[0], now)
+            return result
+        return wrapper
+
+    originals = {name: getattr(cls, attribute) for name, (cls, attribute) in methods.items()}
+    for name, (cls, attribute) in methods.items():
+        setattr(cls, attribute, traced(originals[name], name))
+    start = top()
+    try:
+        last[0] = highest[0] = start
+        step(*batch)
+    finally:
+        for name, (cls, attribute) in methods.items():
+            setattr(cls, attribute, originals[name])
+    mb = 1e-6
+    return {"growth_mb": round((highest[0] - start) * mb, 1), "after_step_mb": round((top() - start) * mb, 1),
+            "by_part_mb": {name: round(grow * mb, 1) for name, grow in sorted(grown.items(), key=lambda i: -i[1])
+                           if grow * mb >= 0.05}}
+
+
 def profile(config_name: str, steps: int) -> dict:
     """Build our model for ``config_name``, time ``steps`` plain steps, then ``steps`` timed by part."""
     import minitransformer  # noqa: F401  (every Function subclass is defined on import)
@@ -63,6 +114,11 @@ def profile(config_name: str, steps: int) -> dict:
         start = time.perf_counter()
         step(*batches[i % 4])
         plain.append(time.perf_counter() - start)
+
+    methods = {f"{cls.__name__} {name}": (cls, name) for cls in _subclasses(Function)
+               for name in ("forward", "backward") if name in cls.__dict__}
+    methods["Adam step"] = (Adam, "step")
+    heap = heap_growth(step, batches[2], methods)
 
     spent: dict[str, float] = defaultdict(float)
     calls: dict[str, int] = defaultdict(int)
@@ -100,7 +156,8 @@ def profile(config_name: str, steps: int) -> dict:
     groups["rest"] = wrapped_ms - accounted           # the graph walk, gradient bookkeeping, Python
     return {"step_ms": round(median(plain) * 1e3, 2), "wrapped_step_ms": round(wrapped_ms, 2),
             "rest_ms": round(wrapped_ms - accounted, 2), "parts": parts,
-            "groups": {name: round(ms, 1) for name, ms in sorted(groups.items(), key=lambda item: -item[1])}}
+            "groups": {name: round(ms, 1) for name, ms in sorted(groups.items(), key=lambda item: -item[1])},
+            "heap": heap}
 
 
 def main() -> int:
@@ -134,6 +191,11 @@ def main() -> int:
             print(f"  {part:<40} {figures['ms']:8.2f} ms  {figures['calls']:4d} calls")
         print(f"  {'rest (graph walk, bookkeeping, Python)':<40} {profiled['rest_ms']:8.2f} ms")
         print("  by part of the model: " + ", ".join(f"{name} {ms}" for name, ms in profiled["groups"].items()))
+        heap = profiled["heap"]
+        if heap:
+            raised = ", ".join(f"{n} {mb}" for n, mb in list(heap["by_part_mb"].items())[:6])
+            print(f"  glibc's heap: its top rose {heap['growth_mb']} MB during the step and ended "
+                  f"{heap['after_step_mb']} MB from where it started" + (f"; raised by {raised}" if raised else ""))
     Path(args.results).write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
     print(f"\nwrote {args.results}")
     return 0
