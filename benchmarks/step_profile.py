@@ -82,7 +82,7 @@ def heap_growth(step, batch, methods: dict) -> dict | None:
 
     originals = {name: getattr(cls, attribute) for name, (cls, attribute) in methods.items()}
     for name, (cls, attribute) in methods.items():
-        setattr(cls, attribute, traced(originals[name], name))
+        setattr(cls, attribute, traced(originals[name], name.replace(" ", ".")))   # "Dropout.forward"
     start = top()
     try:
         last[0] = highest[0] = start
