@@ -1,0 +1,29 @@
+"""Edge inputs to the public API of the engine and layers, the way a student or an outside test-writer
+would try them: each test pins a case that once gave a wrong value, a confusing error from deep inside,
+or silently accepted input that could only produce garbage."""
+import warnings
+
+import numpy as np
+import pytest
+
+import minitransformer as mt
+import minitransformer.functional as F
+from minitransformer import Tensor, nn, optim
+from minitransformer.nn.transformer import Transformer, TransformerConfig
+
+
+# -- engine --------------------------------------------------------------------------------------
+def test_pow_with_exponent_zero_has_zero_gradient_even_at_zero():
+    # x⁰ = 1 is a constant; c·x^(c−1) would be 0·0⁻¹ = 0·∞ = nan at x = 0
+    x = Tensor([0.0, 2.0, -3.0], requires_grad=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")          # no divide-by-zero on the way either
+        (x ** 0).sum().backward()
+    np.testing.assert_array_equal(x.grad, [0.0, 0.0, 0.0])
+    assert mt.gradcheck(lambda a: a ** 0, [Tensor([0.0, 1.5], requires_grad=True)])
+
+
+def test_pow_keeps_its_gradient_at_zero_for_other_exponents():
+    x = Tensor([0.0, 2.0], requires_grad=True)
+    (x ** 2).sum().backward()
+    np.testing.assert_array_equal(x.grad, [0.0, 4.0])
