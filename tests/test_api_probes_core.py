@@ -27,3 +27,9 @@ def test_pow_keeps_its_gradient_at_zero_for_other_exponents():
     x = Tensor([0.0, 2.0], requires_grad=True)
     (x ** 2).sum().backward()
     np.testing.assert_array_equal(x.grad, [0.0, 4.0])
+
+
+@pytest.mark.parametrize("join", [mt.concatenate, mt.stack])
+def test_joining_no_tensors_says_so(join):
+    with pytest.raises(ValueError, match=rf"{join.__name__}: needs at least one tensor"):
+        join([])

@@ -112,11 +112,20 @@ permute = transpose
 
 
 def concatenate(tensors, axis: int = 0) -> Tensor:
+    tensors = _at_least_one("concatenate", tensors)
     return Concatenate(axis)(*tensors)
 
 
 def stack(tensors, axis: int = 0) -> Tensor:
+    tensors = _at_least_one("stack", tensors)
     return Stack(axis)(*tensors)
+
+
+def _at_least_one(name: str, tensors) -> list:
+    tensors = list(tensors)
+    if not tensors:
+        raise ValueError(f"{name}: needs at least one tensor, got an empty list")
+    return tensors
 
 
 def split(x, indices_or_sections, axis: int = 0) -> list[Tensor]:
