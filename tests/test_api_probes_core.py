@@ -33,3 +33,9 @@ def test_pow_keeps_its_gradient_at_zero_for_other_exponents():
 def test_joining_no_tensors_says_so(join):
     with pytest.raises(ValueError, match=rf"{join.__name__}: needs at least one tensor"):
         join([])
+
+
+def test_gradcheck_given_one_tensor_instead_of_a_list_says_how_to_call_it():
+    x = Tensor(np.ones(3), requires_grad=True)
+    with pytest.raises(TypeError, match=r"gradcheck: inputs must be a list of Tensors.*\[x\]"):
+        mt.gradcheck(lambda a: (a * a).sum(), x)
