@@ -39,3 +39,17 @@ def test_gradcheck_given_one_tensor_instead_of_a_list_says_how_to_call_it():
     x = Tensor(np.ones(3), requires_grad=True)
     with pytest.raises(TypeError, match=r"gradcheck: inputs must be a list of Tensors.*\[x\]"):
         mt.gradcheck(lambda a: (a * a).sum(), x)
+
+
+# -- functional ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("function", [F.softmax, F.log_softmax])
+def test_softmax_of_a_scalar_names_the_missing_axis(function):
+    with pytest.raises(ValueError, match=rf"{function.__name__}: needs at least one axis"):
+        function(Tensor(1.0))
+
+
+@pytest.mark.parametrize("function", [F.softmax, F.log_softmax])
+def test_softmax_still_takes_lists(function):
+    out = function([1.0, 2.0])
+    np.testing.assert_allclose(np.exp(out.data) if function is F.log_softmax else out.data,
+                               [0.26894142, 0.73105858], rtol=1e-7)
