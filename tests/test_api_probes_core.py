@@ -53,3 +53,17 @@ def test_softmax_still_takes_lists(function):
     out = function([1.0, 2.0])
     np.testing.assert_allclose(np.exp(out.data) if function is F.log_softmax else out.data,
                                [0.26894142, 0.73105858], rtol=1e-7)
+
+
+def test_dropout_of_an_integer_tensor_is_refused():
+    # the scale 1/(1 − p) cast to int64 is 1: kept entries would silently not be scaled
+    with pytest.raises(TypeError, match="dropout: input must be floating point"):
+        F.dropout(Tensor([1, 2, 3, 4]), 0.3)
+    with pytest.raises(TypeError, match="dropout: input must be floating point"):
+        nn.Dropout(0.3)(Tensor([1, 2, 3, 4]))
+
+
+def test_dropout_off_passes_any_tensor_through():
+    x = Tensor([1, 2, 3])
+    assert F.dropout(x, 0.3, training=False) is x
+    assert F.dropout(x, 0.0) is x

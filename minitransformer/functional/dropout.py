@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from ..backend import get_device, xp_for, xp_of
 from ..tensor import Function, Tensor
+from .checks import require_floating_point
 
 
 class Generator:
@@ -123,6 +124,7 @@ def dropout(x, p: float, training: bool = True, generator: Generator | None = No
         x = Tensor(x)
     if not training or p == 0.0:
         return x
+    require_floating_point("dropout", x)   # an integer x would be scaled by int(1/(1 − p)) = 1
     if p == 1.0:
         return x * 0.0   # everything dropped (1/(1 − p) would be infinite)
     return Dropout(p, generator if generator is not None else _default_generator)(x)
