@@ -67,3 +67,17 @@ def test_dropout_off_passes_any_tensor_through():
     x = Tensor([1, 2, 3])
     assert F.dropout(x, 0.3, training=False) is x
     assert F.dropout(x, 0.0) is x
+
+
+# -- nn ------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def tiny_model():
+    return Transformer(TransformerConfig.tiny(20)).eval()
+
+
+@pytest.mark.parametrize("side", ["src_ids", "tgt_ids"])
+def test_transformer_refuses_empty_sentences_with_a_clear_error(tiny_model, side):
+    ids = {"src_ids": np.array([[3, 4, 5]]), "tgt_ids": np.array([[1, 2]])}
+    ids[side] = np.zeros((1, 0), dtype=np.int64)
+    with pytest.raises(ValueError, match=rf"Transformer: {side} has length 0"):
+        tiny_model(ids["src_ids"], ids["tgt_ids"])
