@@ -27,14 +27,22 @@ class Optimizer:
     """Holds the parameters, the learning rate and the step count; subclasses implement ``_update``."""
 
     def __init__(self, params: Iterable[Tensor], lr: float) -> None:
+        if isinstance(params, Tensor):   # list(p) would give copies of p's rows, and step() would update those
+            raise TypeError("optimiser: params must be an iterable of Tensors, got one Tensor; pass [p]")
+        if callable(getattr(params, "parameters", None)):
+            raise TypeError(f"optimiser: got a {type(params).__name__} module; pass model.parameters()")
         self.params = list(params)
         if not self.params:
             raise ValueError("the optimiser got an empty list of parameters (did you pass model.parameters()?)")
+        first_index: dict[int, int] = {}
         for i, p in enumerate(self.params):
             if not isinstance(p, Tensor):
                 raise TypeError(f"parameter {i} is a {type(p).__name__}, not a Tensor")
             if not p.requires_grad:
                 raise ValueError(f"parameter {i} (shape {p.shape}) does not require a gradient")
+            if id(p) in first_index:   # it would take two steps per step()
+                raise ValueError(f"parameter {i} is parameter {first_index[id(p)]} again; list each one once")
+            first_index[id(p)] = i
         if lr < 0:
             raise ValueError(f"learning rate must be >= 0, got {lr}")
         self.lr = float(lr)
@@ -215,6 +223,8 @@ def clip_grad_norm(params: Iterable[Tensor], max_norm: float) -> float:
 
     Returns the norm before clipping (useful to log; inf/nan mean the step diverged).
     """
+    if not max_norm > 0:   # 0, a negative bound or nan: no norm can be at most that
+        raise ValueError(f"clip_grad_norm: max_norm must be a positive number, got {max_norm}")
     grads = [p.grad for p in params if p.grad is not None]
     if not grads:
         return 0.0

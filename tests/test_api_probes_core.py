@@ -81,3 +81,30 @@ def test_transformer_refuses_empty_sentences_with_a_clear_error(tiny_model, side
     ids[side] = np.zeros((1, 0), dtype=np.int64)
     with pytest.raises(ValueError, match=rf"Transformer: {side} has length 0"):
         tiny_model(ids["src_ids"], ids["tgt_ids"])
+
+
+# -- optim ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("make", [lambda ps: optim.SGD(ps, lr=0.1), lambda ps: optim.Adam(ps, lr=0.1)])
+def test_optimizer_given_one_tensor_instead_of_a_list_is_refused(make):
+    # iterating a Tensor gives its rows: new tensors, so step() would update copies, never the parameter
+    with pytest.raises(TypeError, match=r"optimiser: params must be an iterable of Tensors.*\[p\]"):
+        make(nn.Parameter(np.ones(3)))
+
+
+def test_optimizer_given_a_module_says_to_pass_its_parameters():
+    with pytest.raises(TypeError, match=r"model\.parameters\(\)"):
+        optim.SGD(nn.Linear(2, 2), lr=0.1)
+
+
+def test_optimizer_refuses_a_parameter_listed_twice():
+    p = nn.Parameter(np.ones(3))
+    with pytest.raises(ValueError, match="parameter 1 is parameter 0 again"):
+        optim.SGD([p, p], lr=0.1)
+
+
+@pytest.mark.parametrize("max_norm", [0.0, -1.0, float("nan")])
+def test_clip_grad_norm_refuses_a_bound_that_is_not_positive(max_norm):
+    p = nn.Parameter(np.ones(4))
+    p.grad = np.full(4, 3.0)
+    with pytest.raises(ValueError, match="clip_grad_norm: max_norm must be a positive number"):
+        optim.clip_grad_norm([p], max_norm)
