@@ -35,6 +35,38 @@ def test_joining_no_tensors_says_so(join):
         join([])
 
 
+@pytest.mark.parametrize("call", [
+    lambda x: mt.swapaxes(x, 0, 3), lambda x: x.swapaxes(-4, 1), lambda x: mt.split(x, 2, axis=3),
+    lambda x: mt.concatenate([x, x], axis=3)], ids=["swapaxes", "method", "split", "concatenate"])
+def test_an_axis_out_of_range_is_named(call):
+    # was IndexError 'list index out of range' or 'tuple index out of range'
+    with pytest.raises(ValueError, match=r"axis -?\d+ is out of range for 3 axes \(shape \(2, 3, 4\)\)"):
+        call(Tensor(np.zeros((2, 3, 4))))
+
+
+@pytest.mark.parametrize("axis", [4, -5])
+def test_stack_names_an_axis_out_of_range(axis):
+    # was "all inputs need the same shape, got (2, 3, 4), (2, 3, 4)": the shapes were fine, the axis was not
+    x = Tensor(np.zeros((2, 3, 4)))
+    with pytest.raises(ValueError, match=rf"stack: axis {axis} is out of range for inputs of 3 axes"):
+        mt.stack([x, x], axis=axis)
+
+
+def test_axes_at_the_ends_of_the_range_still_work():
+    x = Tensor(np.arange(24.0).reshape(2, 3, 4))
+    assert mt.swapaxes(x, -3, 2).shape == (4, 3, 2)
+    assert mt.stack([x, x], axis=3).shape == (2, 3, 4, 2)
+    assert mt.stack([x, x], axis=-4).shape == (2, 2, 3, 4)
+    assert mt.concatenate([x, x], axis=-3).shape == (4, 3, 4)
+    assert [p.shape for p in mt.split(x, 2, axis=-1)] == [(2, 3, 2), (2, 3, 2)]
+
+
+@pytest.mark.parametrize("parts", [0, -2])
+def test_split_into_no_parts_says_so(parts):
+    with pytest.raises(ValueError, match=f"split: the number of parts must be at least 1, got {parts}"):
+        mt.split(Tensor(np.zeros(4)), parts)
+
+
 def test_gradcheck_given_one_tensor_instead_of_a_list_says_how_to_call_it():
     x = Tensor(np.ones(3), requires_grad=True)
     with pytest.raises(TypeError, match=r"gradcheck: inputs must be a list of Tensors.*\[x\]"):
