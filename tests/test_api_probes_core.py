@@ -67,6 +67,12 @@ def test_split_into_no_parts_says_so(parts):
         mt.split(Tensor(np.zeros(4)), parts)
 
 
+def test_where_names_the_condition_when_it_is_the_shape_that_does_not_fit():
+    a, b = Tensor(np.zeros((2, 3))), Tensor(np.ones((2, 3)))
+    with pytest.raises(ValueError, match=r"where: condition, a and b of shapes \(5,\), \(2, 3\), \(2, 3\)"):
+        mt.where(np.ones(5, dtype=bool), a, b)
+
+
 def test_gradcheck_given_one_tensor_instead_of_a_list_says_how_to_call_it():
     x = Tensor(np.ones(3), requires_grad=True)
     with pytest.raises(TypeError, match=r"gradcheck: inputs must be a list of Tensors.*\[x\]"):
