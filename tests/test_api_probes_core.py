@@ -107,6 +107,26 @@ def test_dropout_off_passes_any_tensor_through():
     assert F.dropout(x, 0.0) is x
 
 
+@pytest.mark.parametrize("function", [F.linear, F.linear_relu])
+@pytest.mark.parametrize("x_shape, w_shape, b_shape, says", [
+    ((2, 4), (4, 3), (4,), r"bias has shape \(4,\) but the weight \(4, 3\) needs a bias of shape \(3,\)"),
+    ((2, 4), (4, 3), (2, 3), r"bias has shape \(2, 3\)"),     # broadcast on the way in, failed on the way back
+    ((2, 4), (4,), None, r"expected x \(\.\.\., in\) and weight \(in, out\), got shapes \(2, 4\) and \(4,\)"),
+    ((), (4, 3), None, r"expected x .* got shapes \(\) and \(4, 3\)"),
+])
+def test_linear_names_operands_of_the_wrong_shape(function, x_shape, w_shape, b_shape, says):
+    x = Tensor(np.ones(x_shape), requires_grad=True)
+    weight = Tensor(np.ones(w_shape), requires_grad=True)
+    bias = None if b_shape is None else Tensor(np.ones(b_shape), requires_grad=True)
+    with pytest.raises(ValueError, match=rf"{function.__name__}: {says}"):
+        function(x, weight, bias).sum().backward()
+
+
+def test_linear_still_takes_arrays_and_lists():
+    assert F.linear(np.ones((2, 4)), np.ones((4, 3)), np.ones(3)).shape == (2, 3)
+    np.testing.assert_array_equal(F.linear(Tensor([[1.0, 2.0]]), [[1.0], [1.0]]).data, [[3.0]])
+
+
 # -- nn ------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def tiny_model():
