@@ -93,6 +93,17 @@ def test_softmax_still_takes_lists(function):
                                [0.26894142, 0.73105858], rtol=1e-7)
 
 
+@pytest.mark.parametrize("function", [F.softmax, F.log_softmax])
+@pytest.mark.parametrize("axis", [2, -3])
+def test_softmax_names_an_axis_out_of_range(function, axis):
+    with pytest.raises(ValueError, match=rf"{function.__name__}: axis {axis} is out of range for shape \(2, 3\)"):
+        function(Tensor(np.ones((2, 3))), axis=axis)
+
+
+def test_softmax_still_takes_a_tuple_of_axes():
+    np.testing.assert_allclose(F.softmax(Tensor(np.zeros((2, 3))), axis=(0, 1)).data, np.full((2, 3), 1 / 6))
+
+
 def test_dropout_of_an_integer_tensor_is_refused():
     # the scale 1/(1 − p) cast to int64 is 1: kept entries would silently not be scaled
     with pytest.raises(TypeError, match="dropout: input must be floating point"):
