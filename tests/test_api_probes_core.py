@@ -104,6 +104,25 @@ def test_softmax_still_takes_a_tuple_of_axes():
     np.testing.assert_allclose(F.softmax(Tensor(np.zeros((2, 3))), axis=(0, 1)).data, np.full((2, 3), 1 / 6))
 
 
+@pytest.mark.parametrize("generator", [np.random.default_rng(0), 3])
+def test_dropout_names_a_generator_that_is_not_ours(generator):
+    # a NumPy Generator failed with "uniform() got an unexpected keyword argument 'like'", a seed with
+    # "'int' object has no attribute 'uniform'"
+    x = Tensor(np.ones((1, 1, 2, 2)))
+    with pytest.raises(TypeError, match="dropout: generator must be a minitransformer Generator"):
+        F.dropout(x, 0.5, generator=generator)
+    with pytest.raises(TypeError, match="scaled_dot_product_attention: generator must be a minitransformer"):
+        F.scaled_dot_product_attention(x, x, x, dropout_p=0.5, training=True, generator=generator)
+
+
+@pytest.mark.parametrize("training", [True, False])
+def test_attention_refuses_a_negative_dropout_probability(training):
+    # it was accepted, and ignored, since only a positive p reaches the check
+    x = Tensor(np.ones((1, 1, 2, 2)))
+    with pytest.raises(ValueError, match=r"scaled_dot_product_attention: dropout_p must be in \[0, 1\), got -0.1"):
+        F.scaled_dot_product_attention(x, x, x, dropout_p=-0.1, training=training)
+
+
 def test_dropout_of_an_integer_tensor_is_refused():
     # the scale 1/(1 − p) cast to int64 is 1: kept entries would silently not be scaled
     with pytest.raises(TypeError, match="dropout: input must be floating point"):
