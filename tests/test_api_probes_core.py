@@ -123,6 +123,20 @@ def test_attention_refuses_a_negative_dropout_probability(training):
         F.scaled_dot_product_attention(x, x, x, dropout_p=-0.1, training=training)
 
 
+@pytest.mark.parametrize("shape", [(), (2, 0)])
+def test_layer_norm_needs_features_to_normalise(shape):
+    with pytest.raises(ValueError, match=r"layer_norm: x needs a last axis of at least one feature"):
+        F.layer_norm(Tensor(np.ones(shape)))
+
+
+def test_layer_norm_refuses_a_negative_eps():
+    # σ² + eps < 0 for a row of small variance: nan, silently
+    with pytest.raises(ValueError, match="layer_norm: eps must be >= 0, got -1"):
+        F.layer_norm(Tensor(np.ones((2, 4))), eps=-1)
+    with pytest.raises(ValueError, match="layer_norm: eps must be >= 0"):
+        nn.LayerNorm(4, eps=-1e-5)(Tensor(np.ones((2, 4), dtype=np.float32)))
+
+
 def test_dropout_of_an_integer_tensor_is_refused():
     # the scale 1/(1 − p) cast to int64 is 1: kept entries would silently not be scaled
     with pytest.raises(TypeError, match="dropout: input must be floating point"):
