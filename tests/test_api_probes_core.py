@@ -172,6 +172,13 @@ def test_linear_still_takes_arrays_and_lists():
 
 
 # -- nn ------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("d_model, n_heads", [(8, 0), (0, 2), (8, -2)])
+def test_multi_head_attention_needs_positive_sizes(d_model, n_heads):
+    # was ZeroDivisionError ('integer modulo by zero', or in the initialisation of a 0-wide layer)
+    with pytest.raises(ValueError, match="MultiHeadAttention: d_model and n_heads must be positive"):
+        nn.MultiHeadAttention(d_model, n_heads)
+
+
 @pytest.fixture(scope="module")
 def tiny_model():
     return Transformer(TransformerConfig.tiny(20)).eval()
