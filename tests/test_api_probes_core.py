@@ -78,6 +78,13 @@ def test_gradcheck_given_one_tensor_instead_of_a_list_says_how_to_call_it():
         mt.gradcheck(lambda a: (a * a).sum(), x)
 
 
+@pytest.mark.parametrize("eps", [0.0, float("nan")])
+def test_gradcheck_refuses_a_step_that_is_not_positive(eps):
+    # eps = 0 divided by zero; eps = nan made every numerical gradient nan, and any backward passed
+    with pytest.raises(ValueError, match=f"gradcheck: eps must be a small positive step such as 1e-6, got {eps}"):
+        mt.gradcheck(lambda a: a * a, [Tensor(np.ones(2), requires_grad=True)], eps=eps)
+
+
 # -- functional ----------------------------------------------------------------------------------
 @pytest.mark.parametrize("function", [F.softmax, F.log_softmax])
 def test_softmax_of_a_scalar_names_the_missing_axis(function):
