@@ -43,7 +43,7 @@ class Optimizer:
             if id(p) in first_index:   # it would take two steps per step()
                 raise ValueError(f"parameter {i} is parameter {first_index[id(p)]} again; list each one once")
             first_index[id(p)] = i
-        if lr < 0:
+        if not lr >= 0:   # also nan, which would turn every parameter into nan at the first step
             raise ValueError(f"learning rate must be >= 0, got {lr}")
         self.lr = float(lr)
         self.step_count = 0
@@ -145,6 +145,8 @@ class Adam(Optimizer):
         beta1, beta2 = betas
         if not (0.0 <= beta1 < 1.0 and 0.0 <= beta2 < 1.0):
             raise ValueError(f"betas must be in [0, 1), got {betas}")
+        if not eps >= 0:   # a negative ε can make √v̂ + ε zero or negative: inf, or a step uphill
+            raise ValueError(f"eps must be >= 0, got {eps}")
         self.betas = (float(beta1), float(beta2))
         self.eps = float(eps)
         self.exp_avg: list = [None] * len(self.params)     # m, first moment

@@ -219,6 +219,18 @@ def test_optimizer_refuses_a_parameter_listed_twice():
         optim.SGD([p, p], lr=0.1)
 
 
+@pytest.mark.parametrize("make", [lambda ps, lr: optim.SGD(ps, lr=lr), lambda ps, lr: optim.Adam(ps, lr=lr)])
+def test_optimizer_refuses_a_learning_rate_of_nan(make):
+    # nan < 0 is False, so it passed the check and made every parameter nan at the first step
+    with pytest.raises(ValueError, match="learning rate must be >= 0, got nan"):
+        make([nn.Parameter(np.ones(3))], float("nan"))
+
+
+def test_adam_refuses_a_negative_eps():
+    with pytest.raises(ValueError, match="eps must be >= 0, got -1e-09"):
+        optim.Adam([nn.Parameter(np.ones(3))], lr=0.1, eps=-1e-9)
+
+
 @pytest.mark.parametrize("max_norm", [0.0, -1.0, float("nan")])
 def test_clip_grad_norm_refuses_a_bound_that_is_not_positive(max_norm):
     p = nn.Parameter(np.ones(4))
