@@ -69,6 +69,11 @@ def gradcheck(fn: Callable[..., Tensor], inputs: Sequence[Tensor], eps: float = 
     raised (a crash proves nothing about the derivative, so tests that want a
     wrong value caught can tell the two apart).
     """
+    if isinstance(inputs, Tensor):   # list(x) would split x into its rows, each a separate argument
+        raise TypeError("gradcheck: inputs must be a list of Tensors, one per argument of fn, got one Tensor; "
+                        "call gradcheck(fn, [x])")
+    if not eps > 0:
+        raise ValueError(f"gradcheck: eps must be a small positive step such as 1e-6, got {eps}")
     inputs = list(inputs)
     checked = [i for i, t in enumerate(inputs) if isinstance(t, Tensor) and t.requires_grad]
     if not checked:

@@ -27,15 +27,23 @@ class Optimizer:
     """Holds the parameters, the learning rate and the step count; subclasses implement ``_update``."""
 
     def __init__(self, params: Iterable[Tensor], lr: float) -> None:
+        if isinstance(params, Tensor):   # list(p) would give copies of p's rows, and step() would update those
+            raise TypeError("optimiser: params must be an iterable of Tensors, got one Tensor; pass [p]")
+        if callable(getattr(params, "parameters", None)):
+            raise TypeError(f"optimiser: got a {type(params).__name__} module; pass model.parameters()")
         self.params = list(params)
         if not self.params:
             raise ValueError("the optimiser got an empty list of parameters (did you pass model.parameters()?)")
+        first_index: dict[int, int] = {}
         for i, p in enumerate(self.params):
             if not isinstance(p, Tensor):
                 raise TypeError(f"parameter {i} is a {type(p).__name__}, not a Tensor")
             if not p.requires_grad:
                 raise ValueError(f"parameter {i} (shape {p.shape}) does not require a gradient")
-        if lr < 0:
+            if id(p) in first_index:   # it would take two steps per step()
+                raise ValueError(f"parameter {i} is parameter {first_index[id(p)]} again; list each one once")
+            first_index[id(p)] = i
+        if not lr >= 0:   # also nan, which would turn every parameter into nan at the first step
             raise ValueError(f"learning rate must be >= 0, got {lr}")
         self.lr = float(lr)
         self.step_count = 0
@@ -137,6 +145,8 @@ class Adam(Optimizer):
         beta1, beta2 = betas
         if not (0.0 <= beta1 < 1.0 and 0.0 <= beta2 < 1.0):
             raise ValueError(f"betas must be in [0, 1), got {betas}")
+        if not eps >= 0:   # a negative ε can make √v̂ + ε zero or negative: inf, or a step uphill
+            raise ValueError(f"eps must be >= 0, got {eps}")
         self.betas = (float(beta1), float(beta2))
         self.eps = float(eps)
         self.exp_avg: list = [None] * len(self.params)     # m, first moment
@@ -215,6 +225,8 @@ def clip_grad_norm(params: Iterable[Tensor], max_norm: float) -> float:
 
     Returns the norm before clipping (useful to log; inf/nan mean the step diverged).
     """
+    if not max_norm > 0:   # 0, a negative bound or nan: no norm can be at most that
+        raise ValueError(f"clip_grad_norm: max_norm must be a positive number, got {max_norm}")
     grads = [p.grad for p in params if p.grad is not None]
     if not grads:
         return 0.0

@@ -34,7 +34,7 @@ from .. import backend
 from ..backend import xp_of
 from ..ops.broadcasting import unbroadcast
 from ..tensor import Function, Tensor
-from .dropout import Generator, default_generator
+from .dropout import Generator, check_generator, default_generator
 from .rows import row_max, row_sum
 
 
@@ -129,6 +129,9 @@ def scaled_dot_product_attention(q, k, v, mask=None, return_weights: bool = Fals
     Returns out (B, h, T, d_v), and with ``return_weights`` also the weights
     (B, h, T, S) as a Tensor that carries no gradient (for inspection and plots).
     """
+    if not 0.0 <= dropout_p < 1.0:   # the Function checks only when it drops: a negative p went unnoticed
+        raise ValueError(f"scaled_dot_product_attention: dropout_p must be in [0, 1), got {dropout_p}")
+    check_generator("scaled_dot_product_attention", generator)
     function = ScaledDotProductAttention(mask, dropout_p, training, generator)
     out = function(q, k, v)
     if return_weights:

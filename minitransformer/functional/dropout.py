@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from ..backend import get_device, xp_for, xp_of
 from ..tensor import Function, Tensor
+from .checks import require_floating_point
 
 
 class Generator:
@@ -115,14 +116,23 @@ class Dropout(Function):
         return gx
 
 
+def check_generator(function: str, generator) -> None:
+    """A NumPy Generator or a seed in place of ours failed deep inside with 'unexpected keyword like'."""
+    if generator is not None and not isinstance(generator, Generator):
+        raise TypeError(f"{function}: generator must be a minitransformer Generator (F.Generator(seed)), "
+                        f"got {type(generator).__name__}")
+
+
 def dropout(x, p: float, training: bool = True, generator: Generator | None = None) -> Tensor:
     """Zero each entry of x with probability p and scale the rest by 1/(1 − p); identity if not training."""
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"dropout: p must be a probability in [0, 1], got {p}")
+    check_generator("dropout", generator)
     if not isinstance(x, Tensor):
         x = Tensor(x)
     if not training or p == 0.0:
         return x
+    require_floating_point("dropout", x)   # an integer x would be scaled by int(1/(1 − p)) = 1
     if p == 1.0:
         return x * 0.0   # everything dropped (1/(1 − p) would be infinite)
     return Dropout(p, generator if generator is not None else _default_generator)(x)

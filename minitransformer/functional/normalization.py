@@ -73,6 +73,11 @@ def layer_norm(x, weight=None, bias=None, eps: float = 1e-5) -> Tensor:
     if not isinstance(x, Tensor):
         x = Tensor(x)
     require_floating_point("layer_norm", x.data)
+    if x.ndim == 0 or x.shape[-1] == 0:
+        raise ValueError(f"layer_norm: x needs a last axis of at least one feature to normalise over, "
+                         f"got shape {x.shape}")
+    if not eps >= 0:   # a negative eps makes σ² + eps negative for a row of small variance: nan
+        raise ValueError(f"layer_norm: eps must be >= 0, got {eps}")
     dim = x.shape[-1]
     xp = xp_of(x.data)
     weight = weight if weight is not None else Tensor(xp.ones(dim, dtype=x.dtype))

@@ -75,9 +75,19 @@ class LogSoftmax(Function):
 
 def softmax(x, axis: int = -1) -> Tensor:
     """Softmax along ``axis`` (default the last), numerically stable. Same shape out as in."""
-    return Softmax(axis)(x)
+    return Softmax(axis)(_with_an_axis("softmax", x, axis))
 
 
 def log_softmax(x, axis: int = -1) -> Tensor:
     """log(softmax(x)) along ``axis``, computed without ever taking log of a tiny number."""
-    return LogSoftmax(axis)(x)
+    return LogSoftmax(axis)(_with_an_axis("log_softmax", x, axis))
+
+
+def _with_an_axis(function: str, x, axis) -> Tensor:
+    """x as a Tensor, refused if it is a scalar or has no such axis: a distribution needs an axis to spread over."""
+    x = x if isinstance(x, Tensor) else Tensor(x)
+    if x.ndim == 0:
+        raise ValueError(f"{function}: needs at least one axis to normalise over, got a scalar (shape ())")
+    if isinstance(axis, int) and not -x.ndim <= axis < x.ndim:
+        raise ValueError(f"{function}: axis {axis} is out of range for shape {x.shape}")
+    return x

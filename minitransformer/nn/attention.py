@@ -130,6 +130,9 @@ class MultiHeadAttention(Module):
         if attention != "softmax" and dropout_p:
             raise ValueError(f"MultiHeadAttention: attention {attention!r} has no weights to drop; use dropout_p=0")
         self.attention, self.window = attention, window
+        if d_model < 1 or n_heads < 1:
+            raise ValueError(f"MultiHeadAttention: d_model and n_heads must be positive, got d_model={d_model}, "
+                             f"n_heads={n_heads}")
         if d_model % n_heads:
             raise ValueError(f"MultiHeadAttention: d_model={d_model} is not divisible by n_heads={n_heads} "
                              "(each head gets d_k = d_model / h features)")

@@ -154,6 +154,9 @@ class Transformer(Module):
             expected = "(B, length)" if ndim == 2 else "(B,)"
             raise ValueError(f"Transformer: {name} must be an integer array of shape {expected}, got shape "
                              f"{tuple(ids.shape)} and dtype {ids.dtype}")
+        if ndim == 2 and ids.shape[1] == 0:   # attention over no keys has no softmax to take
+            raise ValueError(f"Transformer: {name} has length 0 (shape {tuple(ids.shape)}); every sentence "
+                             "needs at least one token")
         return backend.to_device(ids, self.device)
 
     def _embed(self, ids, table: Embedding, positional: Module, offset: int = 0) -> Tensor:

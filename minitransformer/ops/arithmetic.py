@@ -5,6 +5,7 @@ gradient has the shape of the input it belongs to.
 """
 from __future__ import annotations
 
+from ..backend import xp_of
 from ..tensor import Function, Tensor
 from .broadcasting import broadcast_error, unbroadcast
 
@@ -93,6 +94,8 @@ class Pow(Function):
     def backward(self, gy):
         (x,) = self.saved_arrays
         c = self.c
+        if c == 0:   # x⁰ = 1 is a constant; c·x^(c−1) would be 0·∞ = nan at x = 0
+            return xp_of(x).zeros_like(x)
         return gy * (c * x ** (c - 1))  # d(x^c)/dx = c x^(c-1)
 
 

@@ -60,8 +60,10 @@ class Where(Function):
         xp = xp_of(a, b)
         try:
             y = xp.where(self.condition, a, b)
-        except ValueError as error:
-            raise broadcast_error("where", a, b, error) from None
+        except ValueError:
+            shapes = ", ".join(str(tuple(s)) for s in (xp.asarray(self.condition).shape, a.shape, b.shape))
+            raise ValueError(f"where: condition, a and b of shapes {shapes} cannot be broadcast together "
+                             "(compare trailing axes: each pair must be equal or one of them 1)") from None
         self.shapes = a.shape, b.shape
         return y
 

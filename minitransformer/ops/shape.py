@@ -103,6 +103,8 @@ def broadcast_to(x, shape) -> Tensor: return BroadcastTo(shape)(x)
 
 
 def swapaxes(x, axis1: int, axis2: int) -> Tensor:
+    _check_axis("swapaxes", axis1, x.shape)
+    _check_axis("swapaxes", axis2, x.shape)
     axes = list(range(x.ndim))
     axes[axis1], axes[axis2] = axes[axis2], axes[axis1]
     return Transpose(axes)(x)
@@ -112,17 +114,43 @@ permute = transpose
 
 
 def concatenate(tensors, axis: int = 0) -> Tensor:
+    tensors = _at_least_one("concatenate", tensors)
+    _check_axis("concatenate", axis, _shape_of(tensors[0]))
     return Concatenate(axis)(*tensors)
 
 
 def stack(tensors, axis: int = 0) -> Tensor:
+    tensors = _at_least_one("stack", tensors)
+    shape = _shape_of(tensors[0])
+    if not -len(shape) - 1 <= axis <= len(shape):   # the new axis may also go last
+        raise ValueError(f"stack: axis {axis} is out of range for inputs of {len(shape)} axes (shape "
+                         f"{tuple(shape)}), which stack into {len(shape) + 1}")
     return Stack(axis)(*tensors)
+
+
+def _at_least_one(name: str, tensors) -> list:
+    tensors = list(tensors)
+    if not tensors:
+        raise ValueError(f"{name}: needs at least one tensor, got an empty list")
+    return tensors
+
+
+def _shape_of(x) -> tuple[int, ...]:
+    return x.shape if isinstance(x, Tensor) else Tensor(x).shape
+
+
+def _check_axis(name: str, axis: int, shape: tuple[int, ...]) -> None:
+    if not -len(shape) <= axis < len(shape):
+        raise ValueError(f"{name}: axis {axis} is out of range for {len(shape)} axes (shape {tuple(shape)})")
 
 
 def split(x, indices_or_sections, axis: int = 0) -> list[Tensor]:
     """Split like ``numpy.split``: an int gives that many equal parts, a list gives cut points."""
+    _check_axis("split", axis, x.shape)
     length = x.shape[axis]
     if isinstance(indices_or_sections, int):
+        if indices_or_sections < 1:
+            raise ValueError(f"split: the number of parts must be at least 1, got {indices_or_sections}")
         if length % indices_or_sections:
             raise ValueError(f"split: axis {axis} of shape {x.shape} does not divide into "
                              f"{indices_or_sections} equal parts")
