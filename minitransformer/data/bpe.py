@@ -23,7 +23,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from .tokenizer import Tokenizer
+from .tokenizer import Tokenizer, check_training_texts
 
 END_OF_WORD = "</w>"
 SPECIAL_TOKENS = ("<pad>", "<s>", "</s>", "<unk>")
@@ -76,6 +76,7 @@ class BPETokenizer(Tokenizer):
         The vocabulary always holds the special tokens and every character seen,
         even if that is more than ``vocab_size``.
         """
+        check_training_texts(texts)
         word_counts = Counter()
         for text in texts:
             word_counts.update(text.split())
