@@ -118,8 +118,12 @@ class Translator:
         """Token ids of each sentence, written as the corpus writes (``CorpusWriting.normalize``) and cut
         to the positional table's length (with a warning); ``warn_unseen`` also names what the model
         never saw."""
+        if isinstance(sentences, str):   # a string is iterable: each character would be a sentence
+            raise TypeError("expected a list of sentences, not one string; write translate([sentence])")
         encoded = []
         for number, sentence in enumerate(sentences, start=1):
+            if not isinstance(sentence, str):
+                raise TypeError(f"sentence {number} is {type(sentence).__name__}, not a string")
             text = self.writing.normalize(sentence)
             if warn_unseen:
                 words, characters = self.writing.unseen(text)
