@@ -338,10 +338,16 @@ def load_checkpoint(path: str | Path, with_optimizer: bool = True, prefer_final:
     state = _read_json(folder / STATE_FILE)
     if not isinstance(state, dict) or state.get("format") != FORMAT:
         raise CheckpointError(f"{folder / STATE_FILE}: not a minitransformer checkpoint (no format tag {FORMAT!r})")
-    if int(state.get("version", -1)) > VERSION:
-        raise CheckpointError(f"{folder}: checkpoint format version {state['version']} is newer than this "
+    try:
+        version = int(state.get("version", -1))
+    except (TypeError, ValueError):
+        raise CheckpointError(f"{folder / STATE_FILE}: format version {state['version']!r} is not a number") from None
+    if version > VERSION:
+        raise CheckpointError(f"{folder}: checkpoint format version {version} is newer than this "
                               f"code understands ({VERSION}); upgrade minitransformer")
     hashes = state.get("sha256", {})
+    if not isinstance(hashes, dict):
+        raise CheckpointError(f"{folder / STATE_FILE}: the checksums are not a table of file names ({hashes!r})")
     weights = read_npz(folder / MODEL_FILE, hashes.get(MODEL_FILE))
     optimizer = None
     if with_optimizer and (folder / OPTIMIZER_FILE).is_file():
