@@ -191,3 +191,43 @@ def test_train_refuses_a_length_penalty_that_is_not_a_number(capsys):
     with pytest.raises(SystemExit):
         build_parser().parse_args(["train", "--alpha", "nan"])
     assert "--alpha: must be a finite number" in capsys.readouterr().err
+
+
+# -- corpora and batches -------------------------------------------------------------------------------------
+def test_iterate_batches_refuses_no_examples_instead_of_searching_forever():
+    """Every epoch of no examples is empty: the stream used to rebuild empty epochs without end."""
+    from minitransformer.data.batching import iterate_batches
+
+    with pytest.raises(ValueError, match="at least one example"):
+        next(iterate_batches([], max_tokens=10, pad_id=0, seed=0))
+
+
+def test_iterate_batches_refuses_a_negative_start_step():
+    """start_step=-1 used to yield the epoch's last batch, numbered -1."""
+    from minitransformer.data.batching import iterate_batches
+
+    with pytest.raises(ValueError, match="start_step must be >= 0, got -1"):
+        next(iterate_batches([([4], [5]), ([4, 6], [5])], max_tokens=1, pad_id=0, seed=0, start_step=-1))
+
+
+def test_pad_sequences_names_a_sequence_longer_than_the_length():
+    from minitransformer.data.batching import pad_sequences
+
+    with pytest.raises(ValueError, match="a sequence has 3 ids, more than length=2"):
+        pad_sequences([[1, 2, 3]], 0, length=2)
+    assert pad_sequences([[1, 2]], 0, length=3).tolist() == [[1, 2, 0]]
+
+
+def test_a_negative_limit_is_refused_rather_than_dropping_pairs_from_the_end(tmp_path):
+    """limit=-1 used to slice [:-1]: every pair but the last."""
+    from minitransformer.data.loaders import CorpusError, load_corpus, read_lines, read_tsv
+
+    for split in ("train", "dev", "test"):
+        (tmp_path / f"{split}.en").write_text("the cat\nthe dog\n", encoding="utf-8")
+        (tmp_path / f"{split}.ja").write_text("猫\n犬\n", encoding="utf-8")
+        (tmp_path / f"{split}.tsv").write_text("the cat\t猫\nthe dog\t犬\n", encoding="utf-8")
+    for read in (lambda: load_corpus(tmp_path, limit=-1), lambda: read_lines(tmp_path / "train.en", limit=-1),
+                 lambda: read_tsv(tmp_path / "train.tsv", limit=-1)):
+        with pytest.raises(CorpusError, match="limit must be a number of pairs >= 0, got -1"):
+            read()
+    assert load_corpus(tmp_path, limit=1).sizes()["train"] == 1
