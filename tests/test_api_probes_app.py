@@ -231,3 +231,21 @@ def test_a_negative_limit_is_refused_rather_than_dropping_pairs_from_the_end(tmp
         with pytest.raises(CorpusError, match="limit must be a number of pairs >= 0, got -1"):
             read()
     assert load_corpus(tmp_path, limit=1).sizes()["train"] == 1
+
+
+# -- training options given in Python --------------------------------------------------------------------------
+@pytest.mark.parametrize("name, value, reason", [
+    ("max_tokens", 0, "--max-tokens must be positive, got 0"),       # a 0 used to be replaced by the preset's value
+    ("vocab_size", 0, "--vocab-size must be positive, got 0"),
+    ("save_every", 0, "--save-every must be positive, got 0"),
+    ("limit", -1, "--limit must be positive, got -1"),               # was "n_train must be >= 0", deep inside
+    ("attention_window", 0, "--attention-window must be positive, got 0"),
+    ("alpha", math.nan, "--alpha must be a finite number, got nan"),  # was found only after training, at the test BLEU
+])
+def test_train_options_refuse_invalid_values_before_training(name, value, reason):
+    from minitransformer.training.options import TrainingError, TrainOptions, resolve_options
+
+    with pytest.raises(TrainingError, match=reason):
+        resolve_options(TrainOptions(**{name: value}), saved=None)
+    chosen = resolve_options(TrainOptions(), saved=None)
+    assert chosen.max_tokens > 0 and chosen.vocab_size > 0 and chosen.save_every > 0

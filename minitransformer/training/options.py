@@ -123,15 +123,18 @@ def resolve_options(options: TrainOptions, saved: dict | None) -> TrainOptions:
     preset = PRESETS[chosen.preset]
     chosen.direction = chosen.direction or "en-ja"
     chosen.seed = 0 if chosen.seed is None else chosen.seed
-    chosen.max_tokens = chosen.max_tokens or preset["max_tokens"]
-    chosen.vocab_size = chosen.vocab_size or preset["vocab_size"]
-    chosen.save_every = chosen.save_every or preset["save_every"]
+    for name in ("max_tokens", "vocab_size", "save_every"):     # None, not 0: a 0 is refused below
+        if getattr(chosen, name) is None:
+            setattr(chosen, name, preset[name])
     if chosen.minutes is None and chosen.epochs is None and chosen.steps is None:
         chosen.minutes, chosen.epochs, chosen.steps = preset["minutes"], preset["epochs"], preset["steps"]
-    for name in ("minutes", "epochs", "steps", "max_tokens", "vocab_size", "save_every", "beam"):
+    for name in ("minutes", "epochs", "steps", "max_tokens", "vocab_size", "save_every", "beam", "limit",
+                 "attention_window"):
         value = getattr(chosen, name)
         if value is not None and value <= 0:
             raise TrainingError(f"--{name.replace('_', '-')} must be positive, got {value}")
     if chosen.average < 1:
         raise TrainingError(f"--average must be >= 1, got {chosen.average}")
+    if not math.isfinite(chosen.alpha):
+        raise TrainingError(f"--alpha must be a finite number, got {chosen.alpha}")
     return chosen
