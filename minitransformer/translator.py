@@ -168,6 +168,9 @@ class Translator:
         output is ``output_ids`` or the greedy translation, followed by eos.
         """
         tok = self.tokenizer
+        n_layers = len(self.model.decoder.layers)
+        if not -n_layers <= layer < n_layers:
+            raise ValueError(f"cross_attention: layer {layer} does not exist; the decoder has {n_layers} layers")
         src_ids = self.encode_sources([source])[0]
         if not src_ids:
             raise ValueError("cross_attention: the source sentence is empty")
@@ -188,6 +191,8 @@ class Translator:
         labels = []
         raw = isinstance(self.tokenizer, RawTextTokenizer)     # its tokens show their spaces as "▁"
         for i in ids:
+            if not 0 <= i < len(self.tokenizer.vocab):     # a negative id would index from the end
+                raise ValueError(f"token id {i} is outside the vocabulary of size {len(self.tokenizer.vocab)}")
             token = self.tokenizer.vocab[i]
             labels.append(token if raw else token[:-len(END_OF_WORD)] if token.endswith(END_OF_WORD) else
                           token if i < len(SPECIAL_TOKENS) else token + "-")

@@ -249,3 +249,17 @@ def test_train_options_refuse_invalid_values_before_training(name, value, reason
         resolve_options(TrainOptions(**{name: value}), saved=None)
     chosen = resolve_options(TrainOptions(), saved=None)
     assert chosen.max_tokens > 0 and chosen.vocab_size > 0 and chosen.save_every > 0
+
+
+@pytest.mark.parametrize("layer", [1, -2])
+def test_cross_attention_names_a_layer_that_does_not_exist(translator, layer):
+    """The model has one decoder layer; this used to fail with "list index out of range"."""
+    with pytest.raises(ValueError, match=f"layer {layer} does not exist; the decoder has 1 layers"):
+        translator.cross_attention("the cat sat", layer=layer)
+
+
+@pytest.mark.parametrize("token_id", [-1, 10_000])
+def test_display_tokens_refuses_an_id_outside_the_vocabulary(translator, token_id):
+    """-1 used to show the last token of the vocabulary; 10000 failed with "list index out of range"."""
+    with pytest.raises(ValueError, match=f"token id {token_id} is outside the vocabulary"):
+        translator.display_tokens([token_id])
