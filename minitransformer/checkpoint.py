@@ -147,8 +147,9 @@ def write_text_atomic(path: str | Path, text: str) -> None:
 def _write_npz(path: Path, arrays: Mapping[str, np.ndarray]) -> str:
     """Write arrays into a new .npz file (fsync'ed) and return its SHA-256."""
     for name, array in arrays.items():
-        if not isinstance(array, np.ndarray) or array.dtype == object:
-            raise TypeError(f"checkpoint entry {name!r} must be a numeric NumPy array, got {type(array).__name__}")
+        if not isinstance(array, np.ndarray) or array.dtype.kind not in "biuf":   # what read_npz accepts
+            kind = f"{type(array).__name__} of {array.dtype}" if isinstance(array, np.ndarray) else type(array).__name__
+            raise TypeError(f"checkpoint entry {name!r} must be a NumPy array of numbers, got {kind}")
     with open(path, "wb") as f:
         np.savez(f, **arrays)
         f.flush()
@@ -165,6 +166,8 @@ def _sha256(path: Path) -> str:
 
 
 def checkpoint_name(step: int) -> str:
+    if step < 0:        # "step--00001" would sort before every real checkpoint
+        raise ValueError(f"a checkpoint's step must be >= 0, got {step}")
     return f"step-{step:06d}"
 
 

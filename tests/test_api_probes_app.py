@@ -263,3 +263,17 @@ def test_display_tokens_refuses_an_id_outside_the_vocabulary(translator, token_i
     """-1 used to show the last token of the vocabulary; 10000 failed with "list index out of range"."""
     with pytest.raises(ValueError, match=f"token id {token_id} is outside the vocabulary"):
         translator.display_tokens([token_id])
+
+
+def test_a_checkpoint_of_a_negative_step_is_refused(tmp_path):
+    """It used to be saved as step--00001, which sorts before every real checkpoint."""
+    with pytest.raises(ValueError, match="step must be >= 0, got -1"):
+        ckpt.save_checkpoint(tmp_path, -1, {"w": np.ones(2, np.float32)}, {})
+    assert not (tmp_path / "latest").exists()
+
+
+def test_saving_refuses_the_arrays_that_loading_would_refuse(tmp_path):
+    """A complex array used to be saved, and then the checkpoint could not be loaded."""
+    with pytest.raises(TypeError, match="'w' must be a NumPy array of numbers, got ndarray of complex128"):
+        ckpt.save_checkpoint(tmp_path, 1, {"w": np.ones(2, complex)}, {})
+    assert ckpt.list_checkpoints(tmp_path) == []
