@@ -239,6 +239,8 @@ def cmd_evaluate(args) -> int:
 def cmd_attention(args) -> int:
     from .heads import KINDS, attention_maps, draw_attention_maps  # noqa: PLC0415
 
+    if not args.out.strip():
+        raise _Refusal("--out is empty; name the picture file (default attention.png)")
     maps = attention_maps(_load_translator(args), args.sentence)
     print("output: " + " ".join(maps.output))
     for path in draw_attention_maps(maps, args.out, args.kind or KINDS, sentence=args.sentence):

@@ -279,6 +279,8 @@ def resolve_checkpoint(path: str | Path, prefer_final: bool = True) -> Path:
     or a run that has not finished). An incomplete ``final/`` is refused rather
     than replaced by another model.
     """
+    if isinstance(path, str) and not path.strip():     # Path("") would be the current folder
+        raise CheckpointError("the checkpoint path is empty; name a run folder or a checkpoint folder")
     path = Path(path)
     if not path.exists():
         raise CheckpointError(f"{path}: no such file or directory")

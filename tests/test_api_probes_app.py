@@ -277,3 +277,30 @@ def test_saving_refuses_the_arrays_that_loading_would_refuse(tmp_path):
     with pytest.raises(TypeError, match="'w' must be a NumPy array of numbers, got ndarray of complex128"):
         ckpt.save_checkpoint(tmp_path, 1, {"w": np.ones(2, complex)}, {})
     assert ckpt.list_checkpoints(tmp_path) == []
+
+
+# -- empty paths: Path("") is the current folder ---------------------------------------------------------------
+def test_training_refuses_an_empty_out_instead_of_filling_the_current_folder(tmp_path, monkeypatch):
+    """train --out '' used to write its checkpoints, final model and pictures into the current folder."""
+    from minitransformer.training.options import TrainingError, TrainOptions
+    from minitransformer.training.run_folder import open_run_folder
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(TrainingError, match="--out is empty"):
+        open_run_folder(TrainOptions(out=""))
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_empty_checkpoint_path_is_refused_not_read_as_the_current_folder(tmp_path, monkeypatch, translator):
+    _saved(tmp_path, translator)
+    monkeypatch.chdir(tmp_path)          # a run folder: translate --checkpoint '' used to load it
+    with pytest.raises(ckpt.CheckpointError, match="the checkpoint path is empty"):
+        Translator.load("")
+
+
+def test_attention_refuses_an_empty_out(monkeypatch, capsys):
+    from minitransformer.__main__ import main
+
+    monkeypatch.setenv("MINITRANSFORMER_MALLOC", "0")
+    assert main(["attention", "the cat", "--checkpoint", "nowhere", "--out", ""]) == 2
+    assert "--out is empty" in capsys.readouterr().err
