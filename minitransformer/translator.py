@@ -156,6 +156,10 @@ class Translator:
         without spaces, else "13a". Test sets are corpus text, in which unseen words are expected: they
         are not warned about.
         """
+        pairs = list(pairs)
+        for number, pair in enumerate(pairs, start=1):
+            if isinstance(pair, str) or len(pair) != 2:
+                raise TypeError(f"pair {number} is {pair!r}; bleu() takes (source, reference) pairs")
         hypotheses = self.translate([src for src, _ in pairs], beam_size=beam_size, alpha=alpha, warn_unseen=False)
         references = [ref for _, ref in pairs]
         tokenize = tokenize or tokenization_for(None, references)

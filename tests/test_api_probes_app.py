@@ -304,3 +304,10 @@ def test_attention_refuses_an_empty_out(monkeypatch, capsys):
     monkeypatch.setenv("MINITRANSFORMER_MALLOC", "0")
     assert main(["attention", "the cat", "--checkpoint", "nowhere", "--out", ""]) == 2
     assert "--out is empty" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("pairs", [["the cat sat", "the dog sat"], [("the cat sat", "猫", "extra")], ["ab"]])
+def test_translator_bleu_names_what_is_not_a_pair(translator, pairs):
+    """A list of sentences used to fail with "too many values to unpack", and ["ab"] scored "a" against "b"."""
+    with pytest.raises(TypeError, match="pair 1 is .*; bleu\\(\\) takes \\(source, reference\\) pairs"):
+        translator.bleu(pairs, beam_size=1)
