@@ -111,7 +111,8 @@ def build_parser() -> argparse.ArgumentParser:
                                                                      "(default: runs/enja)")
     translate.add_argument("--beam", type=_checked(positive_int), default=4, help="beam size (default 4, §6.1)")
     translate.add_argument("--greedy", action="store_true", help="greedy search (beam 1)")
-    translate.add_argument("--alpha", type=_checked(finite_float), default=0.6, help="length penalty α (default 0.6, §6.1)")
+    translate.add_argument("--alpha", type=_checked(finite_float), default=0.6,
+                           help="length penalty α (default 0.6, §6.1)")
     translate.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
 
     evaluate = commands.add_parser(
