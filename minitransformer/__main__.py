@@ -86,7 +86,7 @@ def _add_train_options(parser: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .training.options import positive_int  # noqa: PLC0415 - keep `--help` of the package light
+    from .training.options import finite_float, positive_int  # noqa: PLC0415 - keep `--help` of the package light
 
     parser = _Parser(prog="python -m minitransformer",
                      description="The Transformer of 'Attention Is All You Need', from scratch: train a "
@@ -111,7 +111,8 @@ def build_parser() -> argparse.ArgumentParser:
                                                                      "(default: runs/enja)")
     translate.add_argument("--beam", type=_checked(positive_int), default=4, help="beam size (default 4, §6.1)")
     translate.add_argument("--greedy", action="store_true", help="greedy search (beam 1)")
-    translate.add_argument("--alpha", type=float, default=0.6, help="length penalty α (default 0.6, §6.1)")
+    translate.add_argument("--alpha", type=_checked(finite_float), default=0.6,
+                           help="length penalty α (default 0.6, §6.1)")
     translate.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
 
     evaluate = commands.add_parser(
@@ -123,7 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--data", help="a corpus folder to evaluate on instead of the training corpus")
     evaluate.add_argument("--beam", type=_checked(positive_int), default=4)
     evaluate.add_argument("--greedy", action="store_true", help="greedy search (beam 1)")
-    evaluate.add_argument("--alpha", type=float, default=0.6)
+    evaluate.add_argument("--alpha", type=_checked(finite_float), default=0.6)
     evaluate.add_argument("--limit", type=_checked(positive_int), help="evaluate on the first N pairs only")
     evaluate.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
 
@@ -239,6 +240,8 @@ def cmd_evaluate(args) -> int:
 def cmd_attention(args) -> int:
     from .heads import KINDS, attention_maps, draw_attention_maps  # noqa: PLC0415
 
+    if not args.out.strip():
+        raise _Refusal("--out is empty; name the picture file (default attention.png)")
     maps = attention_maps(_load_translator(args), args.sentence)
     print("output: " + " ".join(maps.output))
     for path in draw_attention_maps(maps, args.out, args.kind or KINDS, sentence=args.sentence):

@@ -113,8 +113,18 @@ def tokenization_for(language: str | None, references: Sequence[str] = ()) -> st
     return "char" if language in UNSEGMENTED_LANGUAGES else DEFAULT_TOKENIZATION
 
 
-def _tokens(text: Text, tokenization: str = DEFAULT_TOKENIZATION) -> list[str]:
-    return tokenize(text, tokenization) if isinstance(text, str) else list(text)
+def _tokens(text: Text, tokenization: str = DEFAULT_TOKENIZATION, where: str = "sentence") -> list[str]:
+    if isinstance(text, str):
+        return tokenize(text, tokenization)
+    if not isinstance(text, Sequence):
+        raise TypeError(f"{where} is {type(text).__name__}; expected a string or a list of its tokens")
+    tokens = list(text)
+    for token in tokens:
+        # sacrebleu takes [references]: here that makes one sentence a "token", and a silent 0
+        if not isinstance(token, str) or any(char.isspace() for char in token):
+            raise ValueError(f"{where} is a list whose token {token!r} is not a string or contains whitespace; "
+                             "pass one reference string per hypothesis (not sacrebleu's [references])")
+    return tokens
 
 
 def ngram_counts(tokens: Sequence[str], n: int) -> Counter:
@@ -187,11 +197,14 @@ def bleu_stats(hypotheses: Sequence[Text], references: Sequence[Text],
     """
     _check_pairs(hypotheses, references)
     _tokenizer(tokenize)
+    if max_order < 1:
+        raise ValueError(f"max_order must be >= 1, got {max_order}")
     correct = [0] * max_order
     total = [0] * max_order
     hyp_len = ref_len = 0
-    for hypothesis, reference in zip(hypotheses, references):
-        hyp, ref = _tokens(hypothesis, tokenize), _tokens(reference, tokenize)
+    for number, (hypothesis, reference) in enumerate(zip(hypotheses, references), start=1):
+        hyp = _tokens(hypothesis, tokenize, f"hypothesis {number}")
+        ref = _tokens(reference, tokenize, f"reference {number}")
         hyp_len += len(hyp)
         ref_len += len(ref)
         for n in range(1, max_order + 1):

@@ -147,8 +147,9 @@ def write_text_atomic(path: str | Path, text: str) -> None:
 def _write_npz(path: Path, arrays: Mapping[str, np.ndarray]) -> str:
     """Write arrays into a new .npz file (fsync'ed) and return its SHA-256."""
     for name, array in arrays.items():
-        if not isinstance(array, np.ndarray) or array.dtype == object:
-            raise TypeError(f"checkpoint entry {name!r} must be a numeric NumPy array, got {type(array).__name__}")
+        if not isinstance(array, np.ndarray) or array.dtype.kind not in "biuf":   # what read_npz accepts
+            kind = f"{type(array).__name__} of {array.dtype}" if isinstance(array, np.ndarray) else type(array).__name__
+            raise TypeError(f"checkpoint entry {name!r} must be a NumPy array of numbers, got {kind}")
     with open(path, "wb") as f:
         np.savez(f, **arrays)
         f.flush()
@@ -165,6 +166,8 @@ def _sha256(path: Path) -> str:
 
 
 def checkpoint_name(step: int) -> str:
+    if step < 0:        # "step--00001" would sort before every real checkpoint
+        raise ValueError(f"a checkpoint's step must be >= 0, got {step}")
     return f"step-{step:06d}"
 
 
@@ -276,6 +279,8 @@ def resolve_checkpoint(path: str | Path, prefer_final: bool = True) -> Path:
     or a run that has not finished). An incomplete ``final/`` is refused rather
     than replaced by another model.
     """
+    if isinstance(path, str) and not path.strip():     # Path("") would be the current folder
+        raise CheckpointError("the checkpoint path is empty; name a run folder or a checkpoint folder")
     path = Path(path)
     if not path.exists():
         raise CheckpointError(f"{path}: no such file or directory")
@@ -338,10 +343,16 @@ def load_checkpoint(path: str | Path, with_optimizer: bool = True, prefer_final:
     state = _read_json(folder / STATE_FILE)
     if not isinstance(state, dict) or state.get("format") != FORMAT:
         raise CheckpointError(f"{folder / STATE_FILE}: not a minitransformer checkpoint (no format tag {FORMAT!r})")
-    if int(state.get("version", -1)) > VERSION:
-        raise CheckpointError(f"{folder}: checkpoint format version {state['version']} is newer than this "
+    try:
+        version = int(state.get("version", -1))
+    except (TypeError, ValueError):
+        raise CheckpointError(f"{folder / STATE_FILE}: format version {state['version']!r} is not a number") from None
+    if version > VERSION:
+        raise CheckpointError(f"{folder}: checkpoint format version {version} is newer than this "
                               f"code understands ({VERSION}); upgrade minitransformer")
     hashes = state.get("sha256", {})
+    if not isinstance(hashes, dict):
+        raise CheckpointError(f"{folder / STATE_FILE}: the checksums are not a table of file names ({hashes!r})")
     weights = read_npz(folder / MODEL_FILE, hashes.get(MODEL_FILE))
     optimizer = None
     if with_optimizer and (folder / OPTIMIZER_FILE).is_file():

@@ -124,6 +124,11 @@ def corpus_chrf_score(hypotheses: Sequence[str], references: Sequence[str], char
     if char_order < 1 or word_order < 0 or beta < 1:
         raise ValueError(f"chrF needs char_order >= 1, word_order >= 0 and beta >= 1, "
                          f"got {char_order}, {word_order}, {beta}")
+    for number, (hypothesis, reference) in enumerate(zip(hypotheses, references), start=1):
+        for name, text in (("hypothesis", hypothesis), ("reference", reference)):
+            if not isinstance(text, str):   # sacrebleu takes [references]; chrF here one string per hypothesis
+                raise TypeError(f"{name} {number} is {type(text).__name__}, not a string; "
+                                "chrF takes one reference string per hypothesis")
     totals = [[0, 0, 0] for _ in range(char_order + word_order)]
     for hypothesis, reference in zip(hypotheses, references):
         for total, stats in zip(totals, sentence_statistics(hypothesis, reference, char_order, word_order)):

@@ -27,6 +27,7 @@ every module its mode back afterwards.
 """
 from __future__ import annotations
 
+import math
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import Iterator, Sequence
@@ -88,6 +89,10 @@ def output_limits(src_ids: np.ndarray, pad_id: int, model_max_len: int | None,
                   extra: int = EXTRA_LENGTH, max_len: int | None = None) -> np.ndarray:
     """Per sentence, the most tokens (eos included) the search may generate: source length + 50 (§6.1),
     capped by ``max_len`` and by the model's positional table."""
+    if np.ndim(src_ids) != 2:
+        raise ValueError(f"src_ids must be a (batch, length) array of ids, got shape {np.shape(src_ids)}")
+    if max_len is not None and max_len < 1:
+        raise ValueError(f"max_len must be >= 1 (it counts the eos), got {max_len}")
     limits = (asnumpy(src_ids) != pad_id).sum(axis=1) + extra
     if max_len is not None:
         limits = np.minimum(limits, max_len)
@@ -222,6 +227,10 @@ def beam_search(model, src_ids, bos_id: int, eos_id: int, beam_size: int = 4, al
     """
     if beam_size < 1:
         raise ValueError(f"beam_size must be >= 1, got {beam_size}")
+    if n_best < 1:
+        raise ValueError(f"n_best must be >= 1, got {n_best}")
+    if not math.isfinite(alpha):
+        raise ValueError(f"alpha must be a finite number, got {alpha}")
     src_ids = asnumpy(src_ids)  # host bookkeeping; the model runs on its device
     n_sentences, k = len(src_ids), beam_size
     limits = output_limits(src_ids, _pad_id(model), _model_max_len(model), extra_length, max_len)

@@ -118,8 +118,12 @@ class Translator:
         """Token ids of each sentence, written as the corpus writes (``CorpusWriting.normalize``) and cut
         to the positional table's length (with a warning); ``warn_unseen`` also names what the model
         never saw."""
+        if isinstance(sentences, str):   # a string is iterable: each character would be a sentence
+            raise TypeError("expected a list of sentences, not one string; write translate([sentence])")
         encoded = []
         for number, sentence in enumerate(sentences, start=1):
+            if not isinstance(sentence, str):
+                raise TypeError(f"sentence {number} is {type(sentence).__name__}, not a string")
             text = self.writing.normalize(sentence)
             if warn_unseen:
                 words, characters = self.writing.unseen(text)
@@ -152,6 +156,10 @@ class Translator:
         without spaces, else "13a". Test sets are corpus text, in which unseen words are expected: they
         are not warned about.
         """
+        pairs = list(pairs)
+        for number, pair in enumerate(pairs, start=1):
+            if isinstance(pair, str) or len(pair) != 2:
+                raise TypeError(f"pair {number} is {pair!r}; bleu() takes (source, reference) pairs")
         hypotheses = self.translate([src for src, _ in pairs], beam_size=beam_size, alpha=alpha, warn_unseen=False)
         references = [ref for _, ref in pairs]
         tokenize = tokenize or tokenization_for(None, references)
@@ -164,6 +172,9 @@ class Translator:
         output is ``output_ids`` or the greedy translation, followed by eos.
         """
         tok = self.tokenizer
+        n_layers = len(self.model.decoder.layers)
+        if not -n_layers <= layer < n_layers:
+            raise ValueError(f"cross_attention: layer {layer} does not exist; the decoder has {n_layers} layers")
         src_ids = self.encode_sources([source])[0]
         if not src_ids:
             raise ValueError("cross_attention: the source sentence is empty")
@@ -184,6 +195,8 @@ class Translator:
         labels = []
         raw = isinstance(self.tokenizer, RawTextTokenizer)     # its tokens show their spaces as "▁"
         for i in ids:
+            if not 0 <= i < len(self.tokenizer.vocab):     # a negative id would index from the end
+                raise ValueError(f"token id {i} is outside the vocabulary of size {len(self.tokenizer.vocab)}")
             token = self.tokenizer.vocab[i]
             labels.append(token if raw else token[:-len(END_OF_WORD)] if token.endswith(END_OF_WORD) else
                           token if i < len(SPECIAL_TOKENS) else token + "-")

@@ -51,7 +51,11 @@ def causal_mask(size: int) -> np.ndarray:
 def pad_sequences(sequences: Sequence[Sequence[int]], pad_id: int,
                   length: int | None = None) -> np.ndarray:
     """Right-pad lists of ids into a (B, length) int64 array."""
-    length = max((len(s) for s in sequences), default=0) if length is None else length
+    longest = max((len(s) for s in sequences), default=0)
+    if length is None:
+        length = longest
+    elif length < longest:
+        raise ValueError(f"pad_sequences: a sequence has {longest} ids, more than length={length}")
     out = np.full((len(sequences), length), pad_id, dtype=np.int64)
     for row, seq in enumerate(sequences):
         out[row, :len(seq)] = seq
@@ -136,6 +140,10 @@ def iterate_batches(examples: Sequence[Example], max_tokens: int, pad_id: int, s
                     start_epoch: int = 0, start_step: int = 0,
                     bos_id: int = 1, eos_id: int = 2) -> Iterator[tuple[int, int, Batch]]:
     """Endless stream of (epoch, step_in_epoch, batch), resumable from (start_epoch, start_step)."""
+    if len(examples) == 0:     # every epoch would be empty, and the stream would search for a batch forever
+        raise ValueError("iterate_batches needs at least one example")
+    if start_step < 0:
+        raise ValueError(f"start_step must be >= 0, got {start_step}")
     epoch, step = start_epoch, start_step
     while True:
         batches = epoch_batches(examples, max_tokens, pad_id, seed, epoch, bos_id, eos_id)

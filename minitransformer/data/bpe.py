@@ -23,7 +23,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from .tokenizer import Tokenizer
+from .tokenizer import Tokenizer, check_training_texts
 
 END_OF_WORD = "</w>"
 SPECIAL_TOKENS = ("<pad>", "<s>", "</s>", "<unk>")
@@ -76,6 +76,7 @@ class BPETokenizer(Tokenizer):
         The vocabulary always holds the special tokens and every character seen,
         even if that is more than ``vocab_size``.
         """
+        check_training_texts(texts)
         word_counts = Counter()
         for text in texts:
             word_counts.update(text.split())
@@ -177,10 +178,10 @@ class BPETokenizer(Tokenizer):
         pieces = []
         for i in ids:
             i = int(i)
-            if i < len(SPECIAL_TOKENS):
-                continue
             if not 0 <= i < len(self.vocab):
                 raise ValueError(f"token id {i} is outside the vocabulary of size {len(self.vocab)}")
+            if i < len(SPECIAL_TOKENS):
+                continue
             token = self.vocab[i]
             pieces.append(token[:-len(END_OF_WORD)] + " " if token.endswith(END_OF_WORD) else token)
         return "".join(pieces).strip()
@@ -204,6 +205,8 @@ class BPETokenizer(Tokenizer):
         if not isinstance(data, dict) or data.get("format") != FORMAT:
             raise ValueError(f"not a {FORMAT} tokenizer")
         kind = data.get("kind", KIND)
+        if not isinstance(kind, str):
+            raise ValueError(f"unknown tokenizer kind {kind!r}")
         if kind != KIND:
             from .raw_bpe import KIND as RAW, RawBPETokenizer  # noqa: PLC0415 - raw_bpe imports this module
             from .unigram import KIND as UNIGRAM, UnigramTokenizer  # noqa: PLC0415 - so does unigram
@@ -214,8 +217,14 @@ class BPETokenizer(Tokenizer):
         for key in ("vocab", "merges"):
             if key not in data:
                 raise ValueError(f"missing key {key!r}")
+        vocab, merges = data["vocab"], data["merges"]
+        if not isinstance(vocab, (list, tuple)) or not all(isinstance(token, str) for token in vocab):
+            raise ValueError("broken tokenizer (the vocabulary must be a list of strings)")
+        pairs = (list, tuple)
+        if not isinstance(merges, pairs) or not all(isinstance(m, pairs) and len(m) == 2 for m in merges):
+            raise ValueError("broken tokenizer (every merge must be a pair of tokens)")
         try:
-            return cls(data["vocab"], [tuple(m) for m in data["merges"]], data.get("words"))
+            return cls(vocab, [tuple(m) for m in merges], data.get("words"))
         except TypeError as error:
             raise ValueError(f"broken tokenizer ({error})") from None
 
@@ -230,7 +239,7 @@ class BPETokenizer(Tokenizer):
             raise FileNotFoundError(f"{path}: tokenizer file not found")
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as error:
+        except (UnicodeDecodeError, json.JSONDecodeError) as error:
             raise ValueError(f"{path}: not a JSON tokenizer file ({error})") from None
         try:
             return cls.from_dict(data)

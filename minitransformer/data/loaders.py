@@ -45,8 +45,14 @@ def _iter_lines(path: str | Path) -> Iterator[tuple[int, str]]:
         raise CorpusError(f"{path}: cannot read ({error})") from None
 
 
+def _check_limit(limit: int | None) -> None:
+    if limit is not None and limit < 0:    # a negative slice end would drop pairs from the end instead
+        raise CorpusError(f"limit must be a number of pairs >= 0, got {limit}")
+
+
 def read_lines(path: str | Path, limit: int | None = None) -> list[str]:
     """The lines of a text file (plain or .gz), at most ``limit`` of them."""
+    _check_limit(limit)
     lines = []
     for number, line in _iter_lines(path):
         if limit is not None and number > limit:
@@ -62,6 +68,7 @@ def read_parallel(src_path: str | Path, tgt_path: str | Path,
     The files must have the same number of lines (checked over the whole files,
     even with ``limit``) and no empty line.
     """
+    _check_limit(limit)
     src, tgt = read_lines(src_path), read_lines(tgt_path)
     if len(src) != len(tgt):
         raise CorpusError(f"{src_path} has {len(src)} lines but {tgt_path} has {len(tgt)}; "
@@ -76,6 +83,7 @@ def read_parallel(src_path: str | Path, tgt_path: str | Path,
 
 def read_tsv(path: str | Path, limit: int | None = None) -> list[tuple[str, str]]:
     """Pairs from the first two tab-separated columns of each line (more columns are ignored)."""
+    _check_limit(limit)
     pairs = []
     for number, line in _iter_lines(path):
         if limit is not None and number > limit:
@@ -145,6 +153,7 @@ def load_corpus(path: str | Path, direction: str | None = None, limit: int | Non
         raise CorpusError(f"{directory}: corpus folder not found")
     if not directory.is_dir():
         raise CorpusError(f"{directory}: expected a corpus folder, got a file")
+    _check_limit(limit)
     wanted = _foreign_from_direction(direction)
 
     if _find(directory, "train.tsv") is not None:

@@ -41,6 +41,7 @@ from .bpe import SPECIAL_TOKENS
 # the space, the pieces, byte fallback, decoding and the file: shared with the unigram model (unigram.py)
 from .raw_text import (BYTE_TOKENS, FIRST_BYTE_ID, FIRST_PIECE_ID, FORMAT, SPACE, RawTextTokenizer,  # noqa: F401
                        character_ids, check_file, file_vocab, full_vocab, split_pieces)
+from .tokenizer import check_training_texts
 
 KIND = "raw"
 
@@ -134,6 +135,7 @@ class RawBPETokenizer(RawTextTokenizer):
 
         The vocabulary always holds the special tokens, the 256 bytes and every character seen.
         """
+        check_training_texts(texts)
         piece_counts = Counter()
         for text in texts:
             piece_counts.update(split_pieces(text))

@@ -5,6 +5,12 @@ from __future__ import annotations
 from typing import Iterable
 
 
+def check_training_texts(texts) -> None:
+    """A string is iterable too: ``train("the cat sat")`` would learn from the texts "t", "h", "e", ..."""
+    if isinstance(texts, str):
+        raise TypeError("train() takes a list of texts, not one string; write train([text], ...)")
+
+
 class Tokenizer:
     vocab: list[str]
 

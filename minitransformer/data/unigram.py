@@ -42,6 +42,7 @@ import numpy as np
 from .bpe import SPECIAL_TOKENS
 from .raw_text import (BYTE_TOKENS, FIRST_PIECE_ID, FORMAT, SPACE, RawTextTokenizer, byte_ids, check_file, file_vocab,
                        full_vocab, split_pieces)
+from .tokenizer import check_training_texts
 
 KIND = "unigram"
 MAX_PIECE_LENGTH = 8       # characters in a piece (SentencePiece allows 16; 8 keeps the lattice small)
@@ -274,6 +275,7 @@ class UnigramTokenizer(RawTextTokenizer):
         """Learn pieces and their probabilities from raw ``texts``: seed, EM, prune, until ``vocab_size``
         tokens (the special tokens and the 256 bytes included; every character seen is kept, even
         past the size). ``log``, if given, is called with a line per round."""
+        check_training_texts(texts)
         piece_counts = Counter()
         for text in texts:
             piece_counts.update(split_pieces(text))

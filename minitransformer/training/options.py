@@ -8,6 +8,7 @@ for ``max_tokens``) and no option can be missing from the command line.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +30,13 @@ def positive_float(text: str) -> float:
     value = float(text)
     if not value > 0:
         raise ValueError(f"must be positive, got {value}")
+    return value
+
+
+def finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"must be a finite number, got {value}")
     return value
 
 
@@ -69,7 +77,7 @@ class TrainOptions:
     average: int = _option(5, "average the last k checkpoints at the end (§6.1; default 5, 1 = off)",
                            type=positive_int)
     beam: int = _option(4, "beam size for the test BLEU (default 4, §6.1)", type=positive_int)
-    alpha: float = _option(0.6, "length penalty α for the test BLEU (default 0.6, §6.1)", type=float)
+    alpha: float = _option(0.6, "length penalty α for the test BLEU (default 0.6, §6.1)", type=finite_float)
     limit: int | None = _option(None, "read at most this many pairs per split", type=positive_int)
     evaluate: bool = _option(True, "skip the final test BLEU and attention picture", flag="--no-eval")
     plot: bool = _option(True, "skip the attention picture", flag="--no-plot")
@@ -115,15 +123,18 @@ def resolve_options(options: TrainOptions, saved: dict | None) -> TrainOptions:
     preset = PRESETS[chosen.preset]
     chosen.direction = chosen.direction or "en-ja"
     chosen.seed = 0 if chosen.seed is None else chosen.seed
-    chosen.max_tokens = chosen.max_tokens or preset["max_tokens"]
-    chosen.vocab_size = chosen.vocab_size or preset["vocab_size"]
-    chosen.save_every = chosen.save_every or preset["save_every"]
+    for name in ("max_tokens", "vocab_size", "save_every"):     # None, not 0: a 0 is refused below
+        if getattr(chosen, name) is None:
+            setattr(chosen, name, preset[name])
     if chosen.minutes is None and chosen.epochs is None and chosen.steps is None:
         chosen.minutes, chosen.epochs, chosen.steps = preset["minutes"], preset["epochs"], preset["steps"]
-    for name in ("minutes", "epochs", "steps", "max_tokens", "vocab_size", "save_every", "beam"):
+    for name in ("minutes", "epochs", "steps", "max_tokens", "vocab_size", "save_every", "beam", "limit",
+                 "attention_window"):
         value = getattr(chosen, name)
         if value is not None and value <= 0:
             raise TrainingError(f"--{name.replace('_', '-')} must be positive, got {value}")
     if chosen.average < 1:
         raise TrainingError(f"--average must be >= 1, got {chosen.average}")
+    if not math.isfinite(chosen.alpha):
+        raise TrainingError(f"--alpha must be a finite number, got {chosen.alpha}")
     return chosen

@@ -26,6 +26,8 @@ TEMPORARY = ".tmp-"                      # atomic writes in progress, or left by
 
 def open_run_folder(options: TrainOptions) -> tuple[TrainOptions, dict | None]:
     """Check ``--out`` before any work; return the resolved options and, when resuming, the saved settings."""
+    if not str(options.out).strip():     # Path("") is the current folder: the run would fill it
+        raise TrainingError("--out is empty; name the run folder (default runs/enja; '.' for this folder)")
     out = Path(options.out)
     check_writable_folder(out)
     foreign = foreign_run_names(out)
