@@ -82,7 +82,7 @@ def heap_growth(step, batch, methods: dict) -> dict | None:
 
     originals = {name: getattr(cls, attribute) for name, (cls, attribute) in methods.items()}
     for name, (cls, attribute) in methods.items():
-        setattr(cls, attribute, traced(originals[name], name.replace(" ", ".")))   # "Dropout.forward"
+        setattr(cls, attribute, traced(originals[name], name))
     start = top()
     try:
         last[0] = highest[0] = start
@@ -92,8 +92,16 @@ def heap_growth(step, batch, methods: dict) -> dict | None:
             setattr(cls, attribute, originals[name])
     mb = 1e-6
     return {"growth_mb": round((highest[0] - start) * mb, 1), "after_step_mb": round((top() - start) * mb, 1),
-            "by_part_mb": {name: round(grow * mb, 1) for name, grow in sorted(grown.items(), key=lambda i: -i[1])
-                           if grow * mb >= 0.05}}
+            "by_part_mb": _nested({name: round(grow * mb, 1) for name, grow in grown.items() if grow * mb >= 0.05})}
+
+
+def _nested(figures: dict[str, float]) -> dict[str, dict[str, float]]:
+    """{"Dropout forward": 1.0} -> {"Dropout": {"forward": 1.0}}, largest first (keys the READMEs can quote)."""
+    nested: dict[str, dict[str, float]] = {}
+    for name, value in sorted(figures.items(), key=lambda item: -item[1]):
+        part, method = name.split(" ", 1)
+        nested.setdefault(part, {})[method] = value
+    return nested
 
 
 def profile(config_name: str, steps: int) -> dict:
@@ -193,7 +201,9 @@ def main() -> int:
         print("  by part of the model: " + ", ".join(f"{name} {ms}" for name, ms in profiled["groups"].items()))
         heap = profiled["heap"]
         if heap:
-            raised = ", ".join(f"{n} {mb}" for n, mb in list(heap["by_part_mb"].items())[:6])
+            largest = sorted(((f"{part} {method}", mb) for part, methods in heap["by_part_mb"].items()
+                              for method, mb in methods.items()), key=lambda item: -item[1])
+            raised = ", ".join(f"{name} {mb}" for name, mb in largest[:6])
             print(f"  glibc's heap: its top rose {heap['growth_mb']} MB during the step and ended "
                   f"{heap['after_step_mb']} MB from where it started" + (f"; raised by {raised}" if raised else ""))
     Path(args.results).write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
