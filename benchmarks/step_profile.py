@@ -145,12 +145,8 @@ def profile(config_name: str, steps: int) -> dict:
                 children[0] = outer + elapsed
         return wrapper
 
-    for cls in _subclasses(Function):
-        for method_name in ("forward", "backward"):
-            method = cls.__dict__.get(method_name)
-            if method is not None:
-                setattr(cls, method_name, timed(method, f"{cls.__name__} {method_name}"))
-    Adam.step = timed(Adam.step, "Adam step")       # the update of every parameter
+    for name, (cls, attribute) in methods.items():  # every Function's forward and backward, and Adam's update
+        setattr(cls, attribute, timed(getattr(cls, attribute), name))
     start = time.perf_counter()
     for i in range(steps):
         step(*batches[i % 4])
