@@ -75,7 +75,9 @@ def build_ours(config: BenchConfig, dropout: float, dtype: str = "float32", devi
     optimizer = mt.optim.Adam(model.parameters(), lr=LEARNING_RATE, betas=(0.9, 0.98), eps=1e-9)
 
     def loss_of(src, tgt_in, tgt_out):
-        logits = model(src, tgt_in)                                         # (B, T, V)
+        if hasattr(model, "loss"):    # what train.batch_loss does: the projection and the loss as one Function
+            return model.loss(src, tgt_in, tgt_out, label_smoothing=LABEL_SMOOTHING)
+        logits = model(src, tgt_in)   # a --baseline package from before Transformer.loss: two Functions
         return F.cross_entropy(logits.reshape(-1, config.vocab), tgt_out.reshape(-1),
                                label_smoothing=LABEL_SMOOTHING, ignore_index=PAD)
 

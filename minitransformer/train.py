@@ -39,7 +39,6 @@ from tqdm.auto import tqdm
 from . import backend
 from . import checkpoint as ckpt
 from . import distributed
-from . import functional as F
 from .bleu import corpus_bleu_score, tokenization_for
 from .chrf import corpus_chrf_score
 from .data import source
@@ -510,12 +509,8 @@ def encode_pairs(tokenizer: BPETokenizer, pairs: Sequence[tuple[str, str]], max_
 
 
 def batch_loss(model: Transformer, batch, label_smoothing: float = LABEL_SMOOTHING):
-    """Mean label-smoothed cross-entropy over the batch's target tokens (§5.4)."""
-    logits = model(batch.src, batch.tgt_in)                                     # (B, T, V)
-    vocab = logits.shape[-1]
-    targets = backend.to_device(batch.tgt_out.reshape(-1), logits.device)       # (B·T,) on the logits' device
-    return F.cross_entropy(logits.reshape(-1, vocab), targets,
-                           label_smoothing=label_smoothing, ignore_index=model.config.pad_id)
+    """Mean label-smoothed cross-entropy over the batch's target tokens (§5.4), padding ignored."""
+    return model.loss(batch.src, batch.tgt_in, batch.tgt_out, label_smoothing=label_smoothing)
 
 
 def evaluate_loss(model: Transformer, examples, max_tokens: int, tokenizer: BPETokenizer) -> float:

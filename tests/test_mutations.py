@@ -140,6 +140,8 @@ SETUPS = {
     "Softmax": Setup(F.Softmax, lambda r: (lambda x: F.Softmax(-1)(x), [leaf(r, (3, 4))])),
     "LogSoftmax": Setup(F.LogSoftmax, lambda r: (lambda x: F.LogSoftmax(-1)(x), [leaf(r, (3, 4))])),
     "CrossEntropy": Setup(F.CrossEntropy, lambda r: (lambda x: F.CrossEntropy(TARGETS, 0.1, 0)(x), [leaf(r, (5, 6))])),
+    "LinearCrossEntropy": Setup(F.LinearCrossEntropy, lambda r: (
+        lambda x, w, b: F.LinearCrossEntropy(TARGETS, 0.1, 0)(x, w, b), [leaf(r, (5, 4)), leaf(r, (4, 6)), leaf(r, (6,))])),
     "Dropout": Setup(Dropout, lambda r: (lambda x: Dropout(0.4, Generator(5))(x), [leaf(r, (4, 5))])),
     # chapter 13: lengths that are not multiples of the block or chunk, so the tiling's edges are checked too
     "FlashAttention": Setup(FlashAttention, lambda r: (lambda q, k, v: FlashAttention(causal=True, block_size=2)(q, k, v),
@@ -377,6 +379,10 @@ SPECIFIC = {
         "mean over all rows, padding counted": lambda s, gy, c: c(gy) * s.n_valid / len(s.valid),
         "label smoothing forgotten in backward": lambda s, gy, c: _cross_entropy_unsmoothed(s, gy),
         "padding rows still get gradient": lambda s, gy, c: _cross_entropy_padding_kept(s, gy, c),
+    },
+    "LinearCrossEntropy": {    # its derivative is taken in forward; backward only scales it by gy
+        "upstream gradient ignored": lambda s, gy, c: s.gradients,
+        "gy applied twice to gW": lambda s, gy, c: (c(gy)[0], c(gy)[1] * gy, c(gy)[2]),
     },
     "Dropout": {
         "1/(1 − p) scale forgotten": lambda s, gy, c: gy * s.keep,

@@ -220,11 +220,11 @@ def test_the_training_step_uses_the_papers_settings(tmp_path, monkeypatch):
     import minitransformer.train as training
 
     seen = {"smoothing": [], "clip": [], "adam": []}
-    real_cross_entropy, real_clip, real_step = F.cross_entropy, training.clip_grad_norm, training.Adam.step
+    real_loss, real_clip, real_step = training.Transformer.loss, training.clip_grad_norm, training.Adam.step
 
-    def cross_entropy(*args, **kwargs):
+    def loss(self, *args, **kwargs):
         seen["smoothing"].append(kwargs.get("label_smoothing"))
-        return real_cross_entropy(*args, **kwargs)
+        return real_loss(self, *args, **kwargs)
 
     def clip(params, max_norm):
         seen["clip"].append(max_norm)
@@ -234,7 +234,7 @@ def test_the_training_step_uses_the_papers_settings(tmp_path, monkeypatch):
         seen["adam"].append((self.betas, self.eps))
         return real_step(self)
 
-    monkeypatch.setattr(training.F, "cross_entropy", cross_entropy)
+    monkeypatch.setattr(training.Transformer, "loss", loss)
     monkeypatch.setattr(training, "clip_grad_norm", clip)
     monkeypatch.setattr(training.Adam, "step", step)
     train(_options(tmp_path / "run", steps=2))

@@ -13,6 +13,7 @@ from .dropout import Dropout, Generator, default_generator, dropout, set_dropout
 from .embedding import EmbeddingFunction, embedding
 from .linear import LinearFunction, linear, linear_relu
 from .loss import CrossEntropy, cross_entropy
+from .linear_loss import LinearCrossEntropy, linear_cross_entropy
 from .normalization import LayerNormFunction, layer_norm
 from .softmax import LogSoftmax, Softmax, log_softmax, softmax
 
@@ -20,6 +21,7 @@ __all__ = [
     "softmax", "log_softmax", "cross_entropy", "layer_norm", "dropout", "relu", "linear", "linear_relu", "embedding",
     "set_dropout_seed", "default_generator", "Generator", "Softmax", "LogSoftmax", "CrossEntropy",
     "LayerNormFunction", "Dropout", "ReLU", "LinearFunction", "EmbeddingFunction",
+    "linear_cross_entropy", "LinearCrossEntropy",
 ]
 from .attention import ScaledDotProductAttention, scaled_dot_product_attention  # noqa: E402  (chapter 6)
 from .masks import causal_mask, padding_mask  # noqa: E402

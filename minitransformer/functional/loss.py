@@ -33,10 +33,15 @@ from .checks import require_floating_point
 class CrossEntropy(Function):
     """Mean cross-entropy of logits (N, V) against integer targets (N,); returns a scalar."""
 
-    def __init__(self, targets, label_smoothing: float = 0.0, ignore_index: int | None = None) -> None:
+    def __init__(self, targets, label_smoothing: float = 0.0, ignore_index: int | None = None,
+                 overwrite: bool = False) -> None:
         self.targets = targets
         self.epsilon = float(label_smoothing)
         self.ignore_index = ignore_index
+        # overwrite=True: forward turns the logits into e^(x − m) in place and backward turns those into
+        # the gradient in place. Only for an owner of the logits that nobody else can see
+        # (linear_cross_entropy, functional/linear_loss.py); a graph walk cannot then be repeated.
+        self.overwrite = overwrite
 
     def _smoothing_classes(self, num_classes: int) -> int:
         """How many classes share ε: all V, or V − 1 when the padding id is left out."""
@@ -55,17 +60,21 @@ class CrossEntropy(Function):
         # ONE (N, V) array is made: the exponentials e^(x − m), which backward turns into softmax(x);
         # every other quantity is a number per row.
         row_max = logits.max(axis=1, keepdims=True)                               # (N, 1) m
-        exps = xp.subtract(logits, row_max)                                       # (N, V) x − m
-        xp.exp(exps, out=exps)                                                    # (N, V) e^(x − m), in place
+        target_logit = logits[rows, safe_targets]                                 # (N,) x_t, read first
         ones = xp.ones(num_classes, dtype=logits.dtype)
+        if self.epsilon > 0:                                                      # label smoothing, below
+            logit_sum = logits @ ones                                             # (N,) Σ_k x_k
+            spread = self._smoothing_classes(num_classes)
+            pad_logit = logits[:, self.ignore_index].copy() if spread < num_classes else None
+        exps = xp.subtract(logits, row_max, out=logits if self.overwrite else None)   # (N, V) x − m
+        xp.exp(exps, out=exps)                                                    # (N, V) e^(x − m), in place
         row_sum = exps @ ones                                                     # (N,) row sums as a GEMV
         log_z = row_max[:, 0] + xp.log(row_sum)                                   # (N,) log Σ_j e^(x_j)
-        row_loss = log_z - logits[rows, safe_targets]                             # (N,) −log p_target
+        row_loss = log_z - target_logit                                           # (N,) −log p_target
         if self.epsilon > 0:
-            spread = self._smoothing_classes(num_classes)
-            log_prob_sum = logits @ ones - num_classes * log_z                    # (N,) Σ_k log p_k
+            log_prob_sum = logit_sum - num_classes * log_z                        # (N,) Σ_k log p_k
             if spread < num_classes:
-                log_prob_sum -= logits[:, self.ignore_index] - log_z              # leave the pad class out
+                log_prob_sum -= pad_logit - log_z                                 # leave the pad class out
             # −Σ q log p with q = (1−ε) onehot + ε/K on the K allowed classes
             row_loss = (1 - self.epsilon) * row_loss - (self.epsilon / spread) * log_prob_sum
 
@@ -82,7 +91,7 @@ class CrossEntropy(Function):
         if self.n_valid == 0:
             return xp.zeros_like(exps)
         n_rows, num_classes = exps.shape
-        grad = exps * (1 / row_sum)[:, None]                            # softmax(x), (N, V)
+        grad = xp.multiply(exps, (1 / row_sum)[:, None], out=exps if self.overwrite else None)   # softmax(x)
         rows = xp.arange(n_rows)
         # turn grad = softmax into the gradient in place: minus the smoothed target q (K = spread =
         # self._smoothing_classes(num_classes) classes share ε), times gy / self.n_valid, 0 on ignored rows
@@ -100,25 +109,31 @@ class CrossEntropy(Function):
         return grad
 
 
-def _prepare_targets(logits: Tensor, targets, ignore_index):
-    """Targets as an integer array of shape logits.shape[:-1] on the logits' device; checked."""
+def _prepare_targets(rows: Tensor, targets, ignore_index, num_classes: int, name: str = "cross_entropy"):
+    """Targets as an integer array of shape rows.shape[:-1] on the rows' device, ids checked against
+    ``num_classes``. ``rows`` is the logits (..., V), or the input (..., in) of ``linear_cross_entropy``."""
     if isinstance(targets, Tensor):
         targets = targets.data
     targets = backend.to_device(targets if backend.is_array(targets) else backend.xp_for("cpu").asarray(targets),
-                                logits.device)
+                                rows.device)
     if targets.dtype.kind not in "iu":
-        raise TypeError(f"cross_entropy: targets must be integer class ids, got dtype {targets.dtype}")
-    if targets.shape != logits.shape[:-1]:
-        raise ValueError(f"cross_entropy: targets have shape {targets.shape} but logits {logits.shape} "
-                         f"need targets of shape {logits.shape[:-1]} (one class id per row of logits)")
-    num_classes = logits.shape[-1]
+        raise TypeError(f"{name}: targets must be integer class ids, got dtype {targets.dtype}")
+    what = "logits" if name == "cross_entropy" else "x"
+    if targets.shape != rows.shape[:-1]:
+        raise ValueError(f"{name}: targets have shape {targets.shape} but {what} {rows.shape} "
+                         f"need targets of shape {rows.shape[:-1]} (one class id per row of {what})")
     counted = targets != ignore_index if ignore_index is not None else True
     out_of_range = ((targets < 0) | (targets >= num_classes)) & counted
     if bool(out_of_range.any()):
         bad = targets[out_of_range].reshape(-1)[0].item()
-        raise IndexError(f"cross_entropy: target id {bad} is outside the vocabulary [0, {num_classes})"
+        raise IndexError(f"{name}: target id {bad} is outside the vocabulary [0, {num_classes})"
                          + ("" if ignore_index is None else f" and is not ignore_index={ignore_index}"))
     return targets.reshape(-1)
+
+
+def _check_smoothing(name: str, label_smoothing: float) -> None:
+    if not 0.0 <= label_smoothing < 1.0:
+        raise ValueError(f"{name}: label_smoothing must be in [0, 1), got {label_smoothing}")
 
 
 def cross_entropy(logits, targets, label_smoothing: float = 0.0, ignore_index: int | None = None) -> Tensor:
@@ -133,8 +148,7 @@ def cross_entropy(logits, targets, label_smoothing: float = 0.0, ignore_index: i
     if logits.ndim < 1:
         raise ValueError("cross_entropy: logits need a class axis, got a scalar")
     require_floating_point("cross_entropy", logits)
-    if not 0.0 <= label_smoothing < 1.0:
-        raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1), got {label_smoothing}")
-    flat_targets = _prepare_targets(logits, targets, ignore_index)
+    _check_smoothing("cross_entropy", label_smoothing)
+    flat_targets = _prepare_targets(logits, targets, ignore_index, num_classes=logits.shape[-1])
     flat_logits = logits if logits.ndim == 2 else logits.reshape(-1, logits.shape[-1])   # (N, V)
     return CrossEntropy(flat_targets, label_smoothing, ignore_index)(flat_logits)

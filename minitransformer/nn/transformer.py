@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from .. import backend
 from ..functional.attention_kinds import check_attention
+from ..functional.linear_loss import linear_cross_entropy
 from ..functional.masks import causal_mask, padding_mask
 from ..tensor import Tensor
 from . import init
@@ -184,16 +185,35 @@ class Transformer(Module):
         unpadded source position. For the attention weights, run it inside
         ``nn.record_attention(model)`` and read each layer's ``cross_attn.attention_weights``.
         """
+        return self._project(self._decoder_states(tgt_ids, memory, src_mask))   # (B, T, V)
+
+    def _decoder_states(self, tgt_ids, memory: Tensor, src_mask) -> Tensor:
+        """tgt_ids (B, T) -> the decoder's output h (B, T, d_model), before the projection."""
         tgt = self._ids(tgt_ids, "tgt_ids", 2)
         y = self._embed(tgt, self._target_table(), self.tgt_positional)     # (B, T, d_model)
         self_mask = causal_mask(tgt.shape[1], backend.get_device(tgt))      # (1, 1, T, T)
-        h = self.decoder(y, memory, self_mask, src_mask)                    # (B, T, d_model)
-        return self._project(h)                                              # (B, T, V)
+        return self.decoder(y, memory, self_mask, src_mask)                 # (B, T, d_model)
 
     def forward(self, src_ids, tgt_ids) -> Tensor:
         """src_ids (B, S), tgt_ids (B, T) -> logits (B, T, V_tgt); masks are built here."""
         memory, src_mask = self.encode(src_ids)
         return self.decode(tgt_ids, memory, src_mask)
+
+    def loss(self, src_ids, tgt_in, tgt_out, label_smoothing: float = 0.0) -> Tensor:
+        """The training loss: mean cross-entropy of ``tgt_out`` (B, T) after ``tgt_in`` (B, T), padding ignored.
+
+        The same number, and the same gradients bit for bit, as
+        ``cross_entropy(self(src_ids, tgt_in), tgt_out, label_smoothing, ignore_index=pad_id)``, but with the
+        projection and the loss as one Function (``linear_cross_entropy``), so that no (B·T, V) array of
+        logits outlives the forward pass (chapter 10).
+        """
+        memory, src_mask = self.encode(src_ids)
+        h = self._decoder_states(tgt_in, memory, src_mask)                  # (B, T, d_model)
+        if self.config.tie_embeddings:
+            weight, bias = self.embedding.weight.T, None                    # h Eᵀ, as in _project (§3.4)
+        else:
+            weight, bias = self.output.weight, self.output.bias
+        return linear_cross_entropy(h, weight, tgt_out, bias, label_smoothing, ignore_index=self.config.pad_id)
 
     def init_cache(self) -> DecoderCache:
         """An empty cache for ``decode_step``: one entry per decoder layer."""
