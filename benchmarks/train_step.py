@@ -446,6 +446,8 @@ def results_record(results: dict, floors: dict, args, load: float) -> dict:
             if "after_over_before" in r:
                 record[malloc][name].update(
                     baseline_ms=round(r["ms"][BASELINE], 1), baseline_ratio=round(median(r["baseline_ratios"]), 2),
+                    baseline_rss_mib=round(r["memory"][BASELINE]["VmHWM"]),
+                    baseline_faults_per_step=round(r["faults_per_step"][BASELINE]),
                     after_over_before=round(median(r["after_over_before"]), 2),
                     after_over_before_min=round(min(r["after_over_before"]), 2),
                     after_over_before_max=round(max(r["after_over_before"]), 2))

@@ -337,6 +337,40 @@ assert mt.gradcheck(lambda z: F.cross_entropy(z, targets, label_smoothing=0.1, i
 print("gradcheck of the label-smoothed loss w.r.t. the logits: passed")
 
 # %% [markdown]
+# The trainer computes that loss with the output projection and the loss as one Function,
+# `model.loss(src, tgt_in, tgt_out, label_smoothing)` (`F.linear_cross_entropy`), which never keeps an
+# (N, V) array after forward. It is the same number with the same gradients, bit for bit, in float32;
+# and it passes its own gradient check, with respect to the input, the weight and the bias.
+
+# %% [markdown] ja
+# 学習のプログラムはこの損失を、出力の射影と損失を 1 つにした Function、`model.loss(src, tgt_in, tgt_out, label_smoothing)`（`F.linear_cross_entropy`）で計算します。これは順伝播のあとに (N, V) の配列を残しません。float32 でも、同じ数、同じ勾配がビット単位で得られます。そして入力、重み、バイアスについて、それ自身の勾配チェックにも通ります。
+
+# %%
+small_config = TransformerConfig(src_vocab_size=30, tgt_vocab_size=30, d_model=16, n_heads=2, d_ff=32,
+                                 n_layers=1, dropout=0.1, max_len=16)
+src32, tgt_in32, tgt_out32 = (rng.integers(1, 30, (4, n)) for n in (6, 5, 5))
+tgt_out32[0, 3:] = 0                                                             # some padding
+gradients = []
+for fused in (True, False):
+    small = Transformer(small_config)              # the same seed: the same weights and dropout masks both times
+    if fused:
+        loss = small.loss(src32, tgt_in32, tgt_out32, label_smoothing=0.1)
+    else:
+        loss = F.cross_entropy(small(src32, tgt_in32).reshape(-1, 30), tgt_out32.reshape(-1),
+                               label_smoothing=0.1, ignore_index=0)
+    loss.backward()
+    gradients.append([loss.data] + [p.grad.copy() for p in small.parameters()])
+assert all(np.array_equal(a, b) for a, b in zip(*gradients))
+print("model.loss and cross_entropy(model(...)): the same loss and", len(gradients[0]) - 1,
+      "parameter gradients, bit for bit")
+
+x, w, b = (mt.Tensor(rng.standard_normal(shape), requires_grad=True) for shape in ((2, 3, 4), (4, 7), (7,)))
+ids = np.array([[1, 4, 0], [6, 2, 0]])
+assert mt.gradcheck(lambda x, w, b: F.linear_cross_entropy(x, w, ids, b, label_smoothing=0.1, ignore_index=0),
+                    [x, w, b])
+print("gradcheck of linear_cross_entropy w.r.t. x, W and b: passed")
+
+# %% [markdown]
 # ## Exercises
 #
 # 1. Implement SGD with momentum and train the copy task with it. Which learning rate works, and how
@@ -347,6 +381,12 @@ print("gradcheck of the label-smoothed loss w.r.t. the logits: passed")
 #    with warm-up 4000? Verify with `NoamSchedule.rate`.
 # 5. Make the copy task harder: reverse the sequence instead of copying it, or use length 16. How do
 #    steps-to-95 % change, and what does the encoder–decoder attention look like (chapter 12)?
+# 6. With `tracemalloc`, measure the peak memory of one `loss.backward()` of a model on a batch, once
+#    with `model.loss(...)` and once with `F.cross_entropy(model(src, tgt_in)...)`. How much of the
+#    difference is the (N, V) arrays?
+# 7. Write a blocked `linear_cross_entropy` that takes the rows 256 at a time, so that no (N, V) array
+#    ever exists, and gradcheck it in float64. In float32, compare its $g_W$ with the unblocked one: how
+#    large is the difference, and why is it not zero?
 
 # %% [markdown] ja
 # ## 演習
@@ -356,3 +396,5 @@ print("gradcheck of the label-smoothed loss w.r.t. the logits: passed")
 # 3. Adam からバイアス補正を取り除いてください。補正ありと補正なしで、最初の 20 回の更新の大きさをグラフにしてください。
 # 4. $d_{model} = 128$ の式 (3) が、ウォームアップ 4000 のベースモデルと同じ学習率で最大になるのは、ウォームアップがいくつのときでしょうか。`NoamSchedule.rate` で確かめてください。
 # 5. コピータスクを難しくしてください。系列をコピーする代わりに逆順にするか、長さを 16 にします。95 % に達するまでのステップ数はどう変わり、エンコーダ・デコーダ注意はどう見えるでしょうか（第 12 章）。
+# 6. `tracemalloc` を使って、あるモデルのあるバッチでの `loss.backward()` 1 回のピークメモリを、`model.loss(...)` の場合と `F.cross_entropy(model(src, tgt_in)...)` の場合とで測ってください。差のうちどれだけが (N, V) の配列によるものでしょうか。
+# 7. 行を 256 行ずつ処理して (N, V) の配列が一度も存在しない、ブロック版の `linear_cross_entropy` を書き、float64 で gradcheck してください。float32 で、その $g_W$ をブロックに分けない版と比べてください。差はどのくらいで、なぜゼロにならないのでしょうか。
