@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -67,6 +68,35 @@ def test_bpe_load_refuses_a_file_that_is_not_utf8_with_its_path(tmp_path):
 def test_bpe_from_dict_names_a_broken_field(data, reason):
     with pytest.raises(ValueError, match=reason):
         BPETokenizer.from_dict(data)
+
+
+@pytest.fixture(scope="module")
+def every_tokenizer(tokenizer):
+    """One trained tokenizer of each kind that ``tokenizer.json`` can hold."""
+    return {"words": tokenizer, "raw": RawBPETokenizer.train(TEXTS, vocab_size=300, min_frequency=1),
+            "unigram": UnigramTokenizer.train(TEXTS, vocab_size=290)}
+
+
+@pytest.mark.parametrize("kind", ["words", "raw", "unigram"])
+@pytest.mark.parametrize("bad", [4.7, 4.0, np.float64(4.7), np.float32(5.0), True, np.bool_(True), "4"])
+def test_decode_refuses_an_id_that_is_not_an_integer(every_tokenizer, kind, bad):
+    """decode([4.7]) used to decode id 4 (int() truncates), and True read as id 1; ids are integers
+    everywhere else too (the model refuses a float or bool array of ids)."""
+    tokenizer = every_tokenizer[kind]
+    ids = tokenizer.encode("the cat sat")
+    with pytest.raises(TypeError, match=re.escape(f"token ids must be integers, got {bad!r}")):
+        tokenizer.decode(ids[:1] + [bad] + ids[1:])
+
+
+@pytest.mark.parametrize("kind", ["words", "raw", "unigram"])
+def test_decode_keeps_taking_python_and_numpy_integers(every_tokenizer, kind):
+    tokenizer = every_tokenizer[kind]
+    ids = tokenizer.encode("the cat sat", add_bos=True, add_eos=True)
+    text = tokenizer.decode(ids)
+    assert text == "the cat sat"
+    for dtype in (np.int64, np.int32, np.uint16):
+        assert tokenizer.decode(np.asarray(ids, dtype=dtype)) == text       # iterates NumPy integer scalars
+    assert tokenizer.decode_batch([ids, np.asarray(ids)]) == [text, text]
 
 
 # -- BLEU and chrF ---------------------------------------------------------------------------------------

@@ -23,7 +23,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from .tokenizer import Tokenizer, check_training_texts
+from .tokenizer import Tokenizer, check_training_texts, token_ids
 
 END_OF_WORD = "</w>"
 SPECIAL_TOKENS = ("<pad>", "<s>", "</s>", "<unk>")
@@ -176,10 +176,7 @@ class BPETokenizer(Tokenizer):
     def decode(self, ids: Iterable[int]) -> str:
         """Token ids -> text, dropping the special tokens (pad, bos, eos, unk)."""
         pieces = []
-        for i in ids:
-            i = int(i)
-            if not 0 <= i < len(self.vocab):
-                raise ValueError(f"token id {i} is outside the vocabulary of size {len(self.vocab)}")
+        for i in token_ids(ids, len(self.vocab)):
             if i < len(SPECIAL_TOKENS):
                 continue
             token = self.vocab[i]

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Mapping, Sequence, TypeVar
 
 from .bpe import SPECIAL_TOKENS
-from .tokenizer import Tokenizer
+from .tokenizer import Tokenizer, token_ids
 
 SPACE = "\u2581"                     # "▁", the visible space symbol
 FORMAT = "minitransformer-bpe"       # one file format for every tokenizer; its "kind" tells them apart
@@ -65,10 +65,7 @@ def decode_ids(vocab: list[str], ids: Iterable[int]) -> str:
     """
     parts: list[str] = []
     pending = bytearray()
-    for i in ids:
-        i = int(i)
-        if not 0 <= i < len(vocab):
-            raise ValueError(f"token id {i} is outside the vocabulary of size {len(vocab)}")
+    for i in token_ids(ids, len(vocab)):
         if i < FIRST_BYTE_ID:
             continue
         if i < FIRST_PIECE_ID:

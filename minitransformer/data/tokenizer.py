@@ -11,6 +11,25 @@ def check_training_texts(texts) -> None:
         raise TypeError("train() takes a list of texts, not one string; write train([text], ...)")
 
 
+def token_ids(ids: Iterable[int], vocab_size: int) -> list[int]:
+    """The ids given to ``decode`` as Python ints, each checked to be an integer inside the vocabulary.
+
+    A Python int or an integer NumPy/CuPy scalar passes; a float such as 4.7 (which ``int`` would
+    quietly truncate to 4) or a bool is refused, as the model refuses ids of any dtype but an integer one.
+    """
+    checked = []
+    for value in ids:
+        if isinstance(value, bool) or not isinstance(value, int):
+            dtype = getattr(value, "dtype", None)               # a NumPy or CuPy scalar has one
+            if dtype is None or dtype.kind not in "iu" or getattr(value, "ndim", 0) != 0:
+                raise TypeError(f"token ids must be integers, got {value!r} ({type(value).__name__})")
+        i = int(value)
+        if not 0 <= i < vocab_size:
+            raise ValueError(f"token id {i} is outside the vocabulary of size {vocab_size}")
+        checked.append(i)
+    return checked
+
+
 class Tokenizer:
     vocab: list[str]
 
