@@ -99,6 +99,44 @@ def test_decode_keeps_taking_python_and_numpy_integers(every_tokenizer, kind):
     assert tokenizer.decode_batch([ids, np.asarray(ids)]) == [text, text]
 
 
+@pytest.mark.parametrize("kind", ["words", "raw", "unigram"])
+@pytest.mark.parametrize("version, reason", [
+    (2, r"tokenizer format version 2 is newer than this code reads \(version 1\); upgrade minitransformer"),
+    (0, r"tokenizer format version 0 is not one this code reads \(it reads version 1\)"),
+    ("1", r"tokenizer format version '1' is not one this code reads \(it reads version 1\)"),
+])
+def test_a_tokenizer_file_of_another_version_is_refused_not_misread(every_tokenizer, tmp_path, kind, version,
+                                                                    reason):
+    """The "version" field was written but never read: a file of a later format loaded as if it were this one."""
+    from minitransformer.translator import tokenizer_from_dict
+
+    tokenizer = every_tokenizer[kind]
+    data = tokenizer.to_dict()
+    data["version"] = version
+    path = tmp_path / "tokenizer.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    for reader in (BPETokenizer, type(tokenizer)):         # the dispatching reader and the kind's own
+        with pytest.raises(ValueError, match=reason):
+            reader.from_dict(data)
+        with pytest.raises(ValueError, match=r"tokenizer\.json: " + reason):
+            reader.load(path)
+    with pytest.raises(ckpt.CheckpointError, match=r"where\.json: " + reason):
+        tokenizer_from_dict(data, "where.json")
+
+
+@pytest.mark.parametrize("kind", ["words", "raw", "unigram"])
+def test_tokenizer_files_of_this_version_and_without_a_version_still_load(every_tokenizer, tmp_path, kind):
+    tokenizer = every_tokenizer[kind]
+    data = tokenizer.to_dict()
+    assert data["version"] == 1
+    del data["version"]                                   # no writer left it out, but the field was never required
+    for written in (tokenizer.to_dict(), data):
+        path = tmp_path / "tokenizer.json"
+        path.write_text(json.dumps(written), encoding="utf-8")
+        for loaded in (BPETokenizer.load(path), type(tokenizer).load(path)):
+            assert type(loaded) is type(tokenizer) and loaded.to_dict() == tokenizer.to_dict()
+
+
 # -- BLEU and chrF ---------------------------------------------------------------------------------------
 def test_sacrebleu_style_nested_references_are_refused_not_scored_as_one_token():
     """sacrebleu takes ``[references]``; here one sentence's reference list ["the cat sat"] read as one token

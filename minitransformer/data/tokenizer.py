@@ -4,11 +4,28 @@ from __future__ import annotations
 
 from typing import Iterable
 
+FILE_VERSION = 1       # the "version" of the tokenizer files this code writes and reads (every kind)
+
 
 def check_training_texts(texts) -> None:
     """A string is iterable too: ``train("the cat sat")`` would learn from the texts "t", "h", "e", ..."""
     if isinstance(texts, str):
         raise TypeError("train() takes a list of texts, not one string; write train([text], ...)")
+
+
+def check_file_version(data: dict) -> None:
+    """ValueError unless the file's "version" is one this code reads (none is read as 1, the only one so far).
+
+    A file of another version may lay out its fields differently; read as this version it would give a
+    tokenizer that encodes and decodes wrongly without a word, so it is refused instead.
+    """
+    version = data.get("version", FILE_VERSION)
+    if type(version) is int and version > FILE_VERSION:
+        raise ValueError(f"tokenizer format version {version} is newer than this code reads "
+                         f"(version {FILE_VERSION}); upgrade minitransformer")
+    if type(version) is not int or version != FILE_VERSION:        # 0, "1", 1.0, true: no writer made those
+        raise ValueError(f"tokenizer format version {version!r} is not one this code reads "
+                         f"(it reads version {FILE_VERSION})")
 
 
 def token_ids(ids: Iterable[int], vocab_size: int) -> list[int]:
