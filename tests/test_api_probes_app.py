@@ -253,6 +253,44 @@ def test_the_cli_refuses_a_length_penalty_that_is_not_a_number(command, alpha, c
     assert "--alpha: must be a finite number" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("command", ["translate", "evaluate"])
+@pytest.mark.parametrize("flags", [["--greedy", "--beam", "3"], ["--beam", "2", "--greedy"]])
+def test_greedy_with_another_beam_is_refused_rather_than_dropping_the_beam(command, flags, monkeypatch, capsys):
+    """``--greedy --beam 3`` used to search greedily and ignore --beam without a word."""
+    import minitransformer.__main__ as cli
+
+    def load(args):
+        raise AssertionError("the model was loaded for a command that contradicts itself")
+
+    monkeypatch.setenv("MINITRANSFORMER_MALLOC", "0")
+    monkeypatch.setattr(cli, "_load_translator", load)
+    argv = [command, "--checkpoint", "nowhere", *flags] + (["the cat"] if command == "translate" else [])
+    assert cli.main(argv) == 2
+    beam = flags[flags.index("--beam") + 1]
+    err = capsys.readouterr().err
+    assert err == (f"python -m minitransformer {command}: error: --greedy and --beam {beam} contradict each other "
+                   "(--greedy is --beam 1); give one of them\n")
+
+
+@pytest.mark.parametrize("flags, beam", [([], 4), (["--greedy"], 1), (["--greedy", "--beam", "1"], 1),
+                                         (["--beam", "1", "--greedy"], 1), (["--beam", "3"], 3), (["--beam", "1"], 1)])
+def test_greedy_and_beam_that_agree_keep_working(flags, beam, monkeypatch, capsys):
+    """(evaluate: tests/test_cli.py, with a trained run.)"""
+    import minitransformer.__main__ as cli
+
+    searched = []
+
+    class Recorder:
+        def translate(self, sentences, beam_size, alpha):
+            searched.append(beam_size)
+            return ["x"] * len(sentences)
+
+    monkeypatch.setenv("MINITRANSFORMER_MALLOC", "0")
+    monkeypatch.setattr(cli, "_load_translator", lambda args: Recorder())
+    assert cli.main(["translate", *flags, "the cat"]) == 0
+    assert searched == [beam] and capsys.readouterr().out == "x\n"
+
+
 def test_train_refuses_a_length_penalty_that_is_not_a_number(capsys):
     from minitransformer.__main__ import build_parser
 
