@@ -78,7 +78,7 @@ def every_tokenizer(tokenizer):
 
 
 @pytest.mark.parametrize("kind", ["words", "raw", "unigram"])
-@pytest.mark.parametrize("bad", [4.7, 4.0, np.float64(4.7), np.float32(5.0), True, np.bool_(True), "4"])
+@pytest.mark.parametrize("bad", [4.7, 4.0, np.float64(4.7), np.float32(5.0), True, np.bool_(True), "4"], ids=repr)
 def test_decode_refuses_an_id_that_is_not_an_integer(every_tokenizer, kind, bad):
     """decode([4.7]) used to decode id 4 (int() truncates), and True read as id 1; ids are integers
     everywhere else too (the model refuses a float or bool array of ids)."""
@@ -104,7 +104,7 @@ def test_decode_keeps_taking_python_and_numpy_integers(every_tokenizer, kind):
     (2, r"tokenizer format version 2 is newer than this code reads \(version 1\); upgrade minitransformer"),
     (0, r"tokenizer format version 0 is not one this code reads \(it reads version 1\)"),
     ("1", r"tokenizer format version '1' is not one this code reads \(it reads version 1\)"),
-])
+], ids=["newer", "older", "a string"])
 def test_a_tokenizer_file_of_another_version_is_refused_not_misread(every_tokenizer, tmp_path, kind, version,
                                                                     reason):
     """The "version" field was written but never read: a file of a later format loaded as if it were this one."""
