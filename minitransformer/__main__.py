@@ -20,6 +20,7 @@ from typing import Any, Callable
 from ._malloc import keep_freed_memory
 
 EXIT_REFUSED = 2
+DEFAULT_BEAM = 4          # beam size of translate and evaluate unless --beam or --greedy says otherwise (§6.1)
 THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 MAX_BLAS_THREADS = 4
 _REEXEC_MARK = "MINITRANSFORMER_CLI_ENV"
@@ -109,7 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
     translate.add_argument("sentences", nargs="*", help="sentences to translate")
     translate.add_argument("--checkpoint", default="runs/enja", help="a run folder or a checkpoint folder "
                                                                      "(default: runs/enja)")
-    translate.add_argument("--beam", type=_checked(positive_int), default=4, help="beam size (default 4, §6.1)")
+    translate.add_argument("--beam", type=_checked(positive_int), help=f"beam size (default {DEFAULT_BEAM}, §6.1)")
     translate.add_argument("--greedy", action="store_true", help="greedy search (beam 1)")
     translate.add_argument("--alpha", type=_checked(finite_float), default=0.6,
                            help="length penalty α (default 0.6, §6.1)")
@@ -122,7 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--checkpoint", default="runs/enja", help="a run folder or a checkpoint folder")
     evaluate.add_argument("--split", default="test", choices=["test", "test_heldout", "dev"])
     evaluate.add_argument("--data", help="a corpus folder to evaluate on instead of the training corpus")
-    evaluate.add_argument("--beam", type=_checked(positive_int), default=4)
+    evaluate.add_argument("--beam", type=_checked(positive_int), help=f"beam size (default {DEFAULT_BEAM}, §6.1)")
     evaluate.add_argument("--greedy", action="store_true", help="greedy search (beam 1)")
     evaluate.add_argument("--alpha", type=_checked(finite_float), default=0.6)
     evaluate.add_argument("--limit", type=_checked(positive_int), help="evaluate on the first N pairs only")
@@ -140,6 +141,18 @@ def build_parser() -> argparse.ArgumentParser:
                            help="only this kind (repeatable); with one kind, OUT is the file name itself")
     attention.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     return parser
+
+
+def _beam_size(args) -> int:
+    """The beam of translate or evaluate: 1 for --greedy, else --beam, else DEFAULT_BEAM.
+
+    ``--greedy --beam 3`` asks for two searches; rather than let one of them win silently, it is refused.
+    (``--beam`` has no default in the parser, so that a --beam the user gave can be told from none.)
+    """
+    if args.greedy and args.beam not in (None, 1):
+        raise _Refusal(f"--greedy and --beam {args.beam} contradict each other (--greedy is --beam 1); "
+                       "give one of them")
+    return 1 if args.greedy else args.beam or DEFAULT_BEAM
 
 
 def cmd_train(args) -> int:
@@ -170,8 +183,8 @@ def _load_translator(args):
 
 
 def cmd_translate(args) -> int:
+    beam = _beam_size(args)
     translator = _load_translator(args)
-    beam = 1 if args.greedy else args.beam
 
     def run(sentences: list[str]) -> None:
         outputs = translator.translate(sentences, beam_size=beam, alpha=args.alpha)
@@ -207,6 +220,7 @@ def cmd_evaluate(args) -> int:
     from .data.source import load_data  # noqa: PLC0415
     from .presets import DEFAULT_PRESET, PRESETS, RENAMED_PRESETS, unknown_preset_message  # noqa: PLC0415
 
+    beam = _beam_size(args)
     translator = _load_translator(args)
     settings = load_checkpoint(args.checkpoint, with_optimizer=False).state.get("training") or {}
     if not settings and args.data is None:
@@ -223,7 +237,6 @@ def cmd_evaluate(args) -> int:
         pairs = pairs[:args.limit]
     if not pairs:
         raise _Refusal(f"the split {args.split!r} of corpus {corpus.name!r} is empty")
-    beam = 1 if args.greedy else args.beam
     started = time.monotonic()
     tokenize = tokenization_for(direction.split("-")[-1], [ref for _, ref in pairs])
     score, hypotheses = translator.bleu(pairs, beam_size=beam, alpha=args.alpha, tokenize=tokenize)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -67,6 +68,73 @@ def test_bpe_load_refuses_a_file_that_is_not_utf8_with_its_path(tmp_path):
 def test_bpe_from_dict_names_a_broken_field(data, reason):
     with pytest.raises(ValueError, match=reason):
         BPETokenizer.from_dict(data)
+
+
+@pytest.fixture(scope="module")
+def every_tokenizer(tokenizer):
+    """One trained tokenizer of each kind that ``tokenizer.json`` can hold."""
+    return {"words": tokenizer, "raw": RawBPETokenizer.train(TEXTS, vocab_size=300, min_frequency=1),
+            "unigram": UnigramTokenizer.train(TEXTS, vocab_size=290)}
+
+
+@pytest.mark.parametrize("kind", ["words", "raw", "unigram"])
+@pytest.mark.parametrize("bad", [4.7, 4.0, np.float64(4.7), np.float32(5.0), True, np.bool_(True), "4"], ids=repr)
+def test_decode_refuses_an_id_that_is_not_an_integer(every_tokenizer, kind, bad):
+    """decode([4.7]) used to decode id 4 (int() truncates), and True read as id 1; ids are integers
+    everywhere else too (the model refuses a float or bool array of ids)."""
+    tokenizer = every_tokenizer[kind]
+    ids = tokenizer.encode("the cat sat")
+    with pytest.raises(TypeError, match=re.escape(f"token ids must be integers, got {bad!r}")):
+        tokenizer.decode(ids[:1] + [bad] + ids[1:])
+
+
+@pytest.mark.parametrize("kind", ["words", "raw", "unigram"])
+def test_decode_keeps_taking_python_and_numpy_integers(every_tokenizer, kind):
+    tokenizer = every_tokenizer[kind]
+    ids = tokenizer.encode("the cat sat", add_bos=True, add_eos=True)
+    text = tokenizer.decode(ids)
+    assert text == "the cat sat"
+    for dtype in (np.int64, np.int32, np.uint16):
+        assert tokenizer.decode(np.asarray(ids, dtype=dtype)) == text       # iterates NumPy integer scalars
+    assert tokenizer.decode_batch([ids, np.asarray(ids)]) == [text, text]
+
+
+@pytest.mark.parametrize("kind", ["words", "raw", "unigram"])
+@pytest.mark.parametrize("version, reason", [
+    (2, r"tokenizer format version 2 is newer than this code reads \(version 1\); upgrade minitransformer"),
+    (0, r"tokenizer format version 0 is not one this code reads \(it reads version 1\)"),
+    ("1", r"tokenizer format version '1' is not one this code reads \(it reads version 1\)"),
+], ids=["newer", "older", "a string"])
+def test_a_tokenizer_file_of_another_version_is_refused_not_misread(every_tokenizer, tmp_path, kind, version,
+                                                                    reason):
+    """The "version" field was written but never read: a file of a later format loaded as if it were this one."""
+    from minitransformer.translator import tokenizer_from_dict
+
+    tokenizer = every_tokenizer[kind]
+    data = tokenizer.to_dict()
+    data["version"] = version
+    path = tmp_path / "tokenizer.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    for reader in (BPETokenizer, type(tokenizer)):         # the dispatching reader and the kind's own
+        with pytest.raises(ValueError, match=reason):
+            reader.from_dict(data)
+        with pytest.raises(ValueError, match=r"tokenizer\.json: " + reason):
+            reader.load(path)
+    with pytest.raises(ckpt.CheckpointError, match=r"where\.json: " + reason):
+        tokenizer_from_dict(data, "where.json")
+
+
+@pytest.mark.parametrize("kind", ["words", "raw", "unigram"])
+def test_tokenizer_files_of_this_version_and_without_a_version_still_load(every_tokenizer, tmp_path, kind):
+    tokenizer = every_tokenizer[kind]
+    data = tokenizer.to_dict()
+    assert data["version"] == 1
+    del data["version"]                                   # no writer left it out, but the field was never required
+    for written in (tokenizer.to_dict(), data):
+        path = tmp_path / "tokenizer.json"
+        path.write_text(json.dumps(written), encoding="utf-8")
+        for loaded in (BPETokenizer.load(path), type(tokenizer).load(path)):
+            assert type(loaded) is type(tokenizer) and loaded.to_dict() == tokenizer.to_dict()
 
 
 # -- BLEU and chrF ---------------------------------------------------------------------------------------
@@ -183,6 +251,44 @@ def test_the_cli_refuses_a_length_penalty_that_is_not_a_number(command, alpha, c
         build_parser().parse_args([command, "--alpha", alpha])
     assert exit_info.value.code == 2
     assert "--alpha: must be a finite number" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["translate", "evaluate"])
+@pytest.mark.parametrize("flags", [["--greedy", "--beam", "3"], ["--beam", "2", "--greedy"]])
+def test_greedy_with_another_beam_is_refused_rather_than_dropping_the_beam(command, flags, monkeypatch, capsys):
+    """``--greedy --beam 3`` used to search greedily and ignore --beam without a word."""
+    import minitransformer.__main__ as cli
+
+    def load(args):
+        raise AssertionError("the model was loaded for a command that contradicts itself")
+
+    monkeypatch.setenv("MINITRANSFORMER_MALLOC", "0")
+    monkeypatch.setattr(cli, "_load_translator", load)
+    argv = [command, "--checkpoint", "nowhere", *flags] + (["the cat"] if command == "translate" else [])
+    assert cli.main(argv) == 2
+    beam = flags[flags.index("--beam") + 1]
+    err = capsys.readouterr().err
+    assert err == (f"python -m minitransformer {command}: error: --greedy and --beam {beam} contradict each other "
+                   "(--greedy is --beam 1); give one of them\n")
+
+
+@pytest.mark.parametrize("flags, beam", [([], 4), (["--greedy"], 1), (["--greedy", "--beam", "1"], 1),
+                                         (["--beam", "1", "--greedy"], 1), (["--beam", "3"], 3), (["--beam", "1"], 1)])
+def test_greedy_and_beam_that_agree_keep_working(flags, beam, monkeypatch, capsys):
+    """(evaluate: tests/test_cli.py, with a trained run.)"""
+    import minitransformer.__main__ as cli
+
+    searched = []
+
+    class Recorder:
+        def translate(self, sentences, beam_size, alpha):
+            searched.append(beam_size)
+            return ["x"] * len(sentences)
+
+    monkeypatch.setenv("MINITRANSFORMER_MALLOC", "0")
+    monkeypatch.setattr(cli, "_load_translator", lambda args: Recorder())
+    assert cli.main(["translate", *flags, "the cat"]) == 0
+    assert searched == [beam] and capsys.readouterr().out == "x\n"
 
 
 def test_train_refuses_a_length_penalty_that_is_not_a_number(capsys):

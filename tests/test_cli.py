@@ -96,6 +96,15 @@ def test_evaluate_prints_bleu(run_dir):
     assert "builtin test_heldout (en-ja, 5 sentences, greedy): BLEU " in result.stdout   # scores: tests below
 
 
+@pytest.mark.parametrize("command", ["translate", "evaluate"])
+def test_greedy_with_another_beam_is_refused_in_one_line(command, tmp_path):
+    """It used to search greedily and drop --beam 3 without a word; the refusal comes before any model is read."""
+    sentence = ["the cat"] if command == "translate" else []
+    result = run_cli(command, "--checkpoint", tmp_path / "nowhere", "--greedy", "--beam", "3", *sentence)
+    refused(result, "--greedy and --beam 3 contradict each other")
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
 def test_a_missing_checkpoint_is_refused(tmp_path):
     refused(run_cli("translate", "--checkpoint", tmp_path / "nothing", "hello"), "no such file or directory")
     refused(run_cli("evaluate", "--checkpoint", tmp_path), "no checkpoint here")
@@ -306,6 +315,25 @@ def test_translate_passes_beam_alpha_and_device_to_the_translator(run_dir, monke
     assert _in_process(monkeypatch, "translate", "--checkpoint", run_dir, "--greedy", "the cat .") == 0
     assert calls == [("load", "cpu"), ("translate", 3, 1.5), ("load", "cpu"), ("translate", 1, 0.6)]
     assert capsys.readouterr().out == "x\nx\n"
+
+
+@pytest.mark.parametrize("flags, beam", [([], 4), (["--greedy"], 1), (["--greedy", "--beam", "1"], 1),
+                                         (["--beam", "3"], 3)])
+def test_evaluate_searches_with_the_beam_asked_for(run_dir, monkeypatch, capsys, flags, beam):
+    from types import SimpleNamespace
+
+    from minitransformer.translator import Translator
+
+    searched = []
+
+    def bleu(self, pairs, beam_size, alpha, tokenize):
+        searched.append(beam_size)
+        return SimpleNamespace(score=0.0, precisions=[0.0] * 4, bp=1.0, ratio=1.0), ["x"] * len(pairs)
+
+    monkeypatch.setattr(Translator, "bleu", bleu)
+    assert _in_process(monkeypatch, "evaluate", "--checkpoint", run_dir, "--limit", "2", *flags) == 0
+    assert searched == [beam]
+    assert ("greedy)" if beam == 1 else f"beam {beam}, α 0.6)") in capsys.readouterr().out
 
 
 def _printed_scores(stdout: str) -> tuple[float, float]:

@@ -23,7 +23,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from .tokenizer import Tokenizer, check_training_texts
+from .tokenizer import FILE_VERSION, Tokenizer, check_file_version, check_training_texts, token_ids
 
 END_OF_WORD = "</w>"
 SPECIAL_TOKENS = ("<pad>", "<s>", "</s>", "<unk>")
@@ -176,10 +176,7 @@ class BPETokenizer(Tokenizer):
     def decode(self, ids: Iterable[int]) -> str:
         """Token ids -> text, dropping the special tokens (pad, bos, eos, unk)."""
         pieces = []
-        for i in ids:
-            i = int(i)
-            if not 0 <= i < len(self.vocab):
-                raise ValueError(f"token id {i} is outside the vocabulary of size {len(self.vocab)}")
+        for i in token_ids(ids, len(self.vocab)):
             if i < len(SPECIAL_TOKENS):
                 continue
             token = self.vocab[i]
@@ -189,7 +186,7 @@ class BPETokenizer(Tokenizer):
     # --- files ------------------------------------------------------------------------
     def to_dict(self) -> dict:
         """The tokenizer as JSON-ready data: vocabulary, merges and (when known) the training words."""
-        data = {"format": FORMAT, "kind": KIND, "version": 1, "vocab": self.vocab, "merges": [list(m) for m in self.merges]}
+        data = {"format": FORMAT, "kind": KIND, "version": FILE_VERSION, "vocab": self.vocab, "merges": [list(m) for m in self.merges]}
         if self.words is not None:
             data["words"] = sorted(self.words)
         return data
@@ -198,12 +195,14 @@ class BPETokenizer(Tokenizer):
     def from_dict(cls, data: dict) -> "BPETokenizer":
         """The tokenizer ``to_dict`` wrote; ValueError naming what is wrong otherwise.
 
+        A file of a version this code does not read is refused (``check_file_version``).
         The ``kind`` field says which tokenizer wrote the data: "words" (this one; files written
         before the field existed are this kind), "raw" (``RawBPETokenizer``) or "unigram"
         (``UnigramTokenizer``); the tokenizer of that kind is returned.
         """
         if not isinstance(data, dict) or data.get("format") != FORMAT:
             raise ValueError(f"not a {FORMAT} tokenizer")
+        check_file_version(data)
         kind = data.get("kind", KIND)
         if not isinstance(kind, str):
             raise ValueError(f"unknown tokenizer kind {kind!r}")

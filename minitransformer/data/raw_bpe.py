@@ -41,7 +41,7 @@ from .bpe import SPECIAL_TOKENS
 # the space, the pieces, byte fallback, decoding and the file: shared with the unigram model (unigram.py)
 from .raw_text import (BYTE_TOKENS, FIRST_BYTE_ID, FIRST_PIECE_ID, FORMAT, SPACE, RawTextTokenizer,  # noqa: F401
                        character_ids, check_file, file_vocab, full_vocab, split_pieces)
-from .tokenizer import check_training_texts
+from .tokenizer import FILE_VERSION, check_training_texts
 
 KIND = "raw"
 
@@ -248,7 +248,7 @@ class RawBPETokenizer(RawTextTokenizer):
     # --- files -----------------------------------------------------------------------------------
     def to_dict(self) -> dict:
         """The tokenizer as JSON-ready data. The 256 byte tokens are implied, not written."""
-        return {"format": FORMAT, "kind": KIND, "version": 1, "vocab": file_vocab(self.vocab),
+        return {"format": FORMAT, "kind": KIND, "version": FILE_VERSION, "vocab": file_vocab(self.vocab),
                 "merges": [list(m) for m in self.merges]}
 
     @classmethod

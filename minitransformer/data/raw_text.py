@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Mapping, Sequence, TypeVar
 
 from .bpe import SPECIAL_TOKENS
-from .tokenizer import Tokenizer
+from .tokenizer import Tokenizer, check_file_version, token_ids
 
 SPACE = "\u2581"                     # "▁", the visible space symbol
 FORMAT = "minitransformer-bpe"       # one file format for every tokenizer; its "kind" tells them apart
@@ -65,10 +65,7 @@ def decode_ids(vocab: list[str], ids: Iterable[int]) -> str:
     """
     parts: list[str] = []
     pending = bytearray()
-    for i in ids:
-        i = int(i)
-        if not 0 <= i < len(vocab):
-            raise ValueError(f"token id {i} is outside the vocabulary of size {len(vocab)}")
+    for i in token_ids(ids, len(vocab)):
         if i < FIRST_BYTE_ID:
             continue
         if i < FIRST_PIECE_ID:
@@ -172,8 +169,12 @@ class RawTextTokenizer(Tokenizer):
 
 
 def check_file(data: dict, kind: str, keys: Sequence[str]) -> None:
-    """ValueError naming what is wrong unless ``data`` is a tokenizer file of ``kind`` with list ``keys``."""
-    if not isinstance(data, dict) or data.get("format") != FORMAT or data.get("kind") != kind:
+    """ValueError naming what is wrong unless ``data`` is a tokenizer file of ``kind``, of a version this code
+    reads, with list ``keys``."""
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise ValueError(f"not a {FORMAT} tokenizer of kind {kind!r}")
+    check_file_version(data)
+    if data.get("kind") != kind:
         raise ValueError(f"not a {FORMAT} tokenizer of kind {kind!r}")
     for key in keys:
         if not isinstance(data.get(key), list):

@@ -42,7 +42,7 @@ import numpy as np
 from .bpe import SPECIAL_TOKENS
 from .raw_text import (BYTE_TOKENS, FIRST_PIECE_ID, FORMAT, SPACE, RawTextTokenizer, byte_ids, check_file, file_vocab,
                        full_vocab, split_pieces)
-from .tokenizer import check_training_texts
+from .tokenizer import FILE_VERSION, check_training_texts
 
 KIND = "unigram"
 MAX_PIECE_LENGTH = 8       # characters in a piece (SentencePiece allows 16; 8 keeps the lattice small)
@@ -325,7 +325,7 @@ class UnigramTokenizer(RawTextTokenizer):
     # --- files -----------------------------------------------------------------------------------
     def to_dict(self) -> dict:
         """The tokenizer as JSON-ready data: pieces and their log-probabilities (the byte tokens implied)."""
-        return {"format": FORMAT, "kind": KIND, "version": 1, "vocab": file_vocab(self.vocab), "scores": self.scores}
+        return {"format": FORMAT, "kind": KIND, "version": FILE_VERSION, "vocab": file_vocab(self.vocab), "scores": self.scores}
 
     @classmethod
     def from_dict(cls, data: dict) -> "UnigramTokenizer":
