@@ -38,7 +38,7 @@ GROUPS = {   # Function (or optimiser) -> the part of the model it belongs to, f
     "LinearFunction": "linear_layers", "ScaledDotProductAttention": "attention", "PackedAttention": "attention",
     "CrossEntropy": "loss", "LayerNormFunction": "layer_norm", "Dropout": "dropout", "Adam": "adam",
     "EmbeddingFunction": "embeddings", "Add": "residual_additions",
-    "LinearCrossEntropy": "linear_layers",   # its own lines are the output GEMMs; its CrossEntropy part is "loss"
+    "DropoutAdd": "dropout", "LinearCrossEntropy": "linear_layers",   # its own lines are the output GEMMs; its CrossEntropy part is "loss"
 }
 
 

@@ -363,6 +363,56 @@ def test_dropout_rejects_a_bad_probability():
         F.dropout(mt.Tensor(np.ones(3)), 1.5)
 
 
+# -- x + dropout(y) in one Function: the residual connection (§5.4) ---------------------------------
+
+def test_dropout_add_is_x_plus_dropout_bit_for_bit(rng):
+    x, y = (rng.standard_normal((4, 6, 8)).astype(np.float32) for _ in range(2))
+    g = rng.standard_normal((4, 6, 8)).astype(np.float32)
+    results = []
+    for fused in (True, False):
+        xt, yt = mt.Tensor(x, requires_grad=True), mt.Tensor(y, requires_grad=True)
+        out = F.dropout_add(xt, yt, 0.3, generator=F.Generator(9)) if fused else \
+            xt + F.dropout(yt, 0.3, generator=F.Generator(9))
+        out.backward(g)
+        results.append((out.numpy(), xt.grad, yt.grad))
+    assert isinstance(F.dropout_add(mt.Tensor(x), mt.Tensor(y, requires_grad=True), 0.3).creator, F.DropoutAdd)
+    for got, expected in zip(*results):
+        np.testing.assert_array_equal(got, expected)
+
+
+def test_dropout_add_gradcheck(rng):
+    x, y = leaf(rng.standard_normal((3, 4))), leaf(rng.standard_normal((3, 4)))
+    assert mt.gradcheck(lambda x, y: F.dropout_add(x, y, 0.4, generator=F.Generator(5)), [x, y])
+
+
+class DropoutAddWithoutScale(F.DropoutAdd):
+    def backward(self, gy):
+        return gy, gy * self.keep                       # 1/(1 − p) forgotten on the way back
+
+
+class DropoutAddWithoutSkip(F.DropoutAdd):
+    def backward(self, gy):
+        return None, super().backward(gy)[1]            # the identity path of the residual dropped
+
+
+@pytest.mark.parametrize("broken", [DropoutAddWithoutScale, DropoutAddWithoutSkip])
+def test_broken_dropout_add_backward_fails_gradcheck(rng, broken):
+    x, y = leaf(rng.standard_normal((3, 4))), leaf(rng.standard_normal((3, 4)))
+    with pytest.raises(mt.GradcheckError, match=WRONG):
+        mt.gradcheck(lambda x, y: broken(0.4, F.Generator(5))(x, y), [x, y])
+
+
+def test_dropout_add_falls_back_to_the_sum_where_one_function_cannot_do(rng):
+    x, y = mt.Tensor(rng.standard_normal((3, 4))), mt.Tensor(rng.standard_normal((3, 4)))
+    np.testing.assert_array_equal(F.dropout_add(x, y, 0.5, training=False).numpy(), (x + y).numpy())
+    np.testing.assert_array_equal(F.dropout_add(x, y, 0.0).numpy(), (x + y).numpy())
+    row = mt.Tensor(rng.standard_normal(4))                                  # broadcast: not fused
+    np.testing.assert_array_equal(F.dropout_add(row, y, 0.5, generator=F.Generator(2)).numpy(),
+                                  (row + F.dropout(y, 0.5, generator=F.Generator(2))).numpy())
+    with pytest.raises(ValueError, match="probability"):
+        F.dropout_add(x, y, 1.5)
+
+
 def test_relu_gradcheck(rng):
     x = leaf(rng.standard_normal((3, 4)) + 0.05)
     assert mt.gradcheck(F.relu, [x])

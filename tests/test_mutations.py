@@ -143,6 +143,8 @@ SETUPS = {
     "LinearCrossEntropy": Setup(F.LinearCrossEntropy, lambda r: (
         lambda x, w, b: F.LinearCrossEntropy(TARGETS, 0.1, 0)(x, w, b), [leaf(r, (5, 4)), leaf(r, (4, 6)), leaf(r, (6,))])),
     "Dropout": Setup(Dropout, lambda r: (lambda x: Dropout(0.4, Generator(5))(x), [leaf(r, (4, 5))])),
+    "DropoutAdd": Setup(F.DropoutAdd, lambda r: (lambda x, y: F.DropoutAdd(0.4, Generator(5))(x, y),
+                                                 [leaf(r, (4, 5)), leaf(r, (4, 5))])),
     # chapter 13: lengths that are not multiples of the block or chunk, so the tiling's edges are checked too
     "FlashAttention": Setup(FlashAttention, lambda r: (lambda q, k, v: FlashAttention(causal=True, block_size=2)(q, k, v),
                                                        [leaf(r, (1, 2, 5, 3)) for _ in range(3)])),
@@ -383,6 +385,10 @@ SPECIFIC = {
     "LinearCrossEntropy": {    # its derivative is taken in forward; backward only scales it by gy
         "upstream gradient ignored": lambda s, gy, c: s.gradients,
         "gy applied twice to gW": lambda s, gy, c: (c(gy)[0], c(gy)[1] * gy, c(gy)[2]),
+    },
+    "DropoutAdd": {
+        "the residual's identity path dropped too": lambda s, gy, c: (c(gy)[1], c(gy)[1]),
+        "gradient of y not dropped": lambda s, gy, c: (gy, gy / (1 - s.p)),
     },
     "Dropout": {
         "1/(1 − p) scale forgotten": lambda s, gy, c: gy * s.keep,

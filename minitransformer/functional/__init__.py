@@ -9,7 +9,7 @@ embedding is ONE fused Function whose backward is written from its derivation.
 The Functions live here; the Modules that hold their parameters live in nn/.
 """
 from .activation import ReLU, relu
-from .dropout import Dropout, Generator, default_generator, dropout, set_dropout_seed
+from .dropout import Dropout, DropoutAdd, Generator, default_generator, dropout, dropout_add, set_dropout_seed
 from .embedding import EmbeddingFunction, embedding
 from .linear import LinearFunction, linear, linear_relu
 from .loss import CrossEntropy, cross_entropy
@@ -21,7 +21,7 @@ __all__ = [
     "softmax", "log_softmax", "cross_entropy", "layer_norm", "dropout", "relu", "linear", "linear_relu", "embedding",
     "set_dropout_seed", "default_generator", "Generator", "Softmax", "LogSoftmax", "CrossEntropy",
     "LayerNormFunction", "Dropout", "ReLU", "LinearFunction", "EmbeddingFunction",
-    "linear_cross_entropy", "LinearCrossEntropy",
+    "linear_cross_entropy", "LinearCrossEntropy", "dropout_add", "DropoutAdd",
 ]
 from .attention import ScaledDotProductAttention, scaled_dot_product_attention  # noqa: E402  (chapter 6)
 from .masks import causal_mask, padding_mask  # noqa: E402

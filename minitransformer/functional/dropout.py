@@ -116,6 +116,24 @@ class Dropout(Function):
         return gx
 
 
+class DropoutAdd(Dropout):
+    """x + dropout(y) as one Function: the residual connection of §5.4, "dropout to the output of each
+    sub-layer, before it is added to the sub-layer input".
+
+    Written as ``x + dropout(y)`` the dropped y is a node of its own, kept by the graph until backward
+    reaches it; here it is written over by the sum at once, so each sub-layer keeps one (..., d_model)
+    array less. The same mask and the same numbers: float addition commutes, so out + x is x + out.
+    """
+
+    def forward(self, x, y):
+        out = super().forward(y)       # y ⊙ keep / (1 − p), a fresh array
+        out += x                       # + the sub-layer's input, in place
+        return out
+
+    def backward(self, gy):
+        return gy, super().backward(gy)    # ∂/∂x = 1; ∂/∂y is dropout's backward
+
+
 def check_generator(function: str, generator) -> None:
     """A NumPy Generator or a seed in place of ours failed deep inside with 'unexpected keyword like'."""
     if generator is not None and not isinstance(generator, Generator):
@@ -136,3 +154,16 @@ def dropout(x, p: float, training: bool = True, generator: Generator | None = No
     if p == 1.0:
         return x * 0.0   # everything dropped (1/(1 − p) would be infinite)
     return Dropout(p, generator if generator is not None else _default_generator)(x)
+
+
+def dropout_add(x, y, p: float, training: bool = True, generator: Generator | None = None) -> Tensor:
+    """x + dropout(y, p), the residual connection of §5.4, in one Function when it can be (same shape and
+    dtype, training, 0 < p < 1); otherwise exactly ``x + dropout(y, ...)``. The same mask either way."""
+    x, y = (t if isinstance(t, Tensor) else Tensor(t) for t in (x, y))
+    if not training or p in (0.0, 1.0) or x.shape != y.shape or x.dtype != y.dtype:
+        return x + dropout(y, p, training, generator)
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout_add: p must be a probability in [0, 1], got {p}")
+    check_generator("dropout_add", generator)
+    require_floating_point("dropout_add", y)
+    return DropoutAdd(p, generator if generator is not None else _default_generator)(x, y)

@@ -1,7 +1,7 @@
 """Dropout module (§5.4 "Residual Dropout"): active in train(), the identity in eval()."""
 from __future__ import annotations
 
-from ..functional.dropout import Generator, dropout
+from ..functional.dropout import Generator, dropout, dropout_add
 from ..tensor import Tensor
 from . import init
 from .module import Module
@@ -19,6 +19,10 @@ class Dropout(Module):
 
     def forward(self, x: Tensor) -> Tensor:
         return dropout(x, self.p, self.training, self.generator)
+
+    def residual(self, x: Tensor, y: Tensor) -> Tensor:
+        """x + Dropout(y), the residual connection of §5.4, as one Function (``F.dropout_add``)."""
+        return dropout_add(x, y, self.p, self.training, self.generator)
 
     def extra_repr(self) -> str:
         return f"p={self.p}"

@@ -41,8 +41,8 @@ class _ResidualLayer(Module):
 
     def residual(self, x: Tensor, norm: LayerNorm, sublayer: Callable[[Tensor], Tensor]) -> Tensor:
         if self.norm_first:
-            return x + self.dropout(sublayer(norm(x)))     # pre-LN: x + Dropout(Sublayer(LN(x)))
-        return norm(x + self.dropout(sublayer(x)))         # post-LN: LN(x + Dropout(Sublayer(x))), §3.1
+            return self.dropout.residual(x, sublayer(norm(x)))   # pre-LN: x + Dropout(Sublayer(LN(x)))
+        return norm(self.dropout.residual(x, sublayer(x)))       # post-LN: LN(x + Dropout(Sublayer(x))), §3.1
 
 
 class EncoderLayer(_ResidualLayer):

@@ -343,6 +343,9 @@ assert check(nn.Linear(4, 3).to(np.float64), leaf((2, 3, 4)))
 assert check(nn.LayerNorm(4).to(np.float64), leaf((2, 3, 4)))
 assert check(nn.FeedForward(4, 6).to(np.float64), leaf((2, 3, 4)))
 assert mt.gradcheck(lambda x, w, b: F.linear_relu(x, w, b), [leaf((2, 3, 4)), leaf((4, 6)), leaf(6)])
+# dropout and the residual x + dropout(y) (§5.4): a generator seeded anew at every call keeps the mask fixed
+assert mt.gradcheck(lambda y: F.dropout(y, 0.3, generator=F.Generator(1)), [leaf((2, 3, 4))])
+assert mt.gradcheck(lambda x, y: F.dropout_add(x, y, 0.3, generator=F.Generator(1)), [leaf((2, 3, 4)), leaf((2, 3, 4))])
 assert check(nn.Embedding(5, 3).to(np.float64), np.array([[1, 1, 4], [0, 1, 2]]))   # repeated ids
 small = MLP(hidden=5).to(np.float64)
 assert check(small, leaf((4, 2)))
