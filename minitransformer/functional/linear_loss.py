@@ -91,7 +91,7 @@ def linear_cross_entropy(x, weight, targets, bias=None, label_smoothing: float =
     require_floating_point("linear_cross_entropy", x)
     _check_smoothing("linear_cross_entropy", label_smoothing)
     flat_targets = _prepare_targets(x, targets, ignore_index, num_classes=weight.shape[1],
-                                    name="linear_cross_entropy")
+                                    name="linear_cross_entropy", what="x")
     inputs = (x, weight) if bias is None else (x, weight, bias)
     needs = tuple(t.requires_grad for t in inputs) if is_grad_enabled() else None
     return LinearCrossEntropy(flat_targets, label_smoothing, ignore_index, needs)(*inputs)

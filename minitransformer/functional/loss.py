@@ -56,9 +56,9 @@ class CrossEntropy(Function):
         valid = targets != self.ignore_index if self.ignore_index is not None else xp.ones(n_rows, dtype=bool)
         safe_targets = xp.where(valid, targets, 0)          # any in-range id; ignored rows are masked out below
 
-        # log p_k = x_k − log Z with log Z = m + log Σ_j e^(x_j − m), m the row maximum (chapter 4). Only
-        # ONE (N, V) array is made: the exponentials e^(x − m), which backward turns into softmax(x);
-        # every other quantity is a number per row.
+        # log p_k = x_k − log Z with log Z = m + log Σ_j e^(x_j − m), m the row maximum (chapter 4). At most
+        # ONE (N, V) array is made (none with overwrite=True): the exponentials e^(x − m), which backward
+        # turns into softmax(x); every other quantity is a number per row.
         row_max = logits.max(axis=1, keepdims=True)                               # (N, 1) m
         target_logit = logits[rows, safe_targets]                                 # (N,) x_t, read first
         ones = xp.ones(num_classes, dtype=logits.dtype)
@@ -109,7 +109,8 @@ class CrossEntropy(Function):
         return grad
 
 
-def _prepare_targets(rows: Tensor, targets, ignore_index, num_classes: int, name: str = "cross_entropy"):
+def _prepare_targets(rows: Tensor, targets, ignore_index, num_classes: int, name: str = "cross_entropy",
+                     what: str = "logits"):
     """Targets as an integer array of shape rows.shape[:-1] on the rows' device, ids checked against
     ``num_classes``. ``rows`` is the logits (..., V), or the input (..., in) of ``linear_cross_entropy``."""
     if isinstance(targets, Tensor):
@@ -118,7 +119,6 @@ def _prepare_targets(rows: Tensor, targets, ignore_index, num_classes: int, name
                                 rows.device)
     if targets.dtype.kind not in "iu":
         raise TypeError(f"{name}: targets must be integer class ids, got dtype {targets.dtype}")
-    what = "logits" if name == "cross_entropy" else "x"
     if targets.shape != rows.shape[:-1]:
         raise ValueError(f"{name}: targets have shape {targets.shape} but {what} {rows.shape} "
                          f"need targets of shape {rows.shape[:-1]} (one class id per row of {what})")
