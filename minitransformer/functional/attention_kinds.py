@@ -19,7 +19,7 @@ from ..tensor import Tensor
 from .attention import scaled_dot_product_attention
 from .flash_attention import flash_attention
 from .linear_attention import linear_attention
-from .local_attention import local_attention
+from .local_attention import is_window, local_attention
 
 ATTENTION_KINDS = ("softmax", "flash", "local", "linear")
 
@@ -28,7 +28,7 @@ def check_attention(kind: str, window) -> None:
     """A clear error for an unknown kind, or for "local" without a usable window."""
     if kind not in ATTENTION_KINDS:
         raise ValueError(f"attention must be one of {', '.join(ATTENTION_KINDS)}; got {kind!r}")
-    if kind == "local" and (window is None or int(window) != window or window < 1):
+    if kind == "local" and not is_window(window):
         raise ValueError(f"attention 'local' needs a window (attention_window), a positive integer; got {window!r}")
 
 
