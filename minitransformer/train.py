@@ -471,7 +471,10 @@ def final_evaluation(run: Run) -> dict:
                 say(f"  {source_text}\n    → {output}\n    reference: {reference}")
             results["examples"] = examples
     if opts.plot:
-        results.update(_attention_picture(run))
+        try:
+            results.update(_attention_picture(run))
+        except Exception as error:      # noqa: BLE001 - a run that trained and scored is finished without its picture
+            run.say(f"no attention picture ({type(error).__name__}: {error}); the run is complete without it")
     return results
 
 
@@ -481,7 +484,7 @@ def _attention_picture(run: Run) -> dict:
     if not pairs:
         return {}
     try:
-        from .plot import attention_heatmap  # noqa: PLC0415 - matplotlib only when drawing
+        from . import plot  # noqa: PLC0415 - matplotlib only when drawing
     except ImportError as error:
         run.say(f"no attention picture ({error}); install matplotlib to draw it")
         return {}
@@ -489,7 +492,7 @@ def _attention_picture(run: Run) -> dict:
     sentence = min(pairs[:50], key=lambda p: abs(len(p[0].split()) - 9))[0]
     weights, src_labels, tgt_labels, src_ids, tgt_ids = translator.cross_attention(sentence)
     path = run.out / run_folder.ATTENTION_FILE
-    attention_heatmap(weights, src_labels, tgt_labels, path, title=f"last decoder layer, mean over heads: {sentence}",
+    plot.attention_heatmap(weights, src_labels, tgt_labels, path, title=f"last decoder layer, mean over heads: {sentence}",
                       src_ids=src_ids, tgt_ids=tgt_ids)
     run.say(f"attention heat map of “{sentence}”: {path}")
     return {"attention_png": str(path)}
