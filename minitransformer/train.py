@@ -29,6 +29,7 @@ import dataclasses
 import math
 import sys
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -191,17 +192,19 @@ def prepare_run(opts: TrainOptions, saved: dict | None, say: Callable[[str], Non
         tokenizer = tokenizer_from_dict(world.broadcast_json(), "the vocabulary rank 0 sent")
         config = _model_config(opts, tokenizer.vocab_size)
 
-    train_examples = encode_pairs(tokenizer, train_pairs, config.max_len)
+    train_examples = _encode_split(tokenizer, train_pairs, config.max_len, "train", say)
     if not train_examples:
         raise TrainingError(f"no training pair of corpus {corpus.name!r} fits the model's {config.max_len} tokens")
+    dev_examples = _encode_split(tokenizer, corpus.pairs("dev", opts.direction), config.max_len, "dev", say)
+    if not dev_examples:
+        raise TrainingError(f"no dev pair of corpus {corpus.name!r} fits the model's {config.max_len} tokens")
     model = Transformer(config)
     if opts.device != "cpu":
         model.to(opts.device)
     optimizer = Adam(model.parameters(), lr=0.0, betas=(0.9, 0.98), eps=1e-9)   # §5.3
     recipe = PRESETS[opts.preset]
     schedule = NoamSchedule(optimizer, config.d_model, warmup=recipe["warmup"], factor=recipe["factor"])
-    run = Run(opts, corpus, tokenizer, model, optimizer, schedule, train_examples,
-              encode_pairs(tokenizer, corpus.pairs("dev", opts.direction), config.max_len), TrainState(), say,
+    run = Run(opts, corpus, tokenizer, model, optimizer, schedule, train_examples, dev_examples, TrainState(), say,
               tokenization_for(opts.direction.split("-")[-1], [t for _, t in train_pairs]), world)
     if checkpoint is not None:
         restore(run, checkpoint)
@@ -227,6 +230,9 @@ def load_data(options: TrainOptions) -> Corpus:
         raise TrainingError(str(error)) from None
     if not corpus.train:
         raise TrainingError(f"the corpus {corpus.name!r} has no training pairs")
+    if not corpus.dev:      # every epoch ends with dev scores, and the final model is chosen on dev
+        raise TrainingError(f"the dev split of corpus {corpus.name!r} is empty; training scores each epoch and "
+                            f"chooses the final model on dev pairs: put some in dev.tsv (or dev.en and dev.xx)")
     return corpus
 
 
@@ -452,6 +458,8 @@ def final_evaluation(run: Run) -> dict:
                          ("test_heldout", "test_heldout (word combinations never seen in training)")):
         pairs = run.corpus.pairs(split, opts.direction)
         if not pairs:
+            if split == "test":         # test_heldout exists only in the built-in corpus
+                say(f"no test pairs in corpus {run.corpus.name!r}: no test BLEU")
             continue
         t0 = time.monotonic()
         score, hypotheses = bleu_of(model, tokenizer, pairs, beam=opts.beam, alpha=opts.alpha,
@@ -500,14 +508,33 @@ def _attention_picture(run: Run) -> dict:
 
 # -- the loss and the data ------------------------------------------------------------------------
 def encode_pairs(tokenizer: BPETokenizer, pairs: Sequence[tuple[str, str]], max_len: int,
-                 drop_long: bool = True) -> list[tuple[list[int], list[int]]]:
-    """(source ids, target ids) for each pair; pairs that do not fit ``max_len`` are dropped."""
+                 drop_long: bool = True, dropped: Counter | None = None) -> list[tuple[list[int], list[int]]]:
+    """(source ids, target ids) for each pair; pairs that do not fit ``max_len`` are dropped.
+    ``dropped`` (a Counter) counts the pairs left out by reason."""
     examples = []
     for source_text, target_text in pairs:
         src, tgt = tokenizer.encode(source_text), tokenizer.encode(target_text)
-        if not src or (drop_long and (len(src) > max_len or len(tgt) + 1 > max_len)):
+        if not src:
+            reason = "with a source of no tokens"
+        elif drop_long and (len(src) > max_len or len(tgt) + 1 > max_len):
+            reason = f"longer than the model's {max_len} tokens"
+        else:
+            examples.append((src, tgt))
             continue
-        examples.append((src, tgt))
+        if dropped is not None:
+            dropped[reason] += 1
+    return examples
+
+
+def _encode_split(tokenizer: BPETokenizer, pairs: Sequence[tuple[str, str]], max_len: int, split: str,
+                  say: Callable[[str], None]) -> list[tuple[list[int], list[int]]]:
+    """``encode_pairs`` of one split, saying how many pairs each filter left out and why."""
+    dropped: Counter = Counter()
+    examples = encode_pairs(tokenizer, pairs, max_len, dropped=dropped)
+    if dropped:
+        use = " of the dev loss" if split == "dev" else ""
+        say(f"{split}: {sum(dropped.values())} of {len(pairs):,} pairs left out{use}: "
+            + ", ".join(f"{count} {reason}" for reason, count in dropped.most_common()))
     return examples
 
 
