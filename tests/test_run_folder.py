@@ -8,12 +8,16 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 
 from minitransformer import checkpoint as ckpt
+from minitransformer.checkpoint import CheckpointError
 from minitransformer.train import TrainingError, train
 from minitransformer.training import run_folder
 from minitransformer.training.options import TrainOptions
@@ -277,3 +281,114 @@ def test_distributed_without_mpirun_says_it_trains_alone(tmp_path):
     lines = []
     train(_options(tmp_path / "run", distributed=True, quiet=False), log=lines.append)
     assert any("--distributed: this process is the only rank" in line for line in lines)
+
+
+# -- the property: whatever the options and whatever the folder holds, nothing of yours is deleted ---------------
+NAME_CHARACTERS = "abcxyz019._-~ é"
+names = st.builds(lambda prefix, body: prefix + body,
+                  st.sampled_from(["", ".tmp-", ".tmp-step-", "step-", ".tmp-final-", ".tmp-config.json-", "."]),
+                  st.text(NAME_CHARACTERS, min_size=1, max_size=10))
+
+
+def _the_runs_own(place: str, name: str) -> bool:
+    """Names that are the run's where they stand: a user who makes one makes a file of the run."""
+    if name in (".", "..") or "/" in name or ckpt.temporary_of(name) is not None:
+        return True
+    if place == "top":
+        return name in run_folder.RUN_FILES + run_folder.RUN_FOLDERS + (run_folder.LOCK_FILE,)
+    if place in ("final", "checkpoint"):
+        return name in ckpt.CHECKPOINT_FILES
+    return place == "checkpoints" and ckpt.CHECKPOINT_NAME.fullmatch(name) is not None
+
+
+yours = st.lists(st.tuples(st.sampled_from(["top", "nested", "checkpoints", "checkpoint", "final"]),
+                           st.sampled_from(["file", "folder", "link to a file", "link to a folder"]), names),
+                 max_size=5)
+option_sets = st.fixed_dictionaries({}, optional={
+    "overwrite": st.booleans(), "resume": st.booleans(), "seed": st.sampled_from([0, 1, -1]),
+    "steps": st.integers(1, 3), "save_every": st.integers(1, 2), "average": st.integers(1, 3),
+    "vocab_size": st.sampled_from([1, 120, 300]), "preset": st.sampled_from(["toy", None]),
+    "attention": st.sampled_from(["local", "linear", None]), "attention_window": st.sampled_from([2, None]),
+    "limit": st.sampled_from([12, 20, None])})
+
+
+@pytest.fixture(scope="module")
+def templates(tmp_path_factory):
+    """Run folders to start from: finished, interrupted, started (no checkpoint), killed (temporaries left)."""
+    root = tmp_path_factory.mktemp("templates")
+    finished = root / "finished"
+    train(_options(finished, steps=3, save_every=1, average=2))
+    interrupted = root / "interrupted"
+    shutil.copytree(finished, interrupted)
+    (interrupted / "results.json").unlink()
+    shutil.rmtree(interrupted / "final")
+    started = root / "started"
+    started.mkdir()
+    for name in ("config.json", "tokenizer.json"):
+        shutil.copy(finished / name, started / name)
+    killed = root / "killed"
+    shutil.copytree(interrupted, killed)
+    (killed / f".tmp-results.json-77-{'0' * 8}").write_text("{")
+    (killed / "checkpoints" / f".tmp-step-000004-77-{'a' * 8}").mkdir()
+    return {"finished": finished, "interrupted": interrupted, "started": started, "killed": killed}
+
+
+def _make(kind: str, path: Path, content: str, outside: Path) -> None:
+    if kind == "file":
+        path.write_text(content)
+    elif kind == "folder":
+        path.mkdir()
+        (path / "inside.txt").write_text(content)
+    else:
+        target = outside / f"target-{content}"
+        if kind == "link to a file":
+            target.write_text(content)
+        else:
+            target.mkdir()
+            (target / "inside.txt").write_text(content)
+        path.symlink_to(target)
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                   HealthCheck.too_slow])
+@given(start=st.sampled_from(["missing", "empty", "finished", "interrupted", "started", "killed"]),
+       entries=yours, options=option_sets)
+@example(start="finished", entries=[("top", "folder", "cache"), ("top", "file", "notes.txt")],
+         options={"overwrite": True})                       # the .tmp- prefix is added below, as a user's name
+@example(start="killed", entries=[("checkpoints", "link to a folder", "step-000009")], options={"resume": True})
+@example(start="started", entries=[("checkpoint", "file", "notes")], options={})
+def test_no_file_the_run_did_not_write_is_ever_deleted(tmp_path, templates, start, entries, options):
+    """Random options through hand-made run folders holding files, folders and links of yours (.tmp-* names
+    among them): whether the run trains, resumes, starts again or is refused, all of them are still there."""
+    case = Path(tempfile.mkdtemp(dir=tmp_path))
+    out, outside = case / "run", case / "outside"
+    outside.mkdir()
+    if start in templates:
+        shutil.copytree(templates[start], out, symlinks=True)
+    elif start == "empty" or entries:
+        out.mkdir()
+    if entries:
+        (out / "my-notes").mkdir()
+    places = {"top": out, "nested": out / "my-notes", "checkpoints": out / "checkpoints",
+              "checkpoint": out / "checkpoints" / "step-000003", "final": out / "final"}
+    mine = ["my-notes"] if entries else []
+    for number, (place, kind, name) in enumerate(entries):
+        name = f".tmp-{name}" if start == "finished" and place == "top" and number < 2 else name
+        path = places[place] / name
+        if not places[place].is_dir() or _the_runs_own(place, name) or path.exists() or path.is_symlink():
+            continue
+        _make(kind, path, f"yours-{number}", outside)
+        mine.append(str(path.relative_to(out)))
+    before, outside_before = _tree(out) if out.exists() else {}, _tree(outside)
+    yours_before = {name: what for name, what in before.items()
+                    if any(name == path or name.startswith(path + os.sep) for path in mine)}
+
+    try:
+        train(_options(out, **{"steps": 2, **options}))
+    except (TrainingError, CheckpointError):
+        pass                                   # a refusal: fine, as long as it deleted nothing of yours
+
+    after = _tree(out) if out.exists() else {}
+    lost = {name: what for name, what in yours_before.items() if after.get(name) != what}
+    assert not lost, f"deleted or changed: {lost}"
+    assert _tree(outside) == outside_before
