@@ -3,9 +3,10 @@
 A run directory looks like this::
 
     OUT/
+      .minitransformer.lock       locked (flock) by the process that trains in OUT, which writes its pid there
       config.json                 model configuration and training options (for people; copied in state.json)
       tokenizer.json              the BPE vocabulary and merges
-      latest                      one line: "checkpoints/step-000600"
+      latest                      one line: "checkpoints/step-000600" (never a path outside checkpoints/)
       final/                      the model to use after training (e.g. the average of the last
                                   checkpoints, §6.1): model.npz, tokenizer.json, state.json
       checkpoints/step-000600/
@@ -13,7 +14,7 @@ A run directory looks like this::
         optimizer.npz             Adam's moments ('exp_avg.3', ...), its step and learning rate
         tokenizer.json            a copy, so that a checkpoint folder stands on its own
         state.json                format tag, step, config, schedule, epoch position, RNG state,
-                                  and the SHA-256 of every array file
+                                  and the SHA-256 of every array file and of tokenizer.json
 
 Every file is written atomically: into a temporary name in the same folder,
 flushed and fsync'ed, then renamed over the final name with ``os.replace``
@@ -21,7 +22,9 @@ flushed and fsync'ed, then renamed over the final name with ``os.replace``
 under a temporary name and renamed into place as a whole, and only then does
 ``latest`` move to it. A process killed at any moment during a save leaves the
 previous ``latest`` checkpoint intact and loadable; the half-written folder is
-a ``.tmp-*`` that the next save removes.
+a temporary ``.tmp-<name>-<pid>-<8 hex digits>`` that the next save removes. Saving
+deletes nothing else: pruning and replacing remove a checkpoint folder only when it
+holds nothing but a checkpoint's files, and any other ``.tmp-*`` name is not ours.
 
 Loading checks what it reads and refuses, with the path and the reason, a file
 that is truncated or corrupt (checksum, zip structure), a folder that is not a
