@@ -163,6 +163,20 @@ def test_the_lock_names_the_process_that_holds_it(tmp_path):
     train(_options(out))                                                # released: the run goes ahead
 
 
+@pytest.mark.parametrize("kind", ["link", "folder"])
+def test_a_lock_file_that_is_not_a_plain_file_is_refused_not_written_through(tmp_path, kind):
+    out, yours = tmp_path / "run", tmp_path / "yours.txt"
+    out.mkdir()
+    yours.write_text("mine")
+    if kind == "link":
+        (out / run_folder.LOCK_FILE).symlink_to(yours)
+    else:
+        (out / run_folder.LOCK_FILE).mkdir()
+    with pytest.raises(TrainingError, match="cannot open the run's lock file"):
+        train(_options(out))
+    assert yours.read_text() == "mine" and not (out / "config.json").exists()
+
+
 def test_ranks_of_mpirun_without_distributed_are_refused(tmp_path, monkeypatch):
     """mpirun -n 2 ... train without --distributed: two separate runs into one --out."""
     monkeypatch.setenv("PMI_SIZE", "2")

@@ -220,7 +220,11 @@ def lock(out: Path) -> Iterator[None]:
     if fcntl is None:
         yield
         return
-    fd = os.open(out / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o666)
+    try:                                  # O_NOFOLLOW: a link in its place is not ours to write through
+        fd = os.open(out / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o666)
+    except OSError as error:
+        raise TrainingError(f"--out {out}: cannot open the run's lock file {out / LOCK_FILE} "
+                            f"({error.strerror or error}); a run keeps it there, as a plain file") from None
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
