@@ -64,3 +64,17 @@ def test_a_picture_that_cannot_be_drawn_does_not_stop_the_run(tmp_path, monkeypa
     assert "attention_png" not in summary and "test_bleu" in summary
     assert (tmp_path / "run" / "results.json").is_file()
     assert any(line.startswith("no attention picture (OSError: no space left on device)") for line in lines)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kind, window", [("flash", None), ("local", 2), ("linear", None)])
+def test_the_weights_are_computed_on_the_device_of_the_attention(kind, window):
+    from minitransformer import backend
+
+    rng = np.random.default_rng(2)
+    q, k, v = (backend.to_device(rng.standard_normal((1, 2, 5, 4)), "cuda") for _ in range(3))
+    mask = backend.to_device(np.array([True] * 4 + [False]).reshape(1, 1, 1, 5), "cuda")
+    weights = attention_weights(kind, q, k, mask=mask, window=window)
+    assert backend.get_device(weights) == "cuda"
+    out = attend(kind, mt.Tensor(q), mt.Tensor(k), mt.Tensor(v), mask=mask, window=window)
+    np.testing.assert_allclose(backend.asnumpy(weights @ v), backend.asnumpy(out.data), atol=1e-10)

@@ -110,3 +110,15 @@ def test_an_array_computed_in_forward_is_not_the_input():
     x.data *= 2
     loss.backward()
     np.testing.assert_array_equal(x.grad, expected.grad)
+
+
+@pytest.mark.gpu
+def test_the_check_runs_on_the_device_as_on_the_host():
+    """CuPy arrays change in place the same way: the count and the memory check are the same code."""
+    from minitransformer import backend
+
+    x = mt.Tensor(backend.to_device(np.array([1.0, 2.0, 3.0]), "cuda"), requires_grad=True)
+    y = (x * x).sum()
+    x.data *= 2
+    with pytest.raises(RuntimeError, match="changed in place.*after Mul saved it"):
+        y.backward()
