@@ -197,6 +197,8 @@ def cmd_translate(args) -> int:
 
     if args.sentences:
         run(args.sentences)
+    elif sys.stdin is None:             # started with stdin closed (`<&-`): no pipe, no terminal
+        raise _Refusal("nothing to translate: stdin is closed; give the sentences as arguments or on stdin")
     elif not sys.stdin.isatty():
         run([line.rstrip("\n") for line in sys.stdin])
     else:
@@ -280,6 +282,9 @@ def main(argv: list[str] | None = None) -> int:
     from .train import TrainingError  # noqa: PLC0415
 
     handlers = {"train": cmd_train, "translate": cmd_translate, "evaluate": cmd_evaluate, "attention": cmd_attention}
+    for name in ("checkpoint", "data"):     # '~/runs/enja' in quotes reaches us unexpanded: it means the home folder
+        if isinstance(getattr(args, name, None), str):
+            setattr(args, name, os.path.expanduser(getattr(args, name)))
     try:
         return handlers[args.command](args)
     except (_Refusal, CheckpointError, CorpusError, TrainingError) as error:

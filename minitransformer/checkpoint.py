@@ -3,9 +3,10 @@
 A run directory looks like this::
 
     OUT/
+      .minitransformer.lock       locked (flock) by the process that trains in OUT, which writes its pid there
       config.json                 model configuration and training options (for people; copied in state.json)
       tokenizer.json              the BPE vocabulary and merges
-      latest                      one line: "checkpoints/step-000600"
+      latest                      one line: "checkpoints/step-000600" (never a path outside checkpoints/)
       final/                      the model to use after training (e.g. the average of the last
                                   checkpoints, §6.1): model.npz, tokenizer.json, state.json
       checkpoints/step-000600/
@@ -13,7 +14,7 @@ A run directory looks like this::
         optimizer.npz             Adam's moments ('exp_avg.3', ...), its step and learning rate
         tokenizer.json            a copy, so that a checkpoint folder stands on its own
         state.json                format tag, step, config, schedule, epoch position, RNG state,
-                                  and the SHA-256 of every array file
+                                  and the SHA-256 of every array file and of tokenizer.json
 
 Every file is written atomically: into a temporary name in the same folder,
 flushed and fsync'ed, then renamed over the final name with ``os.replace``
@@ -21,7 +22,9 @@ flushed and fsync'ed, then renamed over the final name with ``os.replace``
 under a temporary name and renamed into place as a whole, and only then does
 ``latest`` move to it. A process killed at any moment during a save leaves the
 previous ``latest`` checkpoint intact and loadable; the half-written folder is
-a ``.tmp-*`` that the next save removes.
+a temporary ``.tmp-<name>-<pid>-<8 hex digits>`` that the next save removes. Saving
+deletes nothing else: pruning and replacing remove a checkpoint folder only when it
+holds nothing but a checkpoint's files, and any other ``.tmp-*`` name is not ours.
 
 Loading checks what it reads and refuses, with the path and the reason, a file
 that is truncated or corrupt (checksum, zip structure), a folder that is not a
@@ -33,8 +36,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import secrets
-import shutil
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,6 +49,9 @@ FORMAT = "minitransformer-checkpoint"
 VERSION = 1
 STATE_FILE, MODEL_FILE, OPTIMIZER_FILE, TOKENIZER_FILE = "state.json", "model.npz", "optimizer.npz", "tokenizer.json"
 LATEST_FILE, CHECKPOINT_DIR, FINAL_DIR = "latest", "checkpoints", "final"
+CHECKPOINT_FILES = (MODEL_FILE, OPTIMIZER_FILE, TOKENIZER_FILE, STATE_FILE)   # all a checkpoint folder holds
+# The one form of every temporary name a save makes: .tmp-<the name it stands in for>-<pid>-<8 hex digits>
+TEMPORARY = re.compile(r"\.tmp-(?P<name>.+)-(?P<pid>[0-9]+)-(?P<token>[0-9a-f]{8})")
 
 
 class CheckpointError(Exception):
@@ -88,6 +94,31 @@ def _fsync_dir(directory: Path) -> None:
 
 def _temporary_name(directory: Path, name: str) -> Path:
     return directory / f".tmp-{name}-{os.getpid()}-{secrets.token_hex(4)}"
+
+
+def temporary_of(entry_name: str) -> str | None:
+    """The name that a temporary of ours stands in for (".tmp-state.json-812-0a1b2c3d" -> "state.json"),
+    or None for any other name: a ".tmp-cache" of yours is not one of ours."""
+    match = TEMPORARY.fullmatch(entry_name)
+    return match.group("name") if match else None
+
+
+def foreign_entries(folder: Path) -> list[Path]:
+    """What ``folder`` (a checkpoint folder, final/, or one being assembled) holds that no save writes there:
+    anything but the checkpoint's files and temporaries of them, and anything that is not a plain file."""
+    return sorted(entry for entry in folder.iterdir()
+                  if entry.is_symlink() or not entry.is_file()
+                  or (entry.name if entry.name in CHECKPOINT_FILES else temporary_of(entry.name)) not in CHECKPOINT_FILES)
+
+
+def remove_checkpoint_folder(folder: Path) -> bool:
+    """Delete a checkpoint folder that holds only what a save wrote; keep it (and return False) otherwise."""
+    if folder.is_symlink() or not folder.is_dir() or foreign_entries(folder):
+        return False
+    for entry in folder.iterdir():
+        entry.unlink()
+    folder.rmdir()
+    return True
 
 
 def _make_temporary_folder(directory: Path, name: str) -> Path:
@@ -165,6 +196,9 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+CHECKPOINT_NAME = re.compile(r"step-[0-9]{6,}")
+
+
 def checkpoint_name(step: int) -> str:
     if step < 0:        # "step--00001" would sort before every real checkpoint
         raise ValueError(f"a checkpoint's step must be >= 0, got {step}")
@@ -184,8 +218,9 @@ def save_checkpoint(out_dir: str | Path, step: int, weights: Mapping[str, np.nda
     out_dir = Path(out_dir)
     root = out_dir / CHECKPOINT_DIR
     root.mkdir(parents=True, exist_ok=True)
-    for stale in root.glob(".tmp-*"):  # left behind by a save that was killed
-        shutil.rmtree(stale, ignore_errors=True)
+    for entry in root.iterdir():        # checkpoint folders that a killed save left half-assembled
+        if CHECKPOINT_NAME.fullmatch(temporary_of(entry.name) or ""):
+            remove_checkpoint_folder(entry)
 
     final = root / checkpoint_name(step)
     staging = _make_temporary_folder(root, final.name)
@@ -194,13 +229,13 @@ def save_checkpoint(out_dir: str | Path, step: int, weights: Mapping[str, np.nda
         if optimizer is not None:
             hashes[OPTIMIZER_FILE] = _write_npz(staging / OPTIMIZER_FILE, dict(optimizer))
         if tokenizer is not None:
-            write_json_atomic(staging / TOKENIZER_FILE, tokenizer)
+            hashes[TOKENIZER_FILE] = _write_tokenizer(staging, tokenizer)
         full_state = {"format": FORMAT, "version": VERSION, **dict(state), "step": int(step), "sha256": hashes}
         write_json_atomic(staging / STATE_FILE, full_state)  # written last: its presence means complete
         _fsync_dir(staging)
         _publish_folder(staging, final)  # saving the same step again (e.g. after a resume) swaps folders
     except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
+        remove_checkpoint_folder(staging)       # ours, just made: what a save writes and nothing else
         raise
     write_text_atomic(out_dir / LATEST_FILE, f"{CHECKPOINT_DIR}/{final.name}\n")
     if keep_last is not None:
@@ -208,13 +243,26 @@ def save_checkpoint(out_dir: str | Path, step: int, weights: Mapping[str, np.nda
     return final
 
 
+def _write_tokenizer(folder: Path, tokenizer: Mapping[str, Any]) -> str:
+    """folder/tokenizer.json, and its SHA-256: state.json records it, so that a tokenizer of another run
+    (the same size, other words) cannot pass for this model's."""
+    write_json_atomic(folder / TOKENIZER_FILE, tokenizer)
+    return _sha256(folder / TOKENIZER_FILE)
+
+
 def _publish_folder(staging: Path, final: Path) -> None:
-    """Move a complete folder into place with renames only; an older ``final`` is swapped out, then removed."""
-    if final.exists():
-        retired = final.parent / f".tmp-retired-{final.name}-{os.getpid()}"
+    """Move a complete folder into place with renames only; an older ``final`` is swapped out, then removed.
+    An older one that holds anything a save does not write is left as it is, and the save refused."""
+    if final.is_symlink() or final.exists():
+        foreign = [final] if final.is_symlink() or not final.is_dir() else foreign_entries(final)
+        if foreign:
+            what = "is not a folder a save made" if foreign[0] == final else \
+                f"holds {foreign[0].name}, which a save never writes"
+            raise CheckpointError(f"{final} {what}, so it is not replaced; move that away and save again")
+        retired = _temporary_name(final.parent, final.name)
         os.replace(final, retired)
         os.replace(staging, final)
-        shutil.rmtree(retired, ignore_errors=True)
+        remove_checkpoint_folder(retired)
     else:
         os.replace(staging, final)
     _fsync_dir(final.parent)
@@ -230,13 +278,13 @@ def save_final(out_dir: str | Path, weights: Mapping[str, np.ndarray], state: Ma
     try:
         hashes = {MODEL_FILE: _write_npz(staging / MODEL_FILE, dict(weights))}
         if tokenizer is not None:
-            write_json_atomic(staging / TOKENIZER_FILE, tokenizer)
+            hashes[TOKENIZER_FILE] = _write_tokenizer(staging, tokenizer)
         write_json_atomic(staging / STATE_FILE, {"format": FORMAT, "version": VERSION, **dict(state),
                                                  "sha256": hashes})
         _fsync_dir(staging)
         _publish_folder(staging, final)
     except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
+        remove_checkpoint_folder(staging)       # ours, just made: what a save writes and nothing else
         raise
     return final
 
@@ -248,7 +296,7 @@ def prune_checkpoints(out_dir: str | Path, keep_last: int) -> None:
     latest = _read_latest(Path(out_dir))
     for path in list_checkpoints(out_dir)[:-keep_last]:
         if latest is None or path.resolve() != latest.resolve():
-            shutil.rmtree(path, ignore_errors=True)
+            remove_checkpoint_folder(path)      # one that holds a file of yours stays, with the file
 
 
 # -- finding checkpoints -------------------------------------------------------------------------
@@ -257,18 +305,28 @@ def list_checkpoints(out_dir: str | Path) -> list[Path]:
     root = Path(out_dir) / CHECKPOINT_DIR
     if not root.is_dir():
         return []
-    found = [p for p in root.iterdir() if p.is_dir() and p.name.startswith("step-") and (p / STATE_FILE).is_file()]
+    found = [p for p in root.iterdir() if CHECKPOINT_NAME.fullmatch(p.name) and not p.is_symlink()
+             and (p / STATE_FILE).is_file()]   # a link is not a checkpoint of this run (a save never makes one)
     return sorted(found, key=lambda p: p.name)
 
 
 def _read_latest(out_dir: Path) -> Path | None:
+    """The checkpoint folder OUT/latest names: always one of OUT/checkpoints/, never a path that leaves it."""
     pointer = out_dir / LATEST_FILE
     if not pointer.is_file():
         return None
     target = pointer.read_text(encoding="utf-8").strip()
     if not target:
         raise CheckpointError(f"{pointer}: the pointer file is empty")
-    return out_dir / target
+    parts = target.split("/")
+    if len(parts) != 2 or parts[0] != CHECKPOINT_DIR or parts[1] in ("", ".", "..") or "\\" in target:
+        raise CheckpointError(f"{pointer}: latest points to {target!r}, outside {out_dir / CHECKPOINT_DIR}; a run "
+                              f"resumes only from a checkpoint of its own (write e.g. {CHECKPOINT_DIR}/step-000100)")
+    folder = out_dir / target
+    if folder.is_symlink():
+        raise CheckpointError(f"{pointer}: latest points to {folder}, a symbolic link, which a save never makes "
+                              f"(it may lead to another run's checkpoint)")
+    return folder
 
 
 def resolve_checkpoint(path: str | Path, prefer_final: bool = True) -> Path:
@@ -357,7 +415,14 @@ def load_checkpoint(path: str | Path, with_optimizer: bool = True, prefer_final:
     optimizer = None
     if with_optimizer and (folder / OPTIMIZER_FILE).is_file():
         optimizer = read_npz(folder / OPTIMIZER_FILE, hashes.get(OPTIMIZER_FILE))
-    tokenizer = _read_json(folder / TOKENIZER_FILE) if (folder / TOKENIZER_FILE).is_file() else None
+    tokenizer = None
+    if (folder / TOKENIZER_FILE).is_file() or TOKENIZER_FILE in hashes:
+        if TOKENIZER_FILE in hashes and (not (folder / TOKENIZER_FILE).is_file()
+                                         or _sha256(folder / TOKENIZER_FILE) != hashes[TOKENIZER_FILE]):
+            raise CheckpointError(f"{folder / TOKENIZER_FILE} is not the tokenizer this model was saved with "
+                                  f"({folder / STATE_FILE} records its SHA-256, and the file is missing or differs); "
+                                  f"a tokenizer of another run would turn the model's ids into other words")
+        tokenizer = _read_json(folder / TOKENIZER_FILE)
     return Checkpoint(path=folder, weights=weights, state=state, optimizer=optimizer, tokenizer=tokenizer)
 
 

@@ -26,9 +26,11 @@ does: attention weights are not an explanation (Jain & Wallace 2019).
 """
 from __future__ import annotations
 
+import os
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -179,20 +181,36 @@ def attention_maps(translator, source: str, output_ids: Sequence[int] | None = N
 
 def draw_attention_maps(maps: AttentionMaps, out: str, kinds: Sequence[str] = KINDS,
                         sentence: str = "") -> list[str]:
-    """One PNG per kind, a grid of layers × heads: OUT-encoder.png, OUT-decoder.png, OUT-cross.png
+    """One picture per kind, a grid of layers × heads: OUT-encoder.png, OUT-decoder.png, OUT-cross.png
     (or exactly OUT when one kind is asked for). Returns the paths written."""
-    from pathlib import Path  # noqa: PLC0415
-
     from .plot import attention_grid  # noqa: PLC0415 - matplotlib only when drawing
 
     titles = {"encoder": "encoder self-attention", "decoder": "decoder masked self-attention",
               "cross": "encoder–decoder attention"}
-    out_path = Path(out)
     paths = []
-    for kind in kinds:
+    for kind, path in zip(kinds, picture_paths(out, kinds)):
         queries, keys, query_ids, key_ids = maps.labels(kind)
-        path = out_path if len(kinds) == 1 else out_path.with_name(f"{out_path.stem}-{kind}{out_path.suffix or '.png'}")
         attention_grid(maps.weights[kind], keys, queries, path, title=f"{titles[kind]}: {sentence}".rstrip(": "),
                        src_ids=key_ids, tgt_ids=query_ids)
         paths.append(str(path))
     return paths
+
+
+def picture_paths(out: str, kinds: Sequence[str]) -> list[Path]:
+    """The files ``draw_attention_maps`` writes for OUT: the names matplotlib will really use.
+
+    OUT that ends in a slash or names a folder gets OUT/attention-KIND.png, one per kind; otherwise one kind
+    writes OUT and several OUT-KIND, each with .png added when OUT has no picture format's suffix
+    (matplotlib would add it silently, and the path printed would not be the file written).
+    """
+    from matplotlib.backend_bases import FigureCanvasBase  # noqa: PLC0415 - the formats matplotlib writes
+
+    text = os.path.expanduser(str(out))
+    if text.endswith(("/", os.sep)) or os.path.isdir(text):
+        return [Path(text) / f"attention-{kind}.png" for kind in kinds]
+    path = Path(text)
+    if path.suffix.lower().lstrip(".") not in FigureCanvasBase.get_supported_filetypes():
+        path = path.with_name(path.name + ".png")
+    if len(kinds) == 1:
+        return [path]
+    return [path.with_name(f"{path.stem}-{kind}{path.suffix}") for kind in kinds]

@@ -61,6 +61,7 @@ class Function:
 
     inputs: tuple[Tensor, ...] | None = None  # the graph's edges back to the inputs; None once freed
     saved_arrays: tuple | None = ()           # what forward kept for backward; None once freed
+    versions: list[int] = []                  # the inputs' versions when recorded (backward checks them)
 
     def __call__(self, *inputs: Any) -> Tensor:
         tensors = inputs if _all_tensors(inputs) else _as_tensors(inputs)  # Python numbers become Tensors
@@ -73,6 +74,7 @@ class Function:
             output.requires_grad = True
             output.creator = self    # output -> this Function -> its inputs: that is the whole graph
             self.inputs = tensors
+            self.versions = [t._version for t in tensors]   # backward checks that none changed in place since
         return output
 
     def save_for_backward(self, *arrays) -> None:
@@ -92,7 +94,7 @@ class Function:
 class Tensor:
     """An n-dimensional array that remembers how it was computed."""
 
-    __slots__ = ("data", "grad", "requires_grad", "creator", "name", "_keeps_grad", "__weakref__")
+    __slots__ = ("_data", "_version", "grad", "requires_grad", "creator", "name", "_keeps_grad", "__weakref__")
     __array_priority__ = 1000  # numpy_array * tensor calls Tensor.__rmul__
 
     def __init__(self, data: Any, requires_grad: bool = False, name: str | None = None) -> None:
@@ -103,40 +105,52 @@ class Tensor:
                             f"{data.dtype}")
         if requires_grad and data.dtype.kind not in "fc":
             raise TypeError(f"only floating-point tensors can require gradients, got dtype {data.dtype}")
-        self.data = data
+        self._data = data
+        self._version = 0            # how many times .data was changed in place (see the property below)
         self.grad = None
         self.requires_grad = requires_grad
         self.creator: Function | None = None
         self.name = name
         self._keeps_grad = False
 
+    @property
+    def data(self):
+        """The array. ``t.data = a`` and ``t.data += a`` (Python assigns the result back) count as a new
+        version of the tensor: a backward that needs an array saved before the change refuses to run."""
+        return self._data
+
+    @data.setter
+    def data(self, array) -> None:
+        self._data = array
+        self._version += 1
+
     # -- what the array looks like ------------------------------------------------
     @property
     def shape(self) -> tuple[int, ...]:
-        return self.data.shape
+        return self._data.shape
 
     @property
     def ndim(self) -> int:
-        return self.data.ndim
+        return self._data.ndim
 
     @property
     def size(self) -> int:
-        return self.data.size
+        return self._data.size
 
     @property
     def dtype(self):
-        return self.data.dtype
+        return self._data.dtype
 
     @property
     def device(self) -> str:
-        return backend.get_device(self.data)
+        return backend.get_device(self._data)
 
     @property
     def is_leaf(self) -> bool:
         return self.creator is None
 
     def __len__(self) -> int:
-        return len(self.data)
+        return len(self._data)
 
     def __repr__(self) -> str:
         body = numpy.array2string(backend.asnumpy(self.data), separator=", ", prefix="Tensor(", precision=4)
@@ -206,6 +220,7 @@ class Tensor:
                 grads.keep(tensor, gy)                  # into tensor.grad
             if function is None:
                 continue
+            _check_unchanged(function, tensor)          # no array it saved was changed in place since forward
             gxs = function.backward(gy)
             for x, gx in zip(function.inputs, gxs if isinstance(gxs, tuple) else (gxs,)):
                 if gx is not None and x.requires_grad:
@@ -409,6 +424,32 @@ class _Gradients(dict):
             gy = gy.copy()
         self.kept.add(id(gy))
         tensor.grad = _host_scalar_to_array(gy)
+
+
+def _check_unchanged(function: Function, output: Tensor) -> None:
+    """Refuse to run ``function.backward`` when an array it saved was changed in place after its forward.
+
+    A Function saves arrays, not copies (they can be most of a model's memory): after ``x.data *= 2``
+    the saved x is the new one, and backward would mix the new values with the old output into a
+    wrong gradient. So each Tensor counts the changes of its array (``_version``), the Function
+    noted its inputs' counts when it was recorded, and a count that moved on an array the Function
+    saved (or a view of it) stops the sweep, as PyTorch's version counters do. The output was new,
+    version 0, when the Function made it.
+    """
+    if output._version == 0 and all(x._version == v for x, v in zip(function.inputs, function.versions)):
+        return
+    saved = function.saved_arrays or ()
+    for tensor, version, role in ((output, 0, "the output"), *((x, v, "an input") for x, v in
+                                                               zip(function.inputs, function.versions))):
+        xp = backend.xp_of(tensor._data)
+        if tensor._version != version and any(backend.is_array(a) and xp.may_share_memory(a, tensor._data)
+                                              for a in saved):
+            name = f"{tensor.name!r} (shape {tensor.shape})" if tensor.name else f"a tensor of shape {tensor.shape}"
+            raise RuntimeError(
+                f"backward(): {name}, {role} of {type(function).__name__}, was changed in place (its .data, "
+                f"now at version {tensor._version}) after {type(function).__name__} saved it for backward, "
+                f"recorded at version {version}; the gradient would mix old and new values. Change arrays "
+                f"after backward(), or run the forward again after the change")
 
 
 def _gradient_shape_error(function: Function, gx, x: Tensor) -> ValueError:

@@ -25,10 +25,12 @@ alone prints, writes the run folder and evaluates.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import sys
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -132,34 +134,47 @@ def train(options: TrainOptions, log: Callable[[str], None] | None = None) -> di
 def _train(options: TrainOptions, log: Callable[[str], None] | None, world: World) -> dict:
     say = (log or _printer(options.quiet)) if world.is_root else _silent
     started = time.monotonic()
-    opts, saved = run_folder.open_run_folder(options)
-    if saved is None and not opts.overwrite and run_folder.holds_run(Path(opts.out)):
+    opts, saved = run_folder.open_run_folder(options)        # every option and --out checked; nothing written
+    out = Path(opts.out)
+    if saved is None and not opts.overwrite and run_folder.run_state(out) in ("finished", "interrupted"):
         return run_folder.same_finished_run(opts, say, ranks=world.size)
-    world.barrier()                     # every rank has looked at --out before rank 0 writes there
-    run = prepare_run(opts, saved, say, world)
-    record = train_loop(run)
-    if not world.is_root:               # rank 0 alone chooses, saves and evaluates the final model
-        world.wait_for_root()
-        return {"out": str(run.out), "steps": run.state.step, "rank": world.rank, "ranks": world.size}
-    summary = finish(run, record, started)
+    corpus = load_data(opts)                                  # the corpus and its splits, checked, still nothing
+    _use_device(opts)
+    _check_model_config(opts)
+    if options.distributed and world.size == 1:
+        say("--distributed: this process is the only rank (mpirun -n P starts P of them), so it trains alone")
+    with run_folder.lock(out) if world.is_root else contextlib.nullcontext():   # one writer: rank 0
+        if world.is_root:               # again, now that no other process can write in --out
+            opts, saved = run_folder.open_run_folder(options)
+            if saved is None and not opts.overwrite and run_folder.run_state(out) in ("finished", "interrupted"):
+                raise TrainingError(f"{out} changed while this run was starting (another process wrote a run "
+                                    f"there); run the command again")
+            if saved is None and run_folder.run_state(out) == "started":
+                say(f"{out} holds a run that saved no checkpoint, so nothing of it is lost: starting "
+                    f"{'it ' if opts.resume else ''}again from step 0")
+        world.barrier()                 # every rank has looked at --out before rank 0 writes there
+        run = prepare_run(opts, saved, say, world, corpus)
+        record = train_loop(run)
+        if not world.is_root:           # rank 0 alone chooses, saves and evaluates the final model
+            world.wait_for_root()
+            return {"out": str(run.out), "steps": run.state.step, "rank": world.rank, "ranks": world.size}
+        summary = finish(run, record, started)
     world.release_others()
     return summary
 
 
 # -- step 1: prepare --------------------------------------------------------------------------------
 def prepare_run(opts: TrainOptions, saved: dict | None, say: Callable[[str], None],
-                world: World = distributed.SINGLE) -> Run:
+                world: World = distributed.SINGLE, corpus: Corpus | None = None) -> Run:
     """Data, tokenizer, model, optimizer and schedule: new, or read back from the run being resumed.
 
     Under MPI every rank reads the corpus (and, resuming, the checkpoint: --out must be a folder they all
     see); rank 0 alone learns BPE and writes the new run folder, and sends the vocabulary to the others.
+    ``corpus``: the run's corpus if already loaded (``load_data``).
     """
     out = Path(opts.out)
-    try:
-        backend.set_default_device(opts.device)
-    except (RuntimeError, ValueError) as error:
-        raise TrainingError(f"--device {opts.device}: {error}") from None
-    corpus = load_data(opts)
+    _use_device(opts)
+    corpus = corpus if corpus is not None else load_data(opts)
     try:
         train_pairs = corpus.pairs("train", opts.direction)
     except ValueError as error:
@@ -184,6 +199,10 @@ def prepare_run(opts: TrainOptions, saved: dict | None, say: Callable[[str], Non
         say(f"{'unigram LM' if kind == 'unigram' else 'BPE'} "
             f"({'raw text, SentencePiece-style' if kind != 'words' else 'within words'}: {why}): "
             f"{tokenizer.vocab_size} tokens shared by both languages (learned in {time.monotonic() - t0:.1f} s)")
+        if tokenizer.vocab_size != opts.vocab_size:
+            say(f"--vocab-size {opts.vocab_size}: the vocabulary has {tokenizer.vocab_size} tokens, because "
+                + ("every character of the training text and each special token has a token of its own"
+                   if tokenizer.vocab_size > opts.vocab_size else "the training text offers no more to merge"))
         config = _model_config(opts, tokenizer.vocab_size)
         start_run_folder(out, opts, config, tokenizer)
         world.broadcast_json(tokenizer_to_dict(tokenizer))
@@ -191,17 +210,19 @@ def prepare_run(opts: TrainOptions, saved: dict | None, say: Callable[[str], Non
         tokenizer = tokenizer_from_dict(world.broadcast_json(), "the vocabulary rank 0 sent")
         config = _model_config(opts, tokenizer.vocab_size)
 
-    train_examples = encode_pairs(tokenizer, train_pairs, config.max_len)
+    train_examples = _encode_split(tokenizer, train_pairs, config.max_len, "train", say)
     if not train_examples:
         raise TrainingError(f"no training pair of corpus {corpus.name!r} fits the model's {config.max_len} tokens")
+    dev_examples = _encode_split(tokenizer, corpus.pairs("dev", opts.direction), config.max_len, "dev", say)
+    if not dev_examples:
+        raise TrainingError(f"no dev pair of corpus {corpus.name!r} fits the model's {config.max_len} tokens")
     model = Transformer(config)
     if opts.device != "cpu":
         model.to(opts.device)
     optimizer = Adam(model.parameters(), lr=0.0, betas=(0.9, 0.98), eps=1e-9)   # §5.3
     recipe = PRESETS[opts.preset]
     schedule = NoamSchedule(optimizer, config.d_model, warmup=recipe["warmup"], factor=recipe["factor"])
-    run = Run(opts, corpus, tokenizer, model, optimizer, schedule, train_examples,
-              encode_pairs(tokenizer, corpus.pairs("dev", opts.direction), config.max_len), TrainState(), say,
+    run = Run(opts, corpus, tokenizer, model, optimizer, schedule, train_examples, dev_examples, TrainState(), say,
               tokenization_for(opts.direction.split("-")[-1], [t for _, t in train_pairs]), world)
     if checkpoint is not None:
         restore(run, checkpoint)
@@ -227,13 +248,16 @@ def load_data(options: TrainOptions) -> Corpus:
         raise TrainingError(str(error)) from None
     if not corpus.train:
         raise TrainingError(f"the corpus {corpus.name!r} has no training pairs")
+    if not corpus.dev:      # every epoch ends with dev scores, and the final model is chosen on dev
+        raise TrainingError(f"the dev split of corpus {corpus.name!r} is empty; training scores each epoch and "
+                            f"chooses the final model on dev pairs: put some in dev.tsv (or dev.en and dev.xx)")
     return corpus
 
 
 def start_run_folder(out: Path, opts: TrainOptions, config: TransformerConfig, tokenizer: BPETokenizer) -> None:
-    """Clear an earlier run (``--overwrite``), then write the new run's config.json and tokenizer.json."""
-    if opts.overwrite:
-        run_folder.clear_run(out)
+    """Clear what an earlier run wrote (``--overwrite``, or one that saved no checkpoint, and the temporaries of
+    a killed one: run_folder.clear_run), then write the new run's config.json and tokenizer.json."""
+    run_folder.clear_run(out)
     out.mkdir(parents=True, exist_ok=True)
     ckpt.write_json_atomic(out / run_folder.CONFIG_FILE, {"model": dataclasses.asdict(config),
                                                           "training": run_settings(opts)})
@@ -248,15 +272,29 @@ def restore(run: Run, checkpoint: ckpt.Checkpoint) -> None:
         raise TrainingError(f"{checkpoint.path}: has no optimizer.npz, so training cannot resume exactly")
     try:
         run.optimizer.load_state_dict(checkpoint.optimizer)
-        run.schedule.load_state_dict(checkpoint.state["schedule"])
-    except (KeyError, ValueError) as error:
+        run.schedule.load_state_dict(_saved_field(checkpoint, "schedule", dict, "a table"))
+    except (KeyError, ValueError, TypeError) as error:
         raise TrainingError(f"{checkpoint.path}: optimiser state does not fit ({error})") from None
-    rng = checkpoint.state["rng"]
+    rng = _saved_field(checkpoint, "rng", (dict, list), "a table of dropout streams")
     if run.world.comm is not None and "rng_ranks" in checkpoint.state:   # each rank its own dropout streams
         rng = checkpoint.state["rng_ranks"][run.world.rank]
     set_rng_state(run.model, rng, checkpoint.step)
-    run.state = TrainState(checkpoint.step, checkpoint.state["epoch"], checkpoint.state["position"],
-                           checkpoint.state.get("history", []))
+    history = checkpoint.state.get("history", [])
+    run.state = TrainState(checkpoint.step, _saved_field(checkpoint, "epoch", int, "an integer >= 0"),
+                           _saved_field(checkpoint, "position", int, "an integer >= 0"),
+                           history if isinstance(history, list) else [])
+
+
+def _saved_field(checkpoint: ckpt.Checkpoint, name: str, kind, what: str):
+    """One entry of a checkpoint's state.json that resuming needs, refused by name when missing or malformed."""
+    where = checkpoint.path / ckpt.STATE_FILE
+    if name not in checkpoint.state:
+        raise TrainingError(f"--resume: {where} has no {name!r}, which resuming exactly needs; the file was "
+                            f"written by something else or edited")
+    value = checkpoint.state[name]
+    if not isinstance(value, kind) or isinstance(value, bool) or (kind is int and value < 0):
+        raise TrainingError(f"--resume: {where}: {name} must be {what}, got {value!r}")
+    return value
 
 
 # -- step 2: the loop -----------------------------------------------------------------------------
@@ -452,6 +490,8 @@ def final_evaluation(run: Run) -> dict:
                          ("test_heldout", "test_heldout (word combinations never seen in training)")):
         pairs = run.corpus.pairs(split, opts.direction)
         if not pairs:
+            if split == "test":         # test_heldout exists only in the built-in corpus
+                say(f"no test pairs in corpus {run.corpus.name!r}: no test BLEU")
             continue
         t0 = time.monotonic()
         score, hypotheses = bleu_of(model, tokenizer, pairs, beam=opts.beam, alpha=opts.alpha,
@@ -471,7 +511,10 @@ def final_evaluation(run: Run) -> dict:
                 say(f"  {source_text}\n    → {output}\n    reference: {reference}")
             results["examples"] = examples
     if opts.plot:
-        results.update(_attention_picture(run))
+        try:
+            results.update(_attention_picture(run))
+        except Exception as error:      # noqa: BLE001 - a run that trained and scored is finished without its picture
+            run.say(f"no attention picture ({type(error).__name__}: {error}); the run is complete without it")
     return results
 
 
@@ -481,7 +524,7 @@ def _attention_picture(run: Run) -> dict:
     if not pairs:
         return {}
     try:
-        from .plot import attention_heatmap  # noqa: PLC0415 - matplotlib only when drawing
+        from . import plot  # noqa: PLC0415 - matplotlib only when drawing
     except ImportError as error:
         run.say(f"no attention picture ({error}); install matplotlib to draw it")
         return {}
@@ -489,7 +532,7 @@ def _attention_picture(run: Run) -> dict:
     sentence = min(pairs[:50], key=lambda p: abs(len(p[0].split()) - 9))[0]
     weights, src_labels, tgt_labels, src_ids, tgt_ids = translator.cross_attention(sentence)
     path = run.out / run_folder.ATTENTION_FILE
-    attention_heatmap(weights, src_labels, tgt_labels, path, title=f"last decoder layer, mean over heads: {sentence}",
+    plot.attention_heatmap(weights, src_labels, tgt_labels, path, title=f"last decoder layer, mean over heads: {sentence}",
                       src_ids=src_ids, tgt_ids=tgt_ids)
     run.say(f"attention heat map of “{sentence}”: {path}")
     return {"attention_png": str(path)}
@@ -497,14 +540,33 @@ def _attention_picture(run: Run) -> dict:
 
 # -- the loss and the data ------------------------------------------------------------------------
 def encode_pairs(tokenizer: BPETokenizer, pairs: Sequence[tuple[str, str]], max_len: int,
-                 drop_long: bool = True) -> list[tuple[list[int], list[int]]]:
-    """(source ids, target ids) for each pair; pairs that do not fit ``max_len`` are dropped."""
+                 drop_long: bool = True, dropped: Counter | None = None) -> list[tuple[list[int], list[int]]]:
+    """(source ids, target ids) for each pair; pairs that do not fit ``max_len`` are dropped.
+    ``dropped`` (a Counter) counts the pairs left out by reason."""
     examples = []
     for source_text, target_text in pairs:
         src, tgt = tokenizer.encode(source_text), tokenizer.encode(target_text)
-        if not src or (drop_long and (len(src) > max_len or len(tgt) + 1 > max_len)):
+        if not src:
+            reason = "with a source of no tokens"
+        elif drop_long and (len(src) > max_len or len(tgt) + 1 > max_len):
+            reason = f"longer than the model's {max_len} tokens"
+        else:
+            examples.append((src, tgt))
             continue
-        examples.append((src, tgt))
+        if dropped is not None:
+            dropped[reason] += 1
+    return examples
+
+
+def _encode_split(tokenizer: BPETokenizer, pairs: Sequence[tuple[str, str]], max_len: int, split: str,
+                  say: Callable[[str], None]) -> list[tuple[list[int], list[int]]]:
+    """``encode_pairs`` of one split, saying how many pairs each filter left out and why."""
+    dropped: Counter = Counter()
+    examples = encode_pairs(tokenizer, pairs, max_len, dropped=dropped)
+    if dropped:
+        use = " of the dev loss" if split == "dev" else ""
+        say(f"{split}: {sum(dropped.values())} of {len(pairs):,} pairs left out{use}: "
+            + ", ".join(f"{count} {reason}" for reason, count in dropped.most_common()))
     return examples
 
 
@@ -558,6 +620,21 @@ def _model_config(opts: TrainOptions, vocab_size: int) -> TransformerConfig:
                              pad_id=BPETokenizer.pad_id, max_len=MAX_LEN, seed=opts.seed,
                              attention=opts.attention or "softmax", attention_window=opts.attention_window,
                              **PRESETS[opts.preset]["model"])
+
+
+def _use_device(opts: TrainOptions) -> None:
+    try:
+        backend.set_default_device(opts.device)
+    except (RuntimeError, ValueError) as error:
+        raise TrainingError(f"--device {opts.device}: {error}") from None
+
+
+def _check_model_config(opts: TrainOptions) -> None:
+    """The model the options ask for can be built (its size does not wait for the vocabulary to be learned)."""
+    try:
+        _model_config(opts, opts.vocab_size)
+    except ValueError as error:
+        raise TrainingError(f"the model of these options: {error}") from None
 
 
 def _check_same_ranks(checkpoint: ckpt.Checkpoint, world: World) -> None:

@@ -20,27 +20,40 @@ ISO_639_3_TO_1 = {"eng": "en", "fra": "fr", "deu": "de", "jpn": "ja", "spa": "es
                   "por": "pt", "rus": "ru", "cmn": "zh", "kor": "ko", "nld": "nl", "tur": "tr"}
 
 
+BYTE_ORDER_MARK = "\ufeff"
+
+
 class CorpusError(ValueError):
     """A corpus file is missing, unreadable or malformed."""
 
 
 def _iter_lines(path: str | Path) -> Iterator[tuple[int, str]]:
-    """Yield (line number from 1, line without its newline) of a UTF-8 file, plain or .gz."""
+    """Yield (line number from 1, line without its line break) of a UTF-8 file, plain or .gz.
+
+    A line ends at "\n", "\r\n" or a lone "\r" (files saved by old Mac editors): Python's universal
+    newlines, and no other character, so a U+2028 inside a sentence stays in it. A byte-order mark at the
+    start of the file (Windows' "UTF-8 with BOM") is not text and is dropped.
+    """
     path = Path(path)
     if not path.exists():
         raise CorpusError(f"{path}: file not found")
     if path.is_dir():
         raise CorpusError(f"{path}: is a directory, expected a text file")
     opener = gzip.open if path.suffix == ".gz" else open
+    number = 0
     try:
         with opener(path, "rb") as f:
-            for number, raw in enumerate(f, start=1):
-                try:
-                    line = raw.decode("utf-8")
-                except UnicodeDecodeError as error:
-                    raise CorpusError(f"{path} line {number}: not valid UTF-8 ({error.reason} "
-                                      f"at byte {error.start})") from None
-                yield number, line.rstrip("\n").rstrip("\r")
+            for raw in f:                                   # pieces that end at "\n" (or at the end of the file)
+                raw = raw[:-1] if raw.endswith(b"\n") else raw
+                raw = raw[:-1] if raw.endswith(b"\r") else raw
+                for piece in raw.split(b"\r"):              # lone carriage returns end lines too
+                    number += 1
+                    try:
+                        line = piece.decode("utf-8")
+                    except UnicodeDecodeError as error:
+                        raise CorpusError(f"{path} line {number}: not valid UTF-8 ({error.reason} "
+                                          f"at byte {error.start})") from None
+                    yield number, line[1:] if number == 1 and line.startswith(BYTE_ORDER_MARK) else line
     except (EOFError, OSError) as error:  # includes gzip.BadGzipFile
         raise CorpusError(f"{path}: cannot read ({error})") from None
 

@@ -15,11 +15,11 @@ own position (those within the window, for "local").
 from __future__ import annotations
 
 from ..backend import xp_of
-from ..tensor import Tensor
+from ..tensor import Tensor, no_grad
 from .attention import scaled_dot_product_attention
 from .flash_attention import flash_attention
-from .linear_attention import linear_attention
-from .local_attention import local_attention
+from .linear_attention import elu_plus_one, linear_attention
+from .local_attention import is_window, local_attention
 
 ATTENTION_KINDS = ("softmax", "flash", "local", "linear")
 
@@ -28,7 +28,7 @@ def check_attention(kind: str, window) -> None:
     """A clear error for an unknown kind, or for "local" without a usable window."""
     if kind not in ATTENTION_KINDS:
         raise ValueError(f"attention must be one of {', '.join(ATTENTION_KINDS)}; got {kind!r}")
-    if kind == "local" and (window is None or int(window) != window or window < 1):
+    if kind == "local" and not is_window(window):
         raise ValueError(f"attention 'local' needs a window (attention_window), a positive integer; got {window!r}")
 
 
@@ -83,3 +83,32 @@ def attend(kind: str, q, k, v, mask=None, window: int | None = None) -> Tensor:
         band = band & key_mask[..., start:]
     return scaled_dot_product_attention(q, k[..., start:, :], v[..., start:, :], mask=band)
 
+
+
+def attention_weights(kind: str, q, k, mask=None, window: int | None = None):
+    """The (B, h, T, S) weights with which attention of the named kind mixes the values: out = weights @ v.
+
+    For pictures (``record_attention``), from arrays q (B, h, T, d_k) and k (B, h, S, d_k), in O(T·S)
+    whatever the kind: "softmax" and "flash" give softmax(Q Kᵀ / √d_k) over the keys the mask allows,
+    "local" the same over the keys of the window, "linear" φ(q_i)·φ(k_j) / Σ_j' φ(q_i)·φ(k_j') (eq. 1 of
+    Katharopoulos et al., the similarity that replaces the exponential). A query with no key gets zeros.
+    """
+    check_attention(kind, window)
+    xp = xp_of(q)
+    n_queries, n_keys = q.shape[-2], k.shape[-2]
+    key_mask, causal = split_mask(mask, n_queries, n_keys, kind)
+    if n_queries < n_keys and mask is None:
+        causal = True                                # cached decoding: the queries are the last positions
+    i = xp.arange(n_keys - n_queries, n_keys)[:, None]                  # each query's position among the keys
+    j = xp.arange(n_keys)[None, :]
+    allowed = (j <= i) if causal else xp.ones((n_queries, n_keys), dtype=bool)
+    if kind == "local":
+        allowed = allowed & (j >= i - window) & (j <= i + window)
+    allowed = allowed[None, None] if key_mask is None else allowed & key_mask        # (B or 1, 1, T, S)
+    if kind == "linear":
+        similarity = (elu_plus_one(q) @ elu_plus_one(k).swapaxes(-1, -2)) * allowed   # (B, h, T, S), >= 0
+        total = similarity.sum(axis=-1, keepdims=True)
+        return similarity / xp.where(total == 0, 1, total)
+    with no_grad():
+        _, weights = scaled_dot_product_attention(Tensor(q), Tensor(k), Tensor(k), mask=allowed, return_weights=True)
+    return weights.data

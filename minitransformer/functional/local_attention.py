@@ -19,6 +19,9 @@ the original keys and values; the attention's own backward is chapter 6's.
 """
 from __future__ import annotations
 
+import math
+import numbers
+
 from .. import backend
 from ..backend import xp_of
 from ..ops.shape import concatenate
@@ -43,9 +46,12 @@ def local_attention(q, k, v, window: int, causal: bool = False, mask=None) -> Te
     O(n·window) time and memory.
     """
     q, k, v = (t if isinstance(t, Tensor) else Tensor(t) for t in (q, k, v))
-    if int(window) != window or window < 1:
+    if not is_window(window):
         raise ValueError(f"local_attention: window must be a positive integer, got {window!r}")
-    window, length = int(window), q.shape[-2]
+    length = q.shape[-2]
+    # A window of n − 1 or more already sees every key: wider ones would only pad the chunks with
+    # zeros, O(window²) of them (a window of 20,000 over 8 positions asked for gigabytes).
+    window = max(1, min(int(window), length))
     if k.shape[-2] != length or v.shape[-2] != length:
         raise ValueError(f"local_attention is self-attention: q, k, v need the same length (axis -2); got "
                          f"q {q.shape}, k {k.shape}, v {v.shape}")
@@ -82,6 +88,13 @@ def local_attention(q, k, v, window: int, causal: bool = False, mask=None) -> Te
     out = scaled_dot_product_attention(q_chunks, k_chunks, v_chunks, mask=allowed)  # (..., nc, w, d_v)
     out = out.reshape(out.shape[:-3] + (n_chunks * window, out.shape[-1]))
     return out[..., :length, :]
+
+
+def is_window(window) -> bool:
+    """A window is a whole number >= 1 (a float such as 3.0 is accepted; nan, inf, 2.5 and "3" are not)."""
+    if isinstance(window, bool) or not isinstance(window, numbers.Real) or not math.isfinite(window):
+        return False
+    return int(window) == window and window >= 1
 
 
 def chunk_band(a, b, window: int, causal: bool):

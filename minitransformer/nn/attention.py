@@ -25,7 +25,7 @@ from contextlib import contextmanager
 
 from ..backend import xp_of
 from ..functional.attention import ScaledDotProductAttention
-from ..functional.attention_kinds import attend, check_attention
+from ..functional.attention_kinds import attend, attention_weights, check_attention
 from ..functional.dropout import Generator
 from ..functional.linear import linear
 from ..ops import concatenate
@@ -181,10 +181,9 @@ class MultiHeadAttention(Module):
                     v = concatenate([cache.values, v], axis=2)           # (B, h, t, d_v)
                 cache.keys, cache.values = k, v
         if self.attention != "softmax":                                  # chapter 13: no (T, S) weights
-            if self.keep_weights:
-                raise ValueError(f"MultiHeadAttention: attention {self.attention!r} keeps no weights to show")
             attended = attend(self.attention, q, k, v, mask=mask, window=self.window)   # (B, h, T, d_v)
-            self.attention_weights = None
+            self.attention_weights = Tensor(attention_weights(self.attention, q.data, k.data, mask, self.window)) \
+                if self.keep_weights else None                           # for pictures: made only when asked
         else:
             attention = ScaledDotProductAttention(mask, self.dropout_p, self.training, self.generator)
             attended = attention(q, k, v)                                # (B, h, T, d_v)

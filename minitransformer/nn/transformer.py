@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 from dataclasses import dataclass
 
 from .. import backend
@@ -56,6 +57,7 @@ class TransformerConfig:
     attention_window: int | None = None   # ± positions each query sees when attention = "local"
 
     def __post_init__(self) -> None:
+        self._check_types_and_ranges()
         if self.d_model % self.n_heads:
             raise ValueError(f"TransformerConfig: d_model={self.d_model} must be divisible by "
                              f"n_heads={self.n_heads}")
@@ -66,15 +68,30 @@ class TransformerConfig:
         if self.positional not in ("sinusoidal", "learned"):
             raise ValueError(f"TransformerConfig: positional must be 'sinusoidal' or 'learned', "
                              f"got {self.positional!r}")
-        for name in ("dropout", "attention_dropout"):
-            if not 0.0 <= getattr(self, name) < 1.0:
-                raise ValueError(f"TransformerConfig: {name} must be in [0, 1), got {getattr(self, name)}")
         check_attention(self.attention, self.attention_window)
         if self.attention != "softmax" and self.attention_dropout:
             raise ValueError(f"TransformerConfig: attention {self.attention!r} has no weights to drop; "
                              "set attention_dropout=0")
         if not 0 <= self.pad_id < min(self.src_vocab_size, self.tgt_vocab_size):
             raise ValueError(f"TransformerConfig: pad_id {self.pad_id} is not a valid token id")
+
+    def _check_types_and_ranges(self) -> None:
+        """Each field alone: the right kind of value, in its range (a config read from JSON can hold anything)."""
+        for name in ("src_vocab_size", "tgt_vocab_size", "d_model", "n_heads", "d_ff", "n_layers", "max_len"):
+            _require(name, getattr(self, name), _is_integer(getattr(self, name)) and getattr(self, name) >= 1,
+                     "an integer >= 1")
+        for name in ("pad_id", "seed"):
+            _require(name, getattr(self, name), _is_integer(getattr(self, name)) and getattr(self, name) >= 0,
+                     "an integer >= 0")
+        for name in ("dropout", "attention_dropout"):
+            value = getattr(self, name)
+            _require(name, value, isinstance(value, (int, float)) and not isinstance(value, bool)
+                     and 0.0 <= value < 1.0, "a number in [0, 1)")
+        for name in ("tie_embeddings", "norm_first"):
+            _require(name, getattr(self, name), isinstance(getattr(self, name), bool), "True or False")
+        window = self.attention_window
+        _require("attention_window", window, window is None or (_is_integer(window) and window >= 1),
+                 "None or an integer >= 1")
 
     @classmethod
     def _preset(cls, vocab: int, sizes: dict, overrides: dict) -> TransformerConfig:
@@ -108,6 +125,16 @@ class TransformerConfig:
     def tiny(cls, vocab: int, **overrides) -> TransformerConfig:
         """2 + 2 layers of width 64 (4 heads, d_ff 256): for tests and quick experiments."""
         return cls.preset("tiny", vocab, **overrides)
+
+
+def _is_integer(value) -> bool:
+    """A Python or NumPy integer; not a bool (True would read as 1), not a float (8.0 is refused as a size)."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _require(name: str, value, ok: bool, allowed: str) -> None:
+    if not ok:
+        raise ValueError(f"TransformerConfig: {name} must be {allowed}, got {value!r}")
 
 
 class Transformer(Module):

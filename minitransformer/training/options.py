@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,10 +27,17 @@ def positive_int(text: str) -> int:
     return value
 
 
+def non_negative_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise ValueError(f"must be >= 0, got {value}")
+    return value
+
+
 def positive_float(text: str) -> float:
     value = float(text)
-    if not value > 0:
-        raise ValueError(f"must be positive, got {value}")
+    if not (value > 0 and math.isfinite(value)):     # inf minutes used to reach a time limit as an OverflowError
+        raise ValueError(f"must be a positive finite number, got {value}")
     return value
 
 
@@ -54,7 +62,7 @@ class TrainOptions:
                                      "default: the built-in corpus")
     direction: str | None = _option(None, "en-ja (default) or ja-en; en-xx / xx-en for --data")
     preset: str | None = _option(None, f"model and recipe: {', '.join(PRESETS)} (default: {DEFAULT_PRESET})")
-    seed: int | None = _option(None, "seed of the model, the batches and dropout (default 0)", type=int)
+    seed: int | None = _option(None, "seed of the model, the batches and dropout (default 0)", type=non_negative_int)
     max_tokens: int | None = _option(None, "padded tokens per batch side (§5.1 used ~25,000)", type=positive_int)
     vocab_size: int | None = _option(None, "BPE vocabulary size", type=positive_int)
     tokenizer: str | None = _option(None, "subword model: words (BPE within space-separated words), raw "
@@ -73,7 +81,8 @@ class TrainOptions:
     save_every: int | None = _option(None, "save a checkpoint every this many steps", type=positive_int)
     device: str = _option("cpu", "cpu (default) or cuda (CuPy)", choices=["cpu", "cuda"])
     resume: bool = _option(False, "continue the run in --out exactly where it stopped")
-    overwrite: bool = _option(False, "start a new run in a folder that holds one (its files are replaced)")
+    overwrite: bool = _option(False, "start a new run in a folder that holds one (the files that run wrote are "
+                                     "deleted, nothing else)")
     average: int = _option(5, "average the last k checkpoints at the end (§6.1; default 5, 1 = off)",
                            type=positive_int)
     beam: int = _option(4, "beam size for the test BLEU (default 4, §6.1)", type=positive_int)
@@ -104,13 +113,62 @@ def result_settings(options: TrainOptions) -> dict:
     return {f.name: getattr(options, f.name) for f in dataclasses.fields(options) if f.name not in NOT_RESULT}
 
 
+def _is_integer(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+# What each option may hold once given (None, where it may be None, is checked apart): (check, the allowed values)
+VALUE_CHECKS: dict[str, tuple[Any, str]] = {
+    **{name: (lambda v: _is_integer(v) and v >= 1, "a positive integer")
+       for name in ("max_tokens", "vocab_size", "attention_window", "epochs", "steps", "save_every", "average",
+                    "beam", "limit")},
+    "seed": (lambda v: _is_integer(v) and v >= 0, "an integer >= 0"),
+    "minutes": (lambda v: _is_number(v) and v > 0 and math.isfinite(v), "a positive finite number"),
+    "alpha": (lambda v: _is_number(v) and math.isfinite(v), "a finite number"),
+    **{name: (lambda v: isinstance(v, str), "a string") for name in ("out", "data", "direction", "preset")},
+    **{f.name: (lambda v, kinds=tuple(f.metadata["choices"]): v in kinds, "one of " + ", ".join(f.metadata["choices"]))
+       for f in dataclasses.fields(TrainOptions) if "choices" in f.metadata},
+    **{f.name: (lambda v: isinstance(v, bool), "True or False") for f in dataclasses.fields(TrainOptions)
+       if isinstance(f.default, bool)},
+}
+NULLABLE = {f.name for f in dataclasses.fields(TrainOptions) if f.default is None}
+
+
+def check_value(name: str, value: Any, label: str) -> None:
+    """Refuse a value that option ``name`` cannot hold, naming it as ``label`` (--max-tokens, training.max_tokens)."""
+    if value is None and name in NULLABLE:
+        return
+    ok, allowed = VALUE_CHECKS[name]
+    if ok(value):
+        return
+    if allowed == "a positive integer" and _is_integer(value):
+        allowed = "positive"                         # the usual mistake, in the words the command line uses
+    raise TrainingError(f"{label} must be {allowed}, got {value!r}")
+
+
+def check_options(options: TrainOptions) -> None:
+    """Refuse a value no option may hold, and options that contradict each other, naming them."""
+    if options.resume and options.overwrite:
+        raise TrainingError("--resume and --overwrite contradict each other (continue the run in --out, or "
+                            "delete it and start a new one); give one of them")
+    for f in dataclasses.fields(options):
+        check_value(f.name, getattr(options, f.name), "--" + f.name.replace("_", "-"))
+
+
 def resolve_options(options: TrainOptions, saved: dict | None) -> TrainOptions:
-    """Fill the None fields from the saved run (resume) or the preset; refuse conflicts on resume."""
-    chosen = dataclasses.replace(options)
+    """Fill the None fields from the saved run (resume) or the preset; refuse bad values, contradictions and,
+    on resume, conflicts with the saved run. Touches nothing: every refusal comes before any file is written."""
+    check_options(options)
+    chosen = dataclasses.replace(options, out=os.path.expanduser(options.out),   # '~/runs' in quotes: the home folder
+                                 data=None if options.data is None else os.path.expanduser(options.data))
     if saved is not None:
-        conflicts = [f"{name}: {saved[name]!r} in the saved run, {getattr(options, name)!r} requested"
+        conflicts = [f"{name}: {saved.get(name)!r} in the saved run, {getattr(chosen, name)!r} requested"
                      for name in DEFINING
-                     if getattr(options, name) is not None and saved.get(name) != getattr(options, name)]
+                     if getattr(chosen, name) is not None and saved.get(name) != getattr(chosen, name)]
         if conflicts:
             raise TrainingError(f"{options.out} holds a run with other settings; cannot resume it with "
                                 f"{'; '.join(conflicts)} (drop those options, or use another --out)")
@@ -128,13 +186,13 @@ def resolve_options(options: TrainOptions, saved: dict | None) -> TrainOptions:
             setattr(chosen, name, preset[name])
     if chosen.minutes is None and chosen.epochs is None and chosen.steps is None:
         chosen.minutes, chosen.epochs, chosen.steps = preset["minutes"], preset["epochs"], preset["steps"]
-    for name in ("minutes", "epochs", "steps", "max_tokens", "vocab_size", "save_every", "beam", "limit",
-                 "attention_window"):
-        value = getattr(chosen, name)
-        if value is not None and value <= 0:
-            raise TrainingError(f"--{name.replace('_', '-')} must be positive, got {value}")
-    if chosen.average < 1:
-        raise TrainingError(f"--average must be >= 1, got {chosen.average}")
-    if not math.isfinite(chosen.alpha):
-        raise TrainingError(f"--alpha must be a finite number, got {chosen.alpha}")
+    for f in dataclasses.fields(chosen):             # the values the preset or the saved run filled in
+        check_value(f.name, getattr(chosen, f.name), "--" + f.name.replace("_", "-"))
+    window_asked = options.attention_window is not None
+    if window_asked and (chosen.attention or "softmax") != "local":     # it used to be recorded, and ignored
+        raise TrainingError(f"--attention-window {options.attention_window} applies to --attention local only "
+                            f"(attention here: {chosen.attention or 'softmax'}); drop it or add --attention local")
+    if chosen.attention == "local" and chosen.attention_window is None:
+        raise TrainingError("--attention local needs --attention-window W: each query sees the keys W positions "
+                            "before and after it")
     return chosen

@@ -1,47 +1,187 @@
-"""The run folder (``--out``): what belongs to a run, and how a folder is checked, reused or cleared.
+"""The run folder (``--out``): what belongs to a run, who may write it, and how it is checked, reused or cleared.
 
-A run writes only the names below (see checkpoint.py for the layout). ``--overwrite``
-deletes exactly these and nothing else, so that a reused folder never hands back
-a checkpoint or a final model of the earlier run, and a file of yours that lies
-beside them stays. A folder that holds some of these names but no run is refused:
-its files are not ours to replace.
+A run knows exactly what it writes, and deletes nothing else:
+
+* the names of its layout (see checkpoint.py): config.json, tokenizer.json, latest, results.json,
+  attention.png, checkpoints/step-NNNNNN/ and final/, each folder holding only a checkpoint's files;
+* temporaries of those names in the one form its atomic writes give them,
+  ``.tmp-<name>-<pid>-<8 hex digits>`` (a ``.tmp-cache/`` of yours is not one of them);
+* and never through a symbolic link: a run makes none, so a link among its names is yours.
+
+``--overwrite`` (and a new start of a run that saved no checkpoint) deletes those and nothing
+else; a folder of the run that holds anything more is refused before anything is deleted, and
+so is a folder that holds some of these names but no run: its files are not ours to replace.
+
+One process writes a run folder at a time: it holds an exclusive lock (``flock``) on
+OUT/.minitransformer.lock for the life of the run, and a second ``train`` on the same folder is
+refused with the first one's pid. Every option is checked before the folder is created or
+touched, and the folder's state is checked again once the lock is held.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-import shutil
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 from .. import checkpoint as ckpt
-from .options import TrainingError, TrainOptions, resolve_options, result_settings
+from .options import (DEFINING, TrainingError, TrainOptions, check_options, check_value, resolve_options,
+                      result_settings)
+
+try:
+    import fcntl
+except ImportError:                       # Windows: no flock; one writer at a time is then up to you
+    fcntl = None
 
 CONFIG_FILE, RESULTS_FILE, ATTENTION_FILE = "config.json", "results.json", "attention.png"
+LOCK_FILE = ".minitransformer.lock"     # locked while a process writes the run; holds that process's pid
 RUN_FILES = (CONFIG_FILE, ckpt.TOKENIZER_FILE, ckpt.LATEST_FILE, RESULTS_FILE, ATTENTION_FILE)
 RUN_FOLDERS = (ckpt.CHECKPOINT_DIR, ckpt.FINAL_DIR)
-CHECKPOINT_FILES = (ckpt.MODEL_FILE, ckpt.OPTIMIZER_FILE, ckpt.TOKENIZER_FILE, ckpt.STATE_FILE)
-TEMPORARY = ".tmp-"                      # atomic writes in progress, or left by a killed process
+CHECKPOINT_FILES = ckpt.CHECKPOINT_FILES
+# the names whose temporaries an atomic write leaves at the top of a run folder when it is killed
+TEMPORARY_NAMES = (CONFIG_FILE, ckpt.TOKENIZER_FILE, ckpt.LATEST_FILE, RESULTS_FILE, ckpt.FINAL_DIR)
+# variables the MPI launchers set in every process they start: how many processes the run has
+WORLD_SIZE_VARIABLES = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "MV2_COMM_WORLD_SIZE")
 
 
+# -- what a run folder holds --------------------------------------------------------------------------------
+def holds_run(out: Path) -> bool:
+    """Whether ``out`` holds a run of ours (finished, interrupted, or killed after its first file)."""
+    config = _read_json(out / CONFIG_FILE)
+    if isinstance(config, dict) and {"model", "training"} <= set(config):
+        return True
+    return (out / ckpt.LATEST_FILE).is_file() or bool(ckpt.list_checkpoints(out))
+
+
+def run_state(out: Path) -> str:
+    """"none", "started" (a run that saved no checkpoint: nothing to resume, nothing lost by starting
+    again), "interrupted" (checkpoints, no final results) or "finished"."""
+    if not out.is_dir() or not holds_run(out):
+        return "none"
+    if finished_results(out) is not None:
+        return "finished"
+    return "interrupted" if ckpt.list_checkpoints(out) else "started"
+
+
+def finished_results(out: Path) -> dict | None:
+    """results.json of a finished run (one with a complete final model), else None."""
+    results = _read_json(out / RESULTS_FILE)
+    finished = (out / ckpt.FINAL_DIR / ckpt.STATE_FILE).is_file()
+    return results if finished and isinstance(results, dict) else None
+
+
+def foreign_run_names(out: Path) -> list[str]:
+    """Names a run would write that exist in ``out`` although it holds no run."""
+    if not out.is_dir() or holds_run(out):
+        return []
+    return [name for name in RUN_FILES + RUN_FOLDERS if (out / name).exists() or (out / name).is_symlink()]
+
+
+def saved_settings(out: Path) -> dict:
+    """The defining settings of the run in ``out`` (config.json), for ``--resume``; each checked by name."""
+    path = out / CONFIG_FILE
+    try:
+        settings = json.loads(path.read_text(encoding="utf-8"))["training"]
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise TrainingError(f"--resume: cannot read {path} ({type(error).__name__}: {error})") from None
+    if not isinstance(settings, dict):
+        raise TrainingError(f"--resume: {path}: training is not a table of settings (got "
+                            f"{type(settings).__name__} {settings!r})")
+    for name in DEFINING:
+        check_value(name, settings.get(name), f"--resume: {path}: training.{name}")
+    return settings
+
+
+def _read_json(path: Path) -> object:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+# -- --out itself ---------------------------------------------------------------------------------------
+def check_out(given: str) -> Path:
+    """--out as a path (a quoted ~ expanded), refusing a folder that cannot be a run folder: empty, a file,
+    below a file, not writable, or the root, the home folder, the current folder or a folder above it."""
+    if not str(given).strip():     # Path("") is the current folder: the run would fill it
+        raise TrainingError("--out is empty; name the run folder (default runs/enja)")
+    out = Path(os.path.expanduser(given))
+    where = out.resolve()
+    cwd = Path.cwd().resolve()
+    if where == Path(where.anchor):
+        what = "the root folder"
+    elif where == _home():
+        what = "your home folder"
+    elif where == cwd or where in cwd.parents:
+        what = "the current folder" + ("" if where == cwd else f" ({cwd}) or a folder above it")
+    else:
+        _check_writable_folder(out)
+        return out
+    raise TrainingError(f"--out {given}: is {what}; a run fills --out with config.json, checkpoints/, final/ "
+                        f"and more, so give it a folder of its own, such as runs/enja")
+
+
+def _home() -> Path | None:
+    try:
+        return Path.home().resolve()
+    except (RuntimeError, KeyError):     # no HOME and no password entry
+        return None
+
+
+def _check_writable_folder(out: Path) -> None:
+    """Refuse an ``--out`` that cannot become a folder (a file, or a file among its parents)."""
+    existing = out
+    while not existing.exists():
+        if existing.parent == existing:
+            break
+        existing = existing.parent
+    if existing == out and not out.is_dir():
+        raise TrainingError(f"--out {out}: is a file, not a folder")
+    if not existing.is_dir():
+        raise TrainingError(f"--out {out}: cannot be a folder ({existing} is a file)")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise TrainingError(f"--out {out}: no permission to write in {existing}")
+
+
+def check_launch(options: TrainOptions) -> None:
+    """Refuse the processes of ``mpirun -n P`` without --distributed: P separate runs into one --out."""
+    for name in WORLD_SIZE_VARIABLES:
+        size = os.environ.get(name, "")
+        if size.isdigit() and int(size) > 1 and not options.distributed:
+            raise TrainingError(f"this process is one of {size} processes that mpirun started, and without "
+                                f"--distributed each would train a run of its own into the same --out; add "
+                                f"--distributed (one run over {size} ranks, chapter 14) or start one process")
+
+
+# -- opening: checks only ---------------------------------------------------------------------------------
 def open_run_folder(options: TrainOptions) -> tuple[TrainOptions, dict | None]:
-    """Check ``--out`` before any work; return the resolved options and, when resuming, the saved settings."""
-    if not str(options.out).strip():     # Path("") is the current folder: the run would fill it
-        raise TrainingError("--out is empty; name the run folder (default runs/enja; '.' for this folder)")
-    out = Path(options.out)
-    check_writable_folder(out)
+    """Check ``--out`` and the options against what it holds, before any work; nothing is written.
+
+    Returns the resolved options and, when resuming from a checkpoint, the saved settings. A run that
+    saved no checkpoint is started again (``--resume`` then starts it again with its saved settings).
+    A finished run comes back with ``saved`` None and ``run_state`` "finished": see ``same_finished_run``.
+    """
+    check_launch(options)
+    check_options(options)                   # every option's own value, before the folder is even looked at
+    out = check_out(options.out)
     foreign = foreign_run_names(out)
     if foreign:
         raise TrainingError(f"--out {out} holds {', '.join(foreign)} but no training run, and a run would "
                             f"replace them; choose another --out")
+    state = run_state(out)
     if not options.resume:
-        if options.overwrite:
+        if options.overwrite or state == "started":
             check_clearable(out)
         return resolve_options(options, None), None
-    if not holds_run(out):
+    if state == "none":
         raise TrainingError(f"--resume: {out} holds no run to resume (no config.json / latest checkpoint)")
     saved = saved_settings(out)
-    return resolve_options(options, saved), saved
+    opts = resolve_options(options, saved)
+    if state == "started":                   # nothing saved to continue from: the same run, from step 0
+        check_clearable(out)
+        return opts, None
+    return opts, saved
 
 
 def same_finished_run(opts: TrainOptions, say: Callable[[str], None], ranks: int = 1) -> dict:
@@ -70,97 +210,103 @@ def same_finished_run(opts: TrainOptions, say: Callable[[str], None], ranks: int
     return {**results, "already_trained": True}
 
 
-def check_writable_folder(out: Path) -> None:
-    """Refuse an ``--out`` that cannot become a folder (a file, or a file among its parents)."""
-    existing = out
-    while not existing.exists():
-        if existing.parent == existing:
-            break
-        existing = existing.parent
-    if existing == out and not out.is_dir():
-        raise TrainingError(f"--out {out}: is a file, not a folder")
-    if not existing.is_dir():
-        raise TrainingError(f"--out {out}: cannot be a folder ({existing} is a file)")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise TrainingError(f"--out {out}: no permission to write in {existing}")
-
-
-def _read_json(path: Path) -> object:
+# -- one writer at a time -----------------------------------------------------------------------------
+@contextlib.contextmanager
+def lock(out: Path) -> Iterator[None]:
+    """Hold the run folder's lock: create ``out`` and OUT/.minitransformer.lock, take an exclusive ``flock``
+    on it, write this process's pid into it. Another process that holds it already is named in the refusal.
+    The kernel lets go of the lock when the process ends, however it ends (a kill included)."""
+    out.mkdir(parents=True, exist_ok=True)
+    if fcntl is None:
+        yield
+        return
+    try:                                  # O_NOFOLLOW: a link in its place is not ours to write through
+        fd = os.open(out / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o666)
+    except OSError as error:
+        raise TrainingError(f"--out {out}: cannot open the run's lock file {out / LOCK_FILE} "
+                            f"({error.strerror or error}); a run keeps it there, as a plain file") from None
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:                   # held: by another process, or by this one for another run
+            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
+            raise TrainingError(f"another training process (pid {holder}) is writing {out}; wait until it ends, "
+                                f"stop it, or choose another --out") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
+        try:
+            yield
+        finally:
+            os.ftruncate(fd, 0)           # no pid left behind to be taken for a running process
+    finally:
+        os.close(fd)                      # releases the flock
 
 
-def holds_run(out: Path) -> bool:
-    """Whether ``out`` holds a run of ours (finished, interrupted, or killed after its first file)."""
-    config = _read_json(out / CONFIG_FILE)
-    if isinstance(config, dict) and {"model", "training"} <= set(config):
-        return True
-    return (out / ckpt.LATEST_FILE).is_file() or bool(ckpt.list_checkpoints(out))
+# -- clearing: exactly what a run wrote -----------------------------------------------------------------------
+def _ours_at_the_top(out: Path) -> tuple[list[Path], list[Path]]:
+    """(entries of the run at the top of ``out``, entries among them that no run writes as they are)."""
+    ours, problems = [], []
+    for entry in sorted(out.iterdir()):
+        name, stands_for = entry.name, ckpt.temporary_of(entry.name)
+        if name in RUN_FILES + RUN_FOLDERS:
+            ours.append(entry)
+            if entry.is_symlink() or (entry.is_file() if name in RUN_FOLDERS else not entry.is_file()):
+                problems.append(entry)
+            elif name in RUN_FOLDERS:
+                problems += _foreign_inside(entry)
+        elif stands_for in TEMPORARY_NAMES and not entry.is_symlink() and \
+                (entry.is_dir() if stands_for == ckpt.FINAL_DIR else entry.is_file()):
+            ours.append(entry)            # left by a killed write; a folder that holds more than that stays below
+    return ours, problems
 
 
-def foreign_run_names(out: Path) -> list[str]:
-    """Names a run would write that exist in ``out`` although it holds no run."""
-    if not out.is_dir() or holds_run(out):
-        return []
-    return [name for name in RUN_FILES + RUN_FOLDERS if (out / name).exists()]
-
-
-def saved_settings(out: Path) -> dict:
-    """The defining settings of the run in ``out`` (config.json), for ``--resume``."""
-    path = out / CONFIG_FILE
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))["training"]
-    except (OSError, ValueError, KeyError, TypeError) as error:
-        raise TrainingError(f"--resume: cannot read {path} ({type(error).__name__}: {error})") from None
-
-
-def finished_results(out: Path) -> dict | None:
-    """results.json of a finished run (one with a complete final model), else None."""
-    results = _read_json(out / RESULTS_FILE)
-    finished = (out / ckpt.FINAL_DIR / ckpt.STATE_FILE).is_file()
-    return results if finished and isinstance(results, dict) else None
-
-
-def _unexpected_entries(out: Path) -> list[Path]:
-    """Entries inside the run's own folders (final/, checkpoints/) that the run did not write."""
+def _foreign_inside(folder: Path) -> list[Path]:
+    """What final/ or checkpoints/ holds that no run writes there."""
+    if folder.name == ckpt.FINAL_DIR:
+        return ckpt.foreign_entries(folder)
     found = []
-    final = out / ckpt.FINAL_DIR
-    if final.exists():
-        found += [p for p in final.iterdir() if p.name not in CHECKPOINT_FILES and not p.name.startswith(TEMPORARY)]
-    root = out / ckpt.CHECKPOINT_DIR
-    if root.exists():
-        for entry in root.iterdir():
-            if entry.name.startswith(TEMPORARY):
-                continue
-            if not (entry.is_dir() and entry.name.startswith("step-")):
-                found.append(entry)
-                continue
-            found += [p for p in entry.iterdir()
-                      if p.name not in CHECKPOINT_FILES and not p.name.startswith(TEMPORARY)]
+    for entry in sorted(folder.iterdir()):
+        name = entry.name if ckpt.CHECKPOINT_NAME.fullmatch(entry.name) else ckpt.temporary_of(entry.name)
+        if entry.is_symlink() or not entry.is_dir() or not ckpt.CHECKPOINT_NAME.fullmatch(name or ""):
+            found.append(entry)
+        elif name == entry.name:          # a checkpoint; a temporary one that holds more is kept, not refused
+            found += ckpt.foreign_entries(entry)
     return found
 
 
 def check_clearable(out: Path) -> None:
-    """Refuse ``--overwrite`` when final/ or checkpoints/ hold files the run did not write."""
-    unexpected = _unexpected_entries(out) if out.is_dir() else []
-    if unexpected:
-        raise TrainingError(f"--overwrite: {unexpected[0]} was not written by a training run, so "
-                            f"{unexpected[0].parent} is not deleted; move it away or choose another --out")
+    """Refuse clearing ``out`` when a name of the run is a link or holds what the run did not write there."""
+    if not out.is_dir():
+        return
+    _, problems = _ours_at_the_top(out)
+    if problems:
+        first = problems[0]
+        why = "is a symbolic link, which a run never makes" if first.is_symlink() else \
+            "was not written by a training run"
+        raise TrainingError(f"--out {out}: {first} {why}, so the run there is not deleted; move it away or "
+                            f"choose another --out")
 
 
 def clear_run(out: Path) -> None:
-    """Delete the run in ``out``: its files, checkpoints and final model; keep everything else.
-
-    Refuses (and deletes nothing) when final/ or checkpoints/ hold files the run did not write.
-    """
+    """Delete the run in ``out``: its files, checkpoints and final model, and the temporaries a killed run
+    left; keep everything else. Refuses, and deletes nothing, when ``check_clearable`` does."""
     if not out.is_dir():
         return
     check_clearable(out)
-    for entry in out.iterdir():
-        if entry.name in RUN_FOLDERS + RUN_FILES or entry.name.startswith(TEMPORARY):
-            if entry.is_dir():
-                shutil.rmtree(entry)
-            else:
-                entry.unlink()
+    ours, _ = _ours_at_the_top(out)
+    for entry in ours:
+        if entry.is_file():
+            entry.unlink()
+        elif entry.name == ckpt.CHECKPOINT_DIR:
+            for checkpoint in entry.iterdir():
+                ckpt.remove_checkpoint_folder(checkpoint)
+            _remove_if_empty(entry)
+        else:                             # final/, or a temporary of it
+            ckpt.remove_checkpoint_folder(entry)
+
+
+def _remove_if_empty(folder: Path) -> None:
+    try:
+        folder.rmdir()
+    except OSError:                       # a temporary that held a file of yours is still in it
+        pass

@@ -1,0 +1,79 @@
+"""The command line with input a user can give by accident: paths with ~ or a trailing slash, a closed stdin."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from minitransformer.train import train
+from minitransformer.training.options import TrainOptions
+
+ROOT = Path(__file__).resolve().parents[1]
+SENTENCE = "the cat ate the fish ."
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("input") / "run"
+    train(TrainOptions(out=str(out), preset="toy", limit=20, steps=2, average=1, evaluate=False, quiet=True))
+    return out
+
+
+def cli(*args, cwd: Path = ROOT, stdin=None, env: dict | None = None) -> subprocess.CompletedProcess:
+    environment = dict(os.environ, PYTHONPATH=str(ROOT), MPLBACKEND="Agg", **(env or {}))
+    return subprocess.run([sys.executable, "-m", "minitransformer", *map(str, args)], capture_output=True, text=True,
+                          cwd=cwd, env=environment, timeout=300, stdin=stdin)
+
+
+def _main(monkeypatch, *argv) -> int:
+    from minitransformer.__main__ import main
+
+    monkeypatch.setenv("MINITRANSFORMER_MALLOC", "0")
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    return main([str(a) for a in argv])
+
+
+def test_attention_prints_the_files_it_wrote(run, tmp_path, monkeypatch, capsys):
+    """--out att/single used to print att/single while matplotlib wrote att/single.png."""
+    assert _main(monkeypatch, "attention", "--checkpoint", run, "--kind", "cross", "--out", tmp_path / "att" / "single",
+                 SENTENCE) == 0
+    printed = capsys.readouterr().out.split("\n")
+    assert str(tmp_path / "att" / "single.png") in printed
+    assert sorted(p.name for p in (tmp_path / "att").iterdir()) == ["single.png"]
+
+
+def test_an_out_ending_in_a_slash_is_a_folder(run, tmp_path, monkeypatch, capsys):
+    """--out att/ used to write ./att-encoder.png (and with one kind ./att.png) beside the folder."""
+    monkeypatch.chdir(tmp_path)
+    assert _main(monkeypatch, "attention", "--checkpoint", run, "--out", "att/", SENTENCE) == 0
+    written = sorted(p.name for p in (tmp_path / "att").iterdir())
+    assert written == ["attention-cross.png", "attention-decoder.png", "attention-encoder.png"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["att"]
+    printed = capsys.readouterr().out
+    assert all(os.path.join("att", name) in printed for name in written)
+    (tmp_path / "maps").mkdir()                                  # an existing folder, named without the slash
+    assert _main(monkeypatch, "attention", "--checkpoint", run, "--kind", "cross", "--out", "maps", SENTENCE) == 0
+    assert sorted(p.name for p in (tmp_path / "maps").iterdir()) == ["attention-cross.png"]
+
+
+def test_translate_with_stdin_closed_says_where_sentences_come_from(run):
+    """`translate <&-` used to end in an AttributeError on sys.stdin.isatty()."""
+    result = cli("translate", "--checkpoint", run, stdin=subprocess.DEVNULL)
+    assert result.returncode == 0 and "Traceback" not in result.stderr      # an empty stdin: nothing to translate
+    closed = subprocess.run(f"{sys.executable} -m minitransformer translate --checkpoint {run} <&-", shell=True,
+                            capture_output=True, text=True, cwd=ROOT, timeout=300,
+                            env=dict(os.environ, PYTHONPATH=str(ROOT)), executable="/bin/bash")
+    assert closed.returncode == 2 and "Traceback" not in closed.stderr, closed.stderr
+    assert "stdin is closed" in closed.stderr and "give the sentences as arguments" in closed.stderr
+
+
+def test_a_checkpoint_path_with_a_tilde_is_the_home_folder(run, tmp_path, monkeypatch, capsys):
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "runs").symlink_to(run.parent)
+    monkeypatch.setenv("HOME", str(home))
+    assert _main(monkeypatch, "translate", "--checkpoint", f"~/runs/{run.name}", SENTENCE) == 0
+    assert capsys.readouterr().out.strip()
