@@ -188,6 +188,7 @@ OPS = [
     (lambda a: a.log(), [(2, 3)], True),
     (lambda a: a.sqrt(), [(2, 3)], True),
     (lambda a: a.tanh(), [(2, 3)], False),
+    (lambda a: a.sigmoid(), [(2, 3)], False),
     (lambda a: a.relu(), [(2, 3)], False),
     (lambda a, b: mt.maximum(a, b), [(2, 3), (3,)], False),
     (lambda a: a.sum(axis=1, keepdims=True), [(2, 3, 4)], False),

@@ -100,6 +100,7 @@ SETUPS = {
     "Log": Setup(ops.Log, lambda r: (lambda x: ops.Log()(x), [leaf(r, (3, 2), low=0.5)])),
     "Sqrt": Setup(ops.Sqrt, lambda r: (lambda x: ops.Sqrt()(x), [leaf(r, (3, 2), low=0.5)])),
     "Tanh": Setup(ops.Tanh, lambda r: (lambda x: ops.Tanh()(x), [leaf(r, (3, 2))])),
+    "Sigmoid": Setup(ops.Sigmoid, lambda r: (lambda x: ops.Sigmoid()(x), [leaf(r, (3, 2))])),
     "ReLU": Setup(ops.ReLU, lambda r: (lambda x: ops.ReLU()(x), [leaf(r, (3, 4))])),
     "Maximum": Setup(ops.Maximum, lambda r: (lambda a, b: ops.Maximum()(a, b), _ties(r))),
     "MatMul": Setup(ops.MatMul, lambda r: (lambda a, b: ops.MatMul()(a, b), [leaf(r, (2, 3, 3)), leaf(r, (3, 3))])),
@@ -272,6 +273,10 @@ SPECIFIC = {
     "Tanh": {
         "square dropped (1 − y)": lambda s, gy, c: gy * (1 - _saved(s)[0]),
         "sign of the square (1 + y²)": lambda s, gy, c: gy * (1 + _saved(s)[0] ** 2),
+    },
+    "Sigmoid": {
+        "factor (1 − σ) dropped": lambda s, gy, c: gy * _saved(s)[0],
+        "tanh's derivative used (1 − σ²)": lambda s, gy, c: gy * (1 - _saved(s)[0] ** 2),
     },
     "ReLU": {
         "gradient passed everywhere": lambda s, gy, c: gy,
