@@ -280,6 +280,19 @@ def test_layers_gradcheck_on_the_device(rng):
     assert check_module(learned, leaf(rng, 2, 5, 8))
 
 
+def test_lstm_and_recurrent_attention_gradcheck_on_the_device(rng):
+    nn.init.set_seed(0)
+    lstm = nn.LSTM(3, 2, num_layers=2, bidirectional=True).to(np.float64)
+    mask = on_device([[True, True, True, True], [True, True, False, False]])
+    x = leaf(rng, 2, 4, 3)
+    assert mt.gradcheck(lambda x, w, b: lstm(x, mask)[0], [x, lstm.cells[3].weight_h, lstm.cells[0].bias])
+    assert all(backend.get_device(s.data) == "cuda" for s in lstm(x, mask)[1])
+    for attention in (nn.AdditiveAttention(4, 4, 3), nn.DotAttention(), nn.GeneralAttention(4, 4)):
+        attention.to(np.float64)
+        queries, memory = leaf(rng, 2, 3, 4), leaf(rng, 2, 4, 4)
+        assert mt.gradcheck(lambda q, m, *p: attention(q, m, mask)[0], [queries, memory, *attention.parameters()])
+
+
 @pytest.mark.parametrize("norm_first", [False, True], ids=["post-LN", "pre-LN"])
 def test_encoder_and_decoder_layers_gradcheck_on_the_device(rng, norm_first):
     nn.init.set_seed(0)
