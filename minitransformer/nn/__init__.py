@@ -31,3 +31,6 @@ from .lstm import LSTM, LSTMCell  # noqa: E402  (chapter 6: the recurrent encode
 from .seq2seq_attention import AdditiveAttention, DotAttention, GeneralAttention, Seq2SeqAttention  # noqa: E402
 
 __all__ += ["LSTM", "LSTMCell", "Seq2SeqAttention", "AdditiveAttention", "DotAttention", "GeneralAttention"]
+from .seq2seq import Seq2Seq, Seq2SeqCache, Seq2SeqConfig  # noqa: E402
+
+__all__ += ["Seq2Seq", "Seq2SeqConfig", "Seq2SeqCache"]

@@ -13,7 +13,7 @@ from ..tensor import Tensor
 from . import init
 from .module import Module, Parameter
 
-__all__ = ["Embedding", "EmbeddingFunction"]  # the Function re-exported from its old home
+__all__ = ["Embedding", "EmbeddingFunction", "token_ids"]  # the Function re-exported from its old home
 
 
 class Embedding(Module):
@@ -41,3 +41,19 @@ class Embedding(Module):
     def extra_repr(self) -> str:
         pad = "" if self.padding_idx is None else f", padding_idx={self.padding_idx}"
         return f"{self.num_embeddings}, {self.dim}{pad}"
+
+
+def token_ids(ids, name: str, ndim: int, device: str, model: str):
+    """Token ids as an integer array on ``device``, of rank ``ndim`` ((B, length) or (B,)); a clear error naming
+    ``model`` and the argument ``name`` otherwise. A sentence of length 0 is refused: it has nothing to read."""
+    ids = ids.data if isinstance(ids, Tensor) else ids
+    if not backend.is_array(ids):
+        ids = backend.asnumpy(ids)  # a Python list: to an array on the host
+    if ids.ndim != ndim or ids.dtype.kind not in "iu":
+        expected = "(B, length)" if ndim == 2 else "(B,)"
+        raise ValueError(f"{model}: {name} must be an integer array of shape {expected}, got shape "
+                         f"{tuple(ids.shape)} and dtype {ids.dtype}")
+    if ndim == 2 and ids.shape[1] == 0:
+        raise ValueError(f"{model}: {name} has length 0 (shape {tuple(ids.shape)}); every sentence "
+                         "needs at least one token")
+    return backend.to_device(ids, device)

@@ -27,7 +27,7 @@ from ..functional.masks import causal_mask, padding_mask
 from ..tensor import Tensor
 from . import init
 from .cache import DecoderCache
-from .embedding import Embedding
+from .embedding import Embedding, token_ids
 from .layers import Decoder, Encoder
 from .linear import Linear, linear
 from .module import Module
@@ -54,6 +54,7 @@ class TransformerConfig:
     attention_dropout: float = 0.0    # dropout on attention weights (not in the paper)
     attention: str = "softmax"        # self-attention: "softmax" (eq. 1), "flash", "local", "linear" (chapter 13)
     attention_window: int | None = None   # ± positions each query sees when attention = "local"
+    model: str = "transformer"        # which model a saved config describes (models.py)
 
     def __post_init__(self) -> None:
         if self.d_model % self.n_heads:
@@ -75,6 +76,9 @@ class TransformerConfig:
                              "set attention_dropout=0")
         if not 0 <= self.pad_id < min(self.src_vocab_size, self.tgt_vocab_size):
             raise ValueError(f"TransformerConfig: pad_id {self.pad_id} is not a valid token id")
+        if self.model != "transformer":
+            raise ValueError(f"TransformerConfig: model must be 'transformer', got {self.model!r}; an LSTM "
+                             "encoder-decoder is configured by Seq2SeqConfig")
 
     @classmethod
     def _preset(cls, vocab: int, sizes: dict, overrides: dict) -> TransformerConfig:
@@ -148,17 +152,7 @@ class Transformer(Module):
 
     def _ids(self, ids, name: str, ndim: int):
         """Token ids as an integer array on the model's device, of the expected rank."""
-        ids = ids.data if isinstance(ids, Tensor) else ids
-        if not backend.is_array(ids):
-            ids = backend.asnumpy(ids)  # a Python list: to an array on the host
-        if ids.ndim != ndim or ids.dtype.kind not in "iu":
-            expected = "(B, length)" if ndim == 2 else "(B,)"
-            raise ValueError(f"Transformer: {name} must be an integer array of shape {expected}, got shape "
-                             f"{tuple(ids.shape)} and dtype {ids.dtype}")
-        if ndim == 2 and ids.shape[1] == 0:   # attention over no keys has no softmax to take
-            raise ValueError(f"Transformer: {name} has length 0 (shape {tuple(ids.shape)}); every sentence "
-                             "needs at least one token")
-        return backend.to_device(ids, self.device)
+        return token_ids(ids, name, ndim, self.device, "Transformer")   # attention over no keys has no softmax
 
     def _embed(self, ids, table: Embedding, positional: Module, offset: int = 0) -> Tensor:
         x = table(ids) * self.embed_scale            # (B, T, d_model), ×√d_model (§3.4)
