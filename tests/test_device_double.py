@@ -394,6 +394,25 @@ def test_greedy_and_beam_search_on_the_device_match_the_cpu(monkeypatch):
     assert any(found["cpu"][0])
 
 
+def test_the_attention_lstm_gradchecks_and_searches_on_the_device_as_on_the_cpu(monkeypatch):
+    from minitransformer.decode import beam_search, greedy_decode  # noqa: PLC0415
+
+    src, tgt_in, tgt_out = batch()
+    found = {}
+    for device in ("cpu", "cuda"):
+        monkeypatch.setattr(backend, "_default_device", device)
+        model = nn.Seq2Seq(nn.Seq2SeqConfig(VOCAB, VOCAB, d_model=8, n_layers=2, dropout=0.0, seed=1)).to(np.float64)
+        assert all(p.device == device for p in model.parameters())
+        if device == "cuda":
+            checked = [model.attention.v, model.encoder.cells[3].bias]     # few numbers: two runs each
+            assert mt.gradcheck(lambda *params: model.loss(src, tgt_in, tgt_out, 0.1), checked)
+        greedy = greedy_decode(model, src, bos_id=1, eos_id=2, max_len=6)
+        assert greedy == greedy_decode(model, src, bos_id=1, eos_id=2, max_len=6, use_cache=False)
+        beams = beam_search(model, src, bos_id=1, eos_id=2, beam_size=3, max_len=6, n_best=2)
+        found[device] = greedy, [[(h.tokens, round(h.score, 9)) for h in best] for best in beams]
+    assert found["cuda"] == found["cpu"]
+
+
 # -- checkpoints: save, load, average; arrays come home only through the backend ---------------------
 
 def test_checkpoints_save_load_and_average_from_the_device(tmp_path, monkeypatch):

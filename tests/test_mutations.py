@@ -385,10 +385,12 @@ SPECIFIC = {
         "gK scaled by 1/√d_k twice": lambda s, gy, c: (c(gy)[0], c(gy)[1] * s.scale, c(gy)[2]),
     },
     "LSTMFunction": {
-        "the cell's gradient through h_t forgotten": lambda s, gy, c: _lstm_with("cell_backward", _cell_no_h_path, c, gy),
+        "the cell's gradient through h_t forgotten": lambda s, gy, c: _lstm_with("cell_backward", _cell_no_h_path,
+                                                                                  c, gy),
         "the forget gate through tanh's derivative": lambda s, gy, c: _lstm_with("cell_backward", _cell_tanh_forget,
                                                                                   c, gy),
-        "g_c(t−1) = g_c, the forget gate ignored": lambda s, gy, c: _lstm_with("cell_backward", _cell_no_forget, c, gy),
+        "g_c(t−1) = g_c, the forget gate ignored": lambda s, gy, c: _lstm_with("cell_backward", _cell_no_forget,
+                                                                                c, gy),
         "g_W_h from h_t instead of h_(t−1)": lambda s, gy, c: _lstm_with("_previous_hidden", _current_hidden, c, gy),
     },
     "LSTMFunction-mask-reverse": {
