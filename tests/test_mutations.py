@@ -34,7 +34,6 @@ import minitransformer as mt
 import minitransformer.functional as F
 from minitransformer import ops
 from minitransformer.backend import scatter_add
-from minitransformer.functional import lstm as lstm_module
 from minitransformer.functional.additive_attention import AdditiveScore
 from minitransformer.functional.attention import ScaledDotProductAttention
 from minitransformer.functional.dropout import Dropout, Generator
@@ -45,6 +44,7 @@ from minitransformer.nn.attention import PackedAttention
 from minitransformer.ops import unbroadcast
 from minitransformer.tensor import Function
 
+lstm_module = importlib.import_module("minitransformer.functional.lstm")   # F.lstm is the function of that name
 WRONG = r"gradient of input \d+ .* is wrong at \d+ of \d+ positions"
 
 
@@ -394,9 +394,9 @@ SPECIFIC = {
         "g_W_h from h_t instead of h_(t−1)": lambda s, gy, c: _lstm_with("_previous_hidden", _current_hidden, c, gy),
     },
     "LSTMFunction-mask-reverse": {
-        "backpropagation through time walks the steps in the wrong order": lambda s, gy, c: _flipped(s, "reverse",
-                                                                                                     c, gy),
-        "padded steps do not pass the gradient on": lambda s, gy, c: _without(s, "mask", c, gy),
+        "backpropagation through time walks the steps in the wrong order":
+            lambda s, gy, c: _with_attribute(s, "reverse", not s.reverse, c, gy),
+        "padded steps do not pass the gradient on": lambda s, gy, c: _with_attribute(s, "mask", None, c, gy),
     },
     "AdditiveScore": {
         "tanh's derivative dropped (g_u = g_e v)": lambda s, gy, c: _additive_without_tanh(s, gy),
@@ -467,14 +467,19 @@ def _attention_without_dropout(s, g_out):
     return g_scores @ s.k, g_scores.swapaxes(-1, -2) @ s.q
 
 
-def _lstm_with(name, broken, correct, gy):
-    """Run the real backward with one helper of functional/lstm.py replaced by a broken one."""
-    original = getattr(lstm_module, name)
-    setattr(lstm_module, name, broken)
+def _with_attribute(owner, name, value, correct, gy):
+    """Run the real backward with ``owner.name`` set to ``value`` (a broken helper, a flag), then put it back."""
+    kept = getattr(owner, name)
+    setattr(owner, name, value)
     try:
         return correct(gy)
     finally:
-        setattr(lstm_module, name, original)
+        setattr(owner, name, kept)
+
+
+def _lstm_with(name, broken, correct, gy):
+    """The real backward with one helper of functional/lstm.py replaced by a broken one."""
+    return _with_attribute(lstm_module, name, broken, correct, gy)
 
 
 def _cell_no_h_path(gates, c_prev, tanh_c, g_h, g_c):
@@ -507,23 +512,6 @@ def _correct_cell(gates, c_prev, tanh_c, g_h, g_c, through_h=True):
 
 def _current_hidden(states, state, hidden, reverse):
     return states[:, :, :hidden]                                    # h_t: the state the step wrote, not read
-
-
-def _flipped(s, name, correct, gy):
-    setattr(s, name, not getattr(s, name))
-    try:
-        return correct(gy)
-    finally:
-        setattr(s, name, not getattr(s, name))
-
-
-def _without(s, name, correct, gy):
-    kept = getattr(s, name)
-    setattr(s, name, None)
-    try:
-        return correct(gy)
-    finally:
-        setattr(s, name, kept)
 
 
 def _additive_without_tanh(s, gy):
