@@ -34,10 +34,10 @@ backward half of a bidirectional layer) starts each row at its own last token.
 """
 from __future__ import annotations
 
-from .. import backend
 from ..backend import xp_of
 from ..ops.elementwise import sigmoid_array
 from ..tensor import Function, Tensor
+from .checks import require_boolean_mask, require_floating_point
 
 
 def cell_forward(z, c_prev):
@@ -166,16 +166,8 @@ def _check_shapes(x_gates, state, weight_h, mask) -> None:
     if state.shape != (x_gates.shape[0], 2 * hidden):
         raise ValueError(f"lstm: state must be (B, 2H) = ({x_gates.shape[0]}, {2 * hidden}), [h | c] side by "
                          f"side; got shape {state.shape}")
-    if x_gates.dtype.kind != "f":
-        raise TypeError(f"lstm: inputs must be floating point, got dtype {x_gates.dtype}")
-    if mask is None:
-        return
-    if not backend.is_array(mask) or mask.dtype != bool:
-        kind = getattr(mask, "dtype", type(mask).__name__)
-        raise TypeError(f"lstm: mask must be a boolean array (True at real tokens), got {kind}; "
-                        "compare the ids: ids != pad_id")
-    if mask.shape != x_gates.shape[:2]:
-        raise ValueError(f"lstm: mask must be (B, T) = {x_gates.shape[:2]}, like the ids; got shape {mask.shape}")
-    if backend.get_device(mask) != backend.get_device(x_gates):
-        raise RuntimeError(f"lstm: mask lives on {backend.get_device(mask)} but the inputs on "
-                           f"{backend.get_device(x_gates)}; move it with backend.to_device")
+    require_floating_point("lstm", x_gates)
+    if mask is not None:
+        require_boolean_mask("lstm", mask, x_gates, "True at real tokens")
+        if mask.shape != x_gates.shape[:2]:
+            raise ValueError(f"lstm: mask must be (B, T) = {x_gates.shape[:2]}, like the ids; got shape {mask.shape}")

@@ -39,10 +39,10 @@ from ..tensor import Tensor, no_grad
 from . import init
 from .dropout import Dropout
 from .cache import _as_index_array
-from .embedding import Embedding, token_ids
+from .embedding import TABLE_PARTS, TranslationTables, table_notes, token_ids
 from .linear import Linear, linear
 from .lstm import LSTM
-from .module import Module
+from .module import Module, counts_by_part, parts_table
 from .seq2seq_attention import ATTENTION_SCORES, make_attention
 
 
@@ -121,7 +121,7 @@ class Seq2SeqCache:
         return f"Seq2SeqCache(position={self.position})"
 
 
-class Seq2Seq(Module):
+class Seq2Seq(TranslationTables, Module):
     """The attention LSTM of 2015. ``model(src_ids, tgt_ids)`` -> logits (B, T, V_tgt)."""
 
     def __init__(self, config: Seq2SeqConfig) -> None:
@@ -129,11 +129,7 @@ class Seq2Seq(Module):
         self.config = config
         init.set_seed(config.seed)                                     # same seed, same weights
         d, directions = config.d_model, 2 if config.bidirectional else 1
-        if config.tie_embeddings:
-            self.embedding = Embedding(config.src_vocab_size, d)
-        else:
-            self.src_embedding = Embedding(config.src_vocab_size, d)
-            self.tgt_embedding = Embedding(config.tgt_vocab_size, d)
+        self._make_tables(config, d)
         self.encoder = LSTM(d, d // directions, config.n_layers, config.bidirectional, config.dropout)
         self.bridge = Linear(d // directions, config.n_layers * 2 * d)   # s_0 = tanh(W_s ←h_1), every layer's [h | c]
         self.decoder = LSTM(2 * d if config.input_feeding else d, d, config.n_layers, dropout=config.dropout)
@@ -144,16 +140,6 @@ class Seq2Seq(Module):
             self.output = Linear(d, config.tgt_vocab_size, bias=False)
 
     # -- the pieces --------------------------------------------------------------------------
-    @property
-    def device(self) -> str:
-        return self._source_table().weight.device
-
-    def _source_table(self) -> Embedding:
-        return self.embedding if self.config.tie_embeddings else self.src_embedding
-
-    def _target_table(self) -> Embedding:
-        return self.embedding if self.config.tie_embeddings else self.tgt_embedding
-
     def _output_weight(self) -> Tensor:
         """The (d_model, V_tgt) matrix of the logits h̃ W: Eᵀ when tied."""
         return self.embedding.weight.T if self.config.tie_embeddings else self.output.weight
@@ -276,13 +262,8 @@ class Seq2Seq(Module):
     # -- reporting ----------------------------------------------------------------------------
     def parameter_counts(self) -> dict[str, int]:
         """Learned numbers per part: embeddings, encoder, decoder (with the bridge and W_c), attention, output."""
-        parts = {"embeddings": 0, "encoder": 0, "decoder": 0, "attention": 0, "output": 0}
-        for name, p in self.named_parameters():
-            top = name.split(".")[0]
-            part = {"embedding": "embeddings", "src_embedding": "embeddings", "tgt_embedding": "embeddings",
-                    "bridge": "decoder", "combine": "decoder"}.get(top, top)
-            parts[part] += p.size
-        return parts
+        return counts_by_part(self, ("embeddings", "encoder", "decoder", "attention", "output"),
+                              {**TABLE_PARTS, "bridge": "decoder", "combine": "decoder"})
 
     def parameter_report(self) -> str:
         """A table of parameter counts per part, and the total."""
@@ -290,19 +271,13 @@ class Seq2Seq(Module):
         counts = self.parameter_counts()
         directions = "bidirectional, " if c.bidirectional else ""
         notes = {
-            "embeddings": ("one shared (V, d_model) matrix, also the output projection"
-                           if c.tie_embeddings else "separate source and target matrices"),
+            **table_notes(c.tie_embeddings),
             "encoder": f"{c.n_layers} LSTM layers, {directions}{c.d_model // (2 if c.bidirectional else 1)} units",
             "decoder": f"{c.n_layers} LSTM layers of {c.d_model} units, the bridge s_0 and W_c"
                        + (", input feeding" if c.input_feeding else ""),
             "attention": f"{c.score} score",
-            "output": "tied to the embeddings" if c.tie_embeddings else "Linear without bias",
         }
-        lines = [f"{'part':<12}{'parameters':>14}  note"]
-        for part, count in counts.items():
-            lines.append(f"{part:<12}{count:>14,}  {notes[part]}")
-        lines.append(f"{'total':<12}{sum(counts.values()):>14,}")
-        return "\n".join(lines)
+        return parts_table(counts, notes)
 
     def extra_repr(self) -> str:
         fields = dataclasses.asdict(self.config)
