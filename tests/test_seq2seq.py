@@ -239,6 +239,7 @@ def test_same_seed_same_weights():
     ({"score": "concat"}, r"score must be one of additive, dot, general, got 'concat'"),
     ({"model": "transformer"}, r"model must be 'lstm', got 'transformer'"),
     ({"max_len": 0}, r"max_len must be a positive integer, got 0"),
+    ({"input_feeding": "no"}, r"input_feeding must be True or False, got 'no'"),
 ], ids=lambda value: value if isinstance(value, str) and "\\" not in value else None)
 def test_bad_configurations_are_named(overrides, message):
     with pytest.raises(ValueError, match=rf"^Seq2SeqConfig: {message}"):

@@ -69,6 +69,9 @@ class Seq2SeqConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"Seq2SeqConfig: {name} must be a positive integer, got {value!r}")
+        for name in ("tie_embeddings", "input_feeding", "bidirectional"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"Seq2SeqConfig: {name} must be True or False, got {getattr(self, name)!r}")
         if self.bidirectional and self.d_model % 2:
             raise ValueError(f"Seq2SeqConfig: d_model={self.d_model} must be even when bidirectional=True "
                              "(each direction of the encoder has d_model/2 units)")
