@@ -13,10 +13,12 @@ where |Y| counts the generated tokens including the final eos. Without it,
 beam search prefers short outputs: every extra token multiplies in a
 probability below 1.
 
-Both searches are batched over sentences and use the model's attention cache
-(``model.init_cache()`` / ``model.decode_step``), so step t costs O(t) rather
-than re-running the decoder over the whole prefix; ``use_cache=False``
-re-runs the prefix every step (the slow reference the cache must agree with).
+Both searches are batched over sentences and use the model's cache
+(``model.init_cache()`` / ``model.decode_step``): the Transformer's keys and values
+(step t costs O(t) rather than re-running the decoder over the whole prefix), or
+the LSTM's states; ``use_cache=False`` re-runs the prefix every step (the slow
+reference the cache must agree with). What a search needs of a model is the
+``Decodable`` protocol below, which ``nn.Transformer`` and ``nn.Seq2Seq`` both offer.
 Sentences that are finished leave the batch (``cache.reorder`` keeps only the
 rows still searching), so one long sentence does not keep the others running.
 
@@ -30,16 +32,42 @@ from __future__ import annotations
 import math
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
-from typing import Iterator, Sequence
+from typing import Any, Iterator, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
 from .backend import asnumpy, get_device, to_device, xp_of
 from .nn.cache import DecoderCache
 from .nn.module import Module
+from .nn.seq2seq import Seq2SeqCache
 from .tensor import Tensor, no_grad
 
 EXTRA_LENGTH = 50  # §6.1: maximum output length = input length + 50
+
+
+@runtime_checkable
+class Decodable(Protocol):
+    """What greedy and beam search need of a model (nn.Transformer and nn.Seq2Seq; a test double may too).
+
+    ``config.pad_id`` says which source ids are padding, ``config.max_len`` (if any) caps the output; the
+    cache is any object with ``reorder(rows)``, which keeps those batch rows (repeats allowed) in place.
+    """
+
+    config: Any
+
+    def parameters(self) -> list: ...
+
+    def encode(self, src_ids) -> tuple[Tensor, Any]:
+        """(B, S) ids -> (memory, src_mask), both indexable by batch row."""
+
+    def decode(self, tgt_ids, memory: Tensor, src_mask) -> Tensor:
+        """(B, t) ids -> logits (B, t, V) of a full pass over the prefix."""
+
+    def init_cache(self) -> Any:
+        """An empty cache for ``decode_step``."""
+
+    def decode_step(self, step_ids, memory: Tensor, src_mask, cache) -> Tensor:
+        """(B,) ids at position ``len(prefix) − 1`` -> logits (B, V) of the next token; advances the cache."""
 
 
 @dataclass
@@ -139,7 +167,7 @@ class _DecoderState:
         if not same_sources:
             self.memory = Tensor(self.memory.data[rows_dev])
             self.src_mask = self.src_mask[rows_dev]
-        if isinstance(self.cache, DecoderCache):
+        if isinstance(self.cache, (DecoderCache, Seq2SeqCache)):   # ours keep what does not depend on the row
             self.cache.reorder(rows_dev, same_sources=same_sources)
         elif self.cache is not None:        # another model's cache: the plain protocol, reorder(rows)
             self.cache.reorder(rows_dev)
@@ -147,7 +175,7 @@ class _DecoderState:
         self.prefix = xp.concatenate([self.prefix[rows_dev], tokens_dev], axis=1)  # (rows', t + 1)
 
 
-def greedy_decode(model, src_ids, bos_id: int, eos_id: int, max_len: int | None = None,
+def greedy_decode(model: Decodable, src_ids, bos_id: int, eos_id: int, max_len: int | None = None,
                   use_cache: bool = True, extra_length: int = EXTRA_LENGTH) -> list[list[int]]:
     """The most probable next token at every step, for a (B, S) batch; returns B lists of ids."""
     src_ids = asnumpy(src_ids)  # host bookkeeping; the model runs on its device
@@ -212,7 +240,7 @@ def _top_candidates(scores, k: int) -> tuple[np.ndarray, np.ndarray]:
     return index[best].reshape(rows, k), values[best].reshape(rows, k)
 
 
-def beam_search(model, src_ids, bos_id: int, eos_id: int, beam_size: int = 4, alpha: float = 0.6,
+def beam_search(model: Decodable, src_ids, bos_id: int, eos_id: int, beam_size: int = 4, alpha: float = 0.6,
                 max_len: int | None = None, use_cache: bool = True, n_best: int = 1,
                 extra_length: int = EXTRA_LENGTH) -> list[list[Hypothesis]]:
     """Beam search over a (B, S) batch; for each sentence the ``n_best`` hypotheses, best score first.
@@ -335,5 +363,5 @@ def decode_sentences(model, sources: Sequence[Sequence[int]], bos_id: int, eos_i
     return outputs
 
 
-__all__ = ["Hypothesis", "length_penalty", "greedy_decode", "beam_search", "decode_sentences", "output_limits",
-           "EXTRA_LENGTH"]
+__all__ = ["Decodable", "Hypothesis", "length_penalty", "greedy_decode", "beam_search", "decode_sentences",
+           "output_limits", "EXTRA_LENGTH"]

@@ -272,6 +272,7 @@ class Tensor:
     def log(self): return _ops.log(self)
     def sqrt(self): return _ops.sqrt(self)
     def tanh(self): return _ops.tanh(self)
+    def sigmoid(self): return _ops.sigmoid(self)
     def relu(self): return _ops.relu(self)
     def masked_fill(self, mask, value): return _ops.masked_fill(self, mask, value)
 

@@ -18,12 +18,12 @@ the command line prints them on stderr.
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import numpy as np
 
-from . import backend
+from . import backend, models
 from .bleu import BLEUScore, corpus_bleu_score, tokenization_for
 from .checkpoint import Checkpoint, CheckpointError, check_weights_match, load_checkpoint
 from .data.bpe import END_OF_WORD, SPECIAL_TOKENS, BPETokenizer
@@ -33,6 +33,7 @@ from .data.unigram import UnigramTokenizer
 from .data.writing import CorpusWriting, describe_unseen
 from .decode import decode_sentences, searching
 from .nn.attention import record_attention
+from .nn.seq2seq import Seq2Seq, Seq2SeqConfig
 from .nn.transformer import Transformer, TransformerConfig
 
 
@@ -51,24 +52,21 @@ def tokenizer_from_dict(data: dict, where: str = "tokenizer") -> BPETokenizer | 
         raise CheckpointError(f"{where}: {error}") from None
 
 
-def config_from_dict(data: dict, where: str = "config") -> TransformerConfig:
-    """A TransformerConfig from a dict, refusing unknown or missing fields by name."""
-    known = {f.name for f in fields(TransformerConfig)}
+def config_from_dict(data: dict, where: str = "config") -> TransformerConfig | Seq2SeqConfig:
+    """The model configuration a dict describes (its "model" field names the kind; models.py), refusing
+    unknown or missing fields by name."""
     if not isinstance(data, dict):
         raise CheckpointError(f"{where}: the model configuration is missing")
-    unknown = sorted(set(data) - known)
-    if unknown:
-        raise CheckpointError(f"{where}: unknown model configuration field(s) {unknown}")
     try:
-        return TransformerConfig(**data)
-    except (TypeError, ValueError) as error:
+        return models.config_from_dict(data)
+    except ValueError as error:
         raise CheckpointError(f"{where}: invalid model configuration ({error})") from None
 
 
-def model_from_checkpoint(checkpoint: Checkpoint, device: str = "cpu") -> Transformer:
+def model_from_checkpoint(checkpoint: Checkpoint, device: str = "cpu") -> Transformer | Seq2Seq:
     """Build the model described by the checkpoint's config and load its weights (shapes checked)."""
     config = config_from_dict(checkpoint.state.get("config"), str(checkpoint.path))
-    model = Transformer(config)
+    model = models.build_model(config)
     check_weights_match(checkpoint.weights, model.state_dict(), where=str(checkpoint.path))
     model.load_state_dict(checkpoint.weights)
     if device != "cpu":
@@ -87,7 +85,7 @@ def warn_translation(message: str) -> None:
 
 @dataclass
 class Translator:
-    model: Transformer
+    model: Transformer | Seq2Seq
     tokenizer: BPETokenizer | RawBPETokenizer | UnigramTokenizer
     warn: Callable[[str], None] = warn_translation
 
@@ -166,13 +164,14 @@ class Translator:
         return corpus_bleu_score(hypotheses, references, tokenize=tokenize), hypotheses
 
     def cross_attention(self, source: str, output_ids: Sequence[int] | None = None, layer: int = -1):
-        """The encoder–decoder attention of one sentence, averaged over heads.
+        """The encoder–decoder attention of one sentence, averaged over heads (an LSTM has one attention,
+        layer -1 or 0).
 
         Returns (weights (T, S), source tokens, output tokens, source ids, output ids); the
         output is ``output_ids`` or the greedy translation, followed by eos.
         """
         tok = self.tokenizer
-        n_layers = len(self.model.decoder.layers)
+        n_layers = 1 if isinstance(self.model, Seq2Seq) else len(self.model.decoder.layers)   # one attention
         if not -n_layers <= layer < n_layers:
             raise ValueError(f"cross_attention: layer {layer} does not exist; the decoder has {n_layers} layers")
         src_ids = self.encode_sources([source])[0]
@@ -183,8 +182,13 @@ class Translator:
         output_ids = list(output_ids)[:self.model.config.max_len - 1]
         target = output_ids + [tok.eos_id]
         tgt_in = np.asarray([[tok.bos_id] + output_ids], dtype=np.int64)
+        source = np.asarray([src_ids], dtype=np.int64)
+        if isinstance(self.model, Seq2Seq):
+            with searching(self.model):
+                matrix = backend.asnumpy(self.model.attention_weights(source, tgt_in))[0]   # (T, S)
+            return matrix, self.display_tokens(src_ids), self.display_tokens(target), src_ids, target
         with searching(self.model), record_attention(self.model):
-            memory, src_mask = self.model.encode(np.asarray([src_ids], dtype=np.int64))
+            memory, src_mask = self.model.encode(source)
             self.model.decode(tgt_in, memory, src_mask)
         weights = self.model.decoder.layers[layer].cross_attn.attention_weights     # (1, h, T, S)
         matrix = backend.asnumpy(weights.data)[0].mean(axis=0)  # (T, S), averaged over the heads

@@ -188,6 +188,7 @@ OPS = [
     (lambda a: a.log(), [(2, 3)], True),
     (lambda a: a.sqrt(), [(2, 3)], True),
     (lambda a: a.tanh(), [(2, 3)], False),
+    (lambda a: a.sigmoid(), [(2, 3)], False),
     (lambda a: a.relu(), [(2, 3)], False),
     (lambda a, b: mt.maximum(a, b), [(2, 3), (3,)], False),
     (lambda a: a.sum(axis=1, keepdims=True), [(2, 3, 4)], False),
@@ -277,6 +278,19 @@ def test_layers_gradcheck_on_the_device(rng):
     assert mt.gradcheck(lambda x: positions(x), [leaf(rng, 2, 5, 8)])
     learned = nn.LearnedPositionalEncoding(8, max_len=10, dropout=0.0).to(np.float64)
     assert check_module(learned, leaf(rng, 2, 5, 8))
+
+
+def test_lstm_and_recurrent_attention_gradcheck_on_the_device(rng):
+    nn.init.set_seed(0)
+    lstm = nn.LSTM(3, 2, num_layers=2, bidirectional=True).to(np.float64)
+    mask = on_device([[True, True, True, True], [True, True, False, False]])
+    x = leaf(rng, 2, 4, 3)
+    assert mt.gradcheck(lambda x, w, b: lstm(x, mask)[0], [x, lstm.cells[3].weight_h, lstm.cells[0].bias])
+    assert all(backend.get_device(s.data) == "cuda" for s in lstm(x, mask)[1])
+    for attention in (nn.AdditiveAttention(4, 4, 3), nn.DotAttention(), nn.GeneralAttention(4, 4)):
+        attention.to(np.float64)
+        queries, memory = leaf(rng, 2, 3, 4), leaf(rng, 2, 4, 4)
+        assert mt.gradcheck(lambda q, m, *p: attention(q, m, mask)[0], [queries, memory, *attention.parameters()])
 
 
 @pytest.mark.parametrize("norm_first", [False, True], ids=["post-LN", "pre-LN"])
@@ -378,6 +392,25 @@ def test_greedy_and_beam_search_on_the_device_match_the_cpu(monkeypatch):
         found[device] = greedy, [[(h.tokens, round(h.score, 9)) for h in best] for best in beams]
     assert found["cuda"] == found["cpu"]
     assert any(found["cpu"][0])
+
+
+def test_the_attention_lstm_gradchecks_and_searches_on_the_device_as_on_the_cpu(monkeypatch):
+    from minitransformer.decode import beam_search, greedy_decode  # noqa: PLC0415
+
+    src, tgt_in, tgt_out = batch()
+    found = {}
+    for device in ("cpu", "cuda"):
+        monkeypatch.setattr(backend, "_default_device", device)
+        model = nn.Seq2Seq(nn.Seq2SeqConfig(VOCAB, VOCAB, d_model=8, n_layers=2, dropout=0.0, seed=1)).to(np.float64)
+        assert all(p.device == device for p in model.parameters())
+        if device == "cuda":
+            checked = [model.attention.v, model.encoder.cells[3].bias]     # few numbers: two runs each
+            assert mt.gradcheck(lambda *params: model.loss(src, tgt_in, tgt_out, 0.1), checked)
+        greedy = greedy_decode(model, src, bos_id=1, eos_id=2, max_len=6)
+        assert greedy == greedy_decode(model, src, bos_id=1, eos_id=2, max_len=6, use_cache=False)
+        beams = beam_search(model, src, bos_id=1, eos_id=2, beam_size=3, max_len=6, n_best=2)
+        found[device] = greedy, [[(h.tokens, round(h.score, 9)) for h in best] for best in beams]
+    assert found["cuda"] == found["cpu"]
 
 
 # -- checkpoints: save, load, average; arrays come home only through the backend ---------------------

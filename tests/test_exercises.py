@@ -312,6 +312,20 @@ def test_with_the_causal_mask_the_past_does_not_see_the_future(rng):
     np.testing.assert_array_equal(out.data[:, :, :3], changed.data[:, :, :3])
 
 
+# -- Exercise 6.4: additive attention's scores backward ------------------------------------------------------
+@pytest.mark.grades_6_4
+def test_additive_score_backward_gradcheck(rng):
+    queries, keys, v = tensor(rng, 2, 3, 4), tensor(rng, 2, 5, 4), tensor(rng, 4)    # T = 3 queries, S = 5 keys
+    assert mt.gradcheck(F.additive_score, [queries, keys, v])
+
+
+@pytest.mark.grades_6_4
+def test_additive_score_backward_gradcheck_for_one_decoder_step_with_saturated_units(rng):
+    queries, keys, v = tensor(rng, 3, 1, 5), tensor(rng, 3, 4, 5), tensor(rng, 5)    # T = 1: one step, S = 4
+    keys.data *= 3.0                                        # many tanh units near ±1, where 1 − a² matters most
+    assert mt.gradcheck(F.additive_score, [queries, keys, v])
+
+
 # -- Exercise 7.1: splitting and merging heads --------------------------------------------------------------------
 @pytest.mark.grades_7_1
 def test_head_i_holds_features_i_dk_to_i_plus_1_dk(rng):

@@ -34,6 +34,7 @@ import minitransformer as mt
 import minitransformer.functional as F
 from minitransformer import ops
 from minitransformer.backend import scatter_add
+from minitransformer.functional.additive_attention import AdditiveScore
 from minitransformer.functional.attention import ScaledDotProductAttention
 from minitransformer.functional.dropout import Dropout, Generator
 from minitransformer.functional.flash_attention import FlashAttention
@@ -43,6 +44,7 @@ from minitransformer.nn.attention import PackedAttention
 from minitransformer.ops import unbroadcast
 from minitransformer.tensor import Function
 
+lstm_module = importlib.import_module("minitransformer.functional.lstm")   # F.lstm is the function of that name
 WRONG = r"gradient of input \d+ .* is wrong at \d+ of \d+ positions"
 
 
@@ -89,6 +91,13 @@ def _qkv(rng):  # T = S = d: every transposition keeps the shape, so a wrong one
     return [leaf(rng, (2, 1, 3, 3)) for _ in range(3)]
 
 
+LENGTHS_MASK = np.array([[True, True, True], [True, False, False]])   # row 1: one real token, two pads
+
+
+def _lstm_inputs(rng, hidden=2):   # B = 2, T = 3: x_gates (B, T, 4H), state [h_0 | c_0] (B, 2H), weight_h (H, 4H)
+    return [leaf(rng, (2, 3, 4 * hidden)), leaf(rng, (2, 2 * hidden)), leaf(rng, (hidden, 4 * hidden))]
+
+
 SETUPS = {
     "Add": Setup(ops.Add, lambda r: (lambda a, b: ops.Add()(a, b), [leaf(r, (4, 3)), leaf(r, (3,))])),
     "Sub": Setup(ops.Sub, lambda r: (lambda a, b: ops.Sub()(a, b), [leaf(r, (4, 3)), leaf(r, (3,))])),
@@ -100,6 +109,7 @@ SETUPS = {
     "Log": Setup(ops.Log, lambda r: (lambda x: ops.Log()(x), [leaf(r, (3, 2), low=0.5)])),
     "Sqrt": Setup(ops.Sqrt, lambda r: (lambda x: ops.Sqrt()(x), [leaf(r, (3, 2), low=0.5)])),
     "Tanh": Setup(ops.Tanh, lambda r: (lambda x: ops.Tanh()(x), [leaf(r, (3, 2))])),
+    "Sigmoid": Setup(ops.Sigmoid, lambda r: (lambda x: ops.Sigmoid()(x), [leaf(r, (3, 2))])),
     "ReLU": Setup(ops.ReLU, lambda r: (lambda x: ops.ReLU()(x), [leaf(r, (3, 4))])),
     "Maximum": Setup(ops.Maximum, lambda r: (lambda a, b: ops.Maximum()(a, b), _ties(r))),
     "MatMul": Setup(ops.MatMul, lambda r: (lambda a, b: ops.MatMul()(a, b), [leaf(r, (2, 3, 3)), leaf(r, (3, 3))])),
@@ -135,6 +145,14 @@ SETUPS = {
         lambda qkv: PackedAttention(2, np.tril(np.ones((3, 3), bool)))(qkv), [leaf(r, (2, 3, 18))])),
     "PackedAttention-cross": Setup(PackedAttention, lambda r: (
         lambda q, kv: PackedAttention(2)(q, kv), [leaf(r, (2, 3, 6)), leaf(r, (2, 4, 12))]), "cross-attention"),
+    # chapter 6: the LSTM (forward, and right to left over a padded batch) and Bahdanau's additive score
+    "LSTMFunction": Setup(lstm_module.LSTMFunction, lambda r: (lambda x, s, w: lstm_module.LSTMFunction()(x, s, w),
+                                                               _lstm_inputs(r))),
+    "LSTMFunction-mask-reverse": Setup(lstm_module.LSTMFunction, lambda r: (
+        lambda x, s, w: lstm_module.LSTMFunction(LENGTHS_MASK, reverse=True)(x, s, w), _lstm_inputs(r)),
+        "right to left, with padding"),
+    "AdditiveScore": Setup(AdditiveScore, lambda r: (lambda q, k, v: AdditiveScore()(q, k, v),
+                                                     [leaf(r, (2, 3, 4)), leaf(r, (2, 3, 4)), leaf(r, (4,))])),
     "LayerNormFunction": Setup(F.LayerNormFunction, lambda r: (lambda x, w, b: F.LayerNormFunction(1e-5)(x, w, b),
                                                                [leaf(r, (3, 5)), leaf(r, (5,)), leaf(r, (5,))])),
     "Softmax": Setup(F.Softmax, lambda r: (lambda x: F.Softmax(-1)(x), [leaf(r, (3, 4))])),
@@ -273,6 +291,10 @@ SPECIFIC = {
         "square dropped (1 − y)": lambda s, gy, c: gy * (1 - _saved(s)[0]),
         "sign of the square (1 + y²)": lambda s, gy, c: gy * (1 + _saved(s)[0] ** 2),
     },
+    "Sigmoid": {
+        "factor (1 − σ) dropped": lambda s, gy, c: gy * _saved(s)[0],
+        "tanh's derivative used (1 − σ²)": lambda s, gy, c: gy * (1 - _saved(s)[0] ** 2),
+    },
     "ReLU": {
         "gradient passed everywhere": lambda s, gy, c: gy,
         "gradient where x < 0 instead": lambda s, gy, c: gy * ~_saved(s)[0],
@@ -362,6 +384,25 @@ SPECIFIC = {
         "the 1/√d_k forgotten in gQ": lambda s, gy, c: (c(gy)[0] / s.scale, *c(gy)[1:]),
         "gK scaled by 1/√d_k twice": lambda s, gy, c: (c(gy)[0], c(gy)[1] * s.scale, c(gy)[2]),
     },
+    "LSTMFunction": {
+        "the cell's gradient through h_t forgotten": lambda s, gy, c: _lstm_with("cell_backward", _cell_no_h_path,
+                                                                                  c, gy),
+        "the forget gate through tanh's derivative": lambda s, gy, c: _lstm_with("cell_backward", _cell_tanh_forget,
+                                                                                  c, gy),
+        "g_c(t−1) = g_c, the forget gate ignored": lambda s, gy, c: _lstm_with("cell_backward", _cell_no_forget,
+                                                                                c, gy),
+        "g_W_h from h_t instead of h_(t−1)": lambda s, gy, c: _lstm_with("_previous_hidden", _current_hidden, c, gy),
+    },
+    "LSTMFunction-mask-reverse": {
+        "backpropagation through time walks the steps in the wrong order":
+            lambda s, gy, c: _with_attribute(s, "reverse", not s.reverse, c, gy),
+        "padded steps do not pass the gradient on": lambda s, gy, c: _with_attribute(s, "mask", None, c, gy),
+    },
+    "AdditiveScore": {
+        "tanh's derivative dropped (g_u = g_e v)": lambda s, gy, c: _additive_without_tanh(s, gy),
+        "g_q and g_k summed over the wrong axes": lambda s, gy, c: (c(gy)[1], c(gy)[0], c(gy)[2]),
+        "g_v without the upstream gradient (Σ a)": lambda s, gy, c: (*c(gy)[:2], _saved(s)[0].sum(axis=(0, 1, 2))),
+    },
     "LayerNormFunction": {
         "bias gradient dropped": lambda s, gy, c: (*c(gy)[:2], None),
         "bias gradient averaged over rows, not summed": lambda s, gy, c: (*c(gy)[:2], gy.mean(axis=0)),
@@ -424,6 +465,59 @@ def _attention_without_dropout(s, g_out):
     g_scores = g_out @ s.v.swapaxes(-1, -2)
     g_scores = s.weights * (g_scores - (g_scores * s.weights).sum(axis=-1, keepdims=True)) * s.scale
     return g_scores @ s.k, g_scores.swapaxes(-1, -2) @ s.q
+
+
+def _with_attribute(owner, name, value, correct, gy):
+    """Run the real backward with ``owner.name`` set to ``value`` (a broken helper, a flag), then put it back."""
+    kept = getattr(owner, name)
+    setattr(owner, name, value)
+    try:
+        return correct(gy)
+    finally:
+        setattr(owner, name, kept)
+
+
+def _lstm_with(name, broken, correct, gy):
+    """The real backward with one helper of functional/lstm.py replaced by a broken one."""
+    return _with_attribute(lstm_module, name, broken, correct, gy)
+
+
+def _cell_no_h_path(gates, c_prev, tanh_c, g_h, g_c):
+    return _correct_cell(gates, c_prev, tanh_c, g_h, g_c, through_h=False)
+
+
+def _cell_tanh_forget(gates, c_prev, tanh_c, g_h, g_c):
+    g_z, g_c_prev = _correct_cell(gates, c_prev, tanh_c, g_h, g_c)
+    hidden = c_prev.shape[-1]
+    f = gates[:, hidden:2 * hidden]
+    g_z[:, hidden:2 * hidden] *= (1 - f * f) / (f * (1 - f))       # 1 − f² in place of σ' = f(1 − f)
+    return g_z, g_c_prev
+
+
+def _cell_no_forget(gates, c_prev, tanh_c, g_h, g_c):
+    g_z, g_c_prev = _correct_cell(gates, c_prev, tanh_c, g_h, g_c)
+    hidden = c_prev.shape[-1]
+    return g_z, g_c_prev / gates[:, hidden:2 * hidden]              # g_c, not g_c ⊙ f
+
+
+def _correct_cell(gates, c_prev, tanh_c, g_h, g_c, through_h=True):
+    hidden = c_prev.shape[-1]
+    i, f, g, o = (gates[:, k * hidden:(k + 1) * hidden] for k in range(4))
+    if through_h:
+        g_c = g_c + g_h * o * (1 - tanh_c ** 2)
+    g_z = np.concatenate([g_c * g * i * (1 - i), g_c * c_prev * f * (1 - f), g_c * i * (1 - g ** 2),
+                          g_h * tanh_c * o * (1 - o)], axis=1)
+    return g_z, g_c * f
+
+
+def _current_hidden(states, state, hidden, reverse):
+    return states[:, :, :hidden]                                    # h_t: the state the step wrote, not read
+
+
+def _additive_without_tanh(s, gy):
+    hidden, v = _saved(s)
+    g_pre = gy[..., None] * v
+    return g_pre.sum(axis=2), g_pre.sum(axis=1), hidden.reshape(-1, len(v)).T @ gy.reshape(-1)
 
 
 def _layer_norm_without_mean(s, gy, c):

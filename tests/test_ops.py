@@ -79,6 +79,7 @@ UNARY_SHAPES = [(), (4,), (2, 3), (2, 1, 3)]
     pytest.param(mt.log, positive, id="log"),
     pytest.param(mt.sqrt, positive, id="sqrt"),
     pytest.param(mt.tanh, normal, id="tanh"),
+    pytest.param(mt.sigmoid, normal, id="sigmoid"),
     pytest.param(mt.relu, away_from_zero, id="relu"),
     pytest.param(lambda x: x ** 2, normal, id="pow2"),
     pytest.param(lambda x: x ** 3, normal, id="pow3"),
@@ -104,6 +105,17 @@ def test_backward_spends_no_work_on_an_input_that_needs_no_gradient(op, rng):
         function(*inputs)
         grads = function.backward(np.ones((2, 2)))
         assert tuple(g is not None for g in grads) == needed
+
+
+def test_sigmoid_is_the_logistic_function_and_stays_finite_far_out():
+    x = np.array([-1000.0, -30.0, -1.0, 0.0, 2.0, 30.0, 1000.0])
+    with np.errstate(over="raise", invalid="raise"):   # no overflow on the way: e^1000 would be inf
+        y = mt.sigmoid(mt.Tensor(x, requires_grad=True))
+        y.backward(np.ones_like(x))
+    middle = slice(1, 6)
+    np.testing.assert_allclose(y.data[middle], 1 / (1 + np.exp(-x[middle])), rtol=1e-12)
+    np.testing.assert_array_equal(y.data[[0, -1]], [0.0, 1.0])
+    assert np.isfinite(y.data).all()
 
 
 def test_relu_passes_gradient_only_where_the_input_is_positive():

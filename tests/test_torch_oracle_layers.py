@@ -92,3 +92,40 @@ def test_linear_matches_torch(rng):
     np.testing.assert_allclose(ox.grad, tx.grad.numpy(), rtol=1e-12)
     np.testing.assert_allclose(layer.weight.grad, tw.grad.numpy().T, rtol=1e-12)
     np.testing.assert_allclose(layer.bias.grad, tb.grad.numpy(), rtol=1e-12)
+
+
+def test_bidirectional_lstm_over_a_padded_batch_matches_torch_packed_sequences(rng):
+    """Our gate order (i, f, g, o) and weight layout are PyTorch's, transposed; its two biases are our one."""
+    nn.init.set_seed(0)
+    ours = nn.LSTM(4, 3, num_layers=2, bidirectional=True).to(np.float64)
+    theirs = torch.nn.LSTM(4, 3, num_layers=2, bidirectional=True, batch_first=True).double()
+    with torch.no_grad():
+        for index, cell in enumerate(ours.cells):
+            suffix = f"_l{index // 2}" + ("_reverse" if index % 2 else "")
+            getattr(theirs, "weight_ih" + suffix).copy_(torch.tensor(cell.weight_x.data.T))
+            getattr(theirs, "weight_hh" + suffix).copy_(torch.tensor(cell.weight_h.data.T))
+            getattr(theirs, "bias_ih" + suffix).copy_(torch.tensor(cell.bias.data))
+            getattr(theirs, "bias_hh" + suffix).zero_()
+    lengths = np.array([5, 3, 1])
+    mask = np.arange(5)[None, :] < lengths[:, None]
+    x = rng.standard_normal((3, 5, 4))
+    upstream = rng.standard_normal((3, 5, 6))
+    ox, tx = both(x)
+    outputs, states = ours(ox, mask)
+    (outputs * mt.Tensor(upstream)).sum().backward()
+    packed = torch.nn.utils.rnn.pack_padded_sequence(tx, torch.tensor(lengths), batch_first=True,
+                                                     enforce_sorted=False)
+    t_packed, (t_h, t_c) = theirs(packed)
+    t_outputs, _ = torch.nn.utils.rnn.pad_packed_sequence(t_packed, batch_first=True, total_length=5)
+    (t_outputs * torch.tensor(upstream)).sum().backward()
+    np.testing.assert_allclose(outputs.numpy(), t_outputs.detach().numpy(), rtol=1e-10, atol=1e-14)
+    for k, state in enumerate(states):                      # (layer 0 →, layer 0 ←, layer 1 →, layer 1 ←)
+        np.testing.assert_allclose(state.numpy(), torch.cat([t_h[k], t_c[k]], 1).detach().numpy(),
+                                   rtol=1e-10, atol=1e-14)
+    np.testing.assert_allclose(ox.grad, tx.grad.numpy(), rtol=1e-9, atol=1e-13)
+    for index, cell in enumerate(ours.cells):
+        suffix = f"_l{index // 2}" + ("_reverse" if index % 2 else "")
+        np.testing.assert_allclose(cell.weight_h.grad, getattr(theirs, "weight_hh" + suffix).grad.numpy().T,
+                                   rtol=1e-9, atol=1e-13)
+        np.testing.assert_allclose(cell.bias.grad, getattr(theirs, "bias_ih" + suffix).grad.numpy(),
+                                   rtol=1e-9, atol=1e-13)

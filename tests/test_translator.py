@@ -144,3 +144,21 @@ def test_the_command_line_prints_the_warnings_on_stderr(translator, tmp_path, ca
     out, err = capsys.readouterr()
     assert out.count("\n") == 1
     assert "warning: sentence 1: word never seen in training: 'xyzzy'" in err
+
+
+def test_an_attention_lstm_translates_from_its_run_folder_and_shows_its_attention(tokenizer, tmp_path, capsys):
+    from minitransformer.__main__ import main
+    from minitransformer.nn.seq2seq import Seq2Seq, Seq2SeqConfig
+    config = Seq2SeqConfig(tokenizer.vocab_size, tokenizer.vocab_size, d_model=16, n_layers=1, dropout=0.5,
+                           max_len=40, seed=1)
+    model = Seq2Seq(config)
+    ckpt.save_final(tmp_path, model.state_dict(), {"config": dataclasses.asdict(config)}, tokenizer=tokenizer.to_dict())
+    loaded = Translator.load(tmp_path)
+    assert type(loaded.model) is Seq2Seq and loaded.model.config == config
+    sentences = ["the cat ate the fish .", "did the small dog drink the milk ?"]
+    assert loaded.translate(sentences, beam_size=3) == Translator(model, tokenizer).translate(sentences, beam_size=3)
+    weights, source, output, *_ = loaded.cross_attention("The cat ate the fish.")
+    assert weights.shape == (len(output), len(source)) and abs(weights.sum(axis=1) - 1).max() < 1e-5
+    assert main(["translate", "--checkpoint", str(tmp_path), "--greedy", "the cat ate the fish ."]) == 0
+    out, _ = capsys.readouterr()
+    assert out.strip() == loaded.translate(["the cat ate the fish ."], beam_size=1)[0]

@@ -36,3 +36,7 @@ __all__ += ["flash_attention", "FlashAttention", "local_attention", "band_mask",
 from .attention_kinds import ATTENTION_KINDS, attend  # noqa: E402
 
 __all__ += ["attend", "ATTENTION_KINDS"]
+from .additive_attention import AdditiveScore, additive_score  # noqa: E402  (chapter 6: recurrent models)
+from .lstm import LSTMFunction, lstm  # noqa: E402
+
+__all__ += ["lstm", "LSTMFunction", "additive_score", "AdditiveScore"]

@@ -27,3 +27,10 @@ __all__ += [
     "EncoderLayer", "DecoderLayer", "Encoder", "Decoder", "PositionalEncoding", "LearnedPositionalEncoding",
     "sinusoidal_table", "Transformer", "TransformerConfig",
 ]
+from .lstm import LSTM, LSTMCell  # noqa: E402  (chapter 6: the recurrent encoder-decoder)
+from .seq2seq_attention import AdditiveAttention, DotAttention, GeneralAttention, Seq2SeqAttention  # noqa: E402
+
+__all__ += ["LSTM", "LSTMCell", "Seq2SeqAttention", "AdditiveAttention", "DotAttention", "GeneralAttention"]
+from .seq2seq import Seq2Seq, Seq2SeqCache, Seq2SeqConfig  # noqa: E402
+
+__all__ += ["Seq2Seq", "Seq2SeqConfig", "Seq2SeqCache"]

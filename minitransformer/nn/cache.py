@@ -88,12 +88,12 @@ class DecoderCache:
         return f"DecoderCache(layers={len(self.layers)}, position={self.position})"
 
 
-def _as_index_array(indices):
+def _as_index_array(indices, owner: str = "DecoderCache"):
     if isinstance(indices, Tensor):
         indices = indices.data
     if not backend.is_array(indices):
         indices = backend.xp_for("cpu").asarray(indices)
     if indices.ndim != 1 or indices.dtype.kind not in "iu":
-        raise ValueError(f"DecoderCache.reorder: indices must be a 1-D integer array of batch rows, "
+        raise ValueError(f"{owner}.reorder: indices must be a 1-D integer array of batch rows, "
                          f"got shape {tuple(indices.shape)} and dtype {indices.dtype}")
     return indices

@@ -283,6 +283,25 @@ class Module:
         return "\n".join(lines)
 
 
+def counts_by_part(module: Module, parts: Iterable[str], renamed: dict[str, str]) -> dict[str, int]:
+    """Learned numbers per part of a model, for its parameter report. A parameter belongs to the part its
+    top-level name says ('encoder.cells.0.bias' to 'encoder'), or to ``renamed[top-level name]``."""
+    counts = {part: 0 for part in parts}
+    for name, p in module.named_parameters():
+        top = name.split(".")[0]
+        counts[renamed.get(top, top)] += p.size
+    return counts
+
+
+def parts_table(counts: dict[str, int], notes: dict[str, str]) -> str:
+    """The parameter report: one line per part with its count and a note, then the total."""
+    lines = [f"{'part':<12}{'parameters':>14}  note"]
+    for part, count in counts.items():
+        lines.append(f"{part:<12}{count:>14,}  {notes[part]}")
+    lines.append(f"{'total':<12}{sum(counts.values()):>14,}")
+    return "\n".join(lines)
+
+
 class ModuleList(Module):
     """A list of modules whose parameters are registered as '0', '1', ... (e.g. the N = 6 layers)."""
 

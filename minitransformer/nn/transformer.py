@@ -28,10 +28,10 @@ from ..functional.masks import causal_mask, padding_mask
 from ..tensor import Tensor
 from . import init
 from .cache import DecoderCache
-from .embedding import Embedding
+from .embedding import TABLE_PARTS, Embedding, TranslationTables, table_notes, token_ids
 from .layers import Decoder, Encoder
 from .linear import Linear, linear
-from .module import Module
+from .module import Module, counts_by_part, parts_table
 from .positional import LearnedPositionalEncoding, PositionalEncoding
 
 
@@ -55,6 +55,7 @@ class TransformerConfig:
     attention_dropout: float = 0.0    # dropout on attention weights (not in the paper)
     attention: str = "softmax"        # self-attention: "softmax" (eq. 1), "flash", "local", "linear" (chapter 13)
     attention_window: int | None = None   # ± positions each query sees when attention = "local"
+    model: str = "transformer"        # which model a saved config describes (models.py)
 
     def __post_init__(self) -> None:
         self._check_types_and_ranges()
@@ -74,6 +75,9 @@ class TransformerConfig:
                              "set attention_dropout=0")
         if not 0 <= self.pad_id < min(self.src_vocab_size, self.tgt_vocab_size):
             raise ValueError(f"TransformerConfig: pad_id {self.pad_id} is not a valid token id")
+        if self.model != "transformer":
+            raise ValueError(f"TransformerConfig: model must be 'transformer', got {self.model!r}; an LSTM "
+                             "encoder-decoder is configured by Seq2SeqConfig")
 
     def _check_types_and_ranges(self) -> None:
         """Each field alone: the right kind of value, in its range (a config read from JSON can hold anything)."""
@@ -137,7 +141,7 @@ def _require(name: str, value, ok: bool, allowed: str) -> None:
         raise ValueError(f"TransformerConfig: {name} must be {allowed}, got {value!r}")
 
 
-class Transformer(Module):
+class Transformer(TranslationTables, Module):
     """The encoder–decoder Transformer of §3. ``model(src_ids, tgt_ids)`` -> logits (B, T, V_tgt)."""
 
     def __init__(self, config: TransformerConfig) -> None:
@@ -146,11 +150,7 @@ class Transformer(Module):
         init.set_seed(config.seed)        # same seed, same weights (and the same dropout streams)
         d = config.d_model
         self.embed_scale = math.sqrt(d)   # §3.4
-        if config.tie_embeddings:
-            self.embedding = Embedding(config.src_vocab_size, d)          # source, target AND output (§3.4)
-        else:
-            self.src_embedding = Embedding(config.src_vocab_size, d)
-            self.tgt_embedding = Embedding(config.tgt_vocab_size, d)
+        self._make_tables(config, d)   # source, target AND output when tied (§3.4)
         positional = PositionalEncoding if config.positional == "sinusoidal" else LearnedPositionalEncoding
         self.src_positional = positional(d, config.max_len, config.dropout)
         self.tgt_positional = positional(d, config.max_len, config.dropout)
@@ -163,29 +163,9 @@ class Transformer(Module):
             self.output = Linear(d, config.tgt_vocab_size, bias=False)  # pre-softmax projection
 
     # -- the pieces --------------------------------------------------------------------------
-    @property
-    def device(self) -> str:
-        return self._source_table().weight.device
-
-    def _source_table(self) -> Embedding:
-        return self.embedding if self.config.tie_embeddings else self.src_embedding
-
-    def _target_table(self) -> Embedding:
-        return self.embedding if self.config.tie_embeddings else self.tgt_embedding
-
     def _ids(self, ids, name: str, ndim: int):
         """Token ids as an integer array on the model's device, of the expected rank."""
-        ids = ids.data if isinstance(ids, Tensor) else ids
-        if not backend.is_array(ids):
-            ids = backend.asnumpy(ids)  # a Python list: to an array on the host
-        if ids.ndim != ndim or ids.dtype.kind not in "iu":
-            expected = "(B, length)" if ndim == 2 else "(B,)"
-            raise ValueError(f"Transformer: {name} must be an integer array of shape {expected}, got shape "
-                             f"{tuple(ids.shape)} and dtype {ids.dtype}")
-        if ndim == 2 and ids.shape[1] == 0:   # attention over no keys has no softmax to take
-            raise ValueError(f"Transformer: {name} has length 0 (shape {tuple(ids.shape)}); every sentence "
-                             "needs at least one token")
-        return backend.to_device(ids, self.device)
+        return token_ids(ids, name, ndim, self.device, "Transformer")   # attention over no keys has no softmax
 
     def _embed(self, ids, table: Embedding, positional: Module, offset: int = 0) -> Tensor:
         x = table(ids) * self.embed_scale            # (B, T, d_model), ×√d_model (§3.4)
@@ -263,31 +243,20 @@ class Transformer(Module):
     # -- reporting ----------------------------------------------------------------------------
     def parameter_counts(self) -> dict[str, int]:
         """Learned numbers per part: embeddings, positional (learned only), encoder, decoder, output."""
-        parts = {"embeddings": 0, "positional": 0, "encoder": 0, "decoder": 0, "output": 0}
-        for name, p in self.named_parameters():
-            top = name.split(".")[0]
-            part = {"embedding": "embeddings", "src_embedding": "embeddings", "tgt_embedding": "embeddings",
-                    "src_positional": "positional", "tgt_positional": "positional"}.get(top, top)
-            parts[part] += p.size
-        return parts
+        return counts_by_part(self, ("embeddings", "positional", "encoder", "decoder", "output"),
+                              {**TABLE_PARTS, "src_positional": "positional", "tgt_positional": "positional"})
 
     def parameter_report(self) -> str:
         """A table of parameter counts per part, and the total."""
         c = self.config
         counts = self.parameter_counts()
         notes = {
-            "embeddings": ("one shared (V, d_model) matrix, also the output projection (§3.4)"
-                           if c.tie_embeddings else "separate source and target matrices"),
+            **table_notes(c.tie_embeddings, " (§3.4)"),
             "positional": "sinusoidal: nothing learned" if c.positional == "sinusoidal" else "learned tables",
             "encoder": f"{c.n_layers} layers" + (" + final LayerNorm" if c.norm_first else ""),
             "decoder": f"{c.n_layers} layers" + (" + final LayerNorm" if c.norm_first else ""),
-            "output": "tied to the embeddings" if c.tie_embeddings else "Linear without bias",
         }
-        lines = [f"{'part':<12}{'parameters':>14}  note"]
-        for part, count in counts.items():
-            lines.append(f"{part:<12}{count:>14,}  {notes[part]}")
-        lines.append(f"{'total':<12}{sum(counts.values()):>14,}")
-        return "\n".join(lines)
+        return parts_table(counts, notes)
 
     def extra_repr(self) -> str:
         fields = dataclasses.asdict(self.config)

@@ -1,7 +1,7 @@
-"""Elementwise functions: exp, log, sqrt, tanh, relu, maximum (chapter 1).
+"""Elementwise functions: exp, log, sqrt, tanh, sigmoid, relu, maximum (chapter 1).
 
-Where the derivative is easiest in terms of the output y (exp, sqrt, tanh),
-forward saves y rather than x.
+Where the derivative is easiest in terms of the output y (exp, sqrt, tanh,
+sigmoid), forward saves y rather than x.
 """
 from __future__ import annotations
 
@@ -53,6 +53,31 @@ class Tanh(Function):
         return gy * (1 - y * y)  # d(tanh x)/dx = 1 - tanh² x
 
 
+class Sigmoid(Function):
+    """σ(x) = 1 / (1 + e^(−x)), the gate of an LSTM (chapter 6)."""
+
+    def forward(self, x):
+        y = sigmoid_array(x)
+        self.save_for_backward(y)
+        return y
+
+    def backward(self, gy):
+        (y,) = self.saved_arrays
+        return gy * (y * (1 - y))  # dσ/dx = σ(x)(1 − σ(x))
+
+
+def sigmoid_array(x):
+    """σ of a raw array (for Functions that fuse a gate, the LSTM's); no graph.
+
+    With e = e^(−|x|) ≤ 1: σ(x) = 1/(1 + e) for x ≥ 0 and e/(1 + e) for x < 0. Nothing overflows
+    (e^(−x) itself is inf for x < −710 in float64), and a tiny σ(−30) keeps all its digits.
+    """
+    xp = xp_of(x)
+    e = xp.exp(-xp.abs(x))
+    y = 1 / (1 + e)
+    return xp.where(x < 0, e * y, y)
+
+
 class ReLU(Function):
     def forward(self, x):
         positive = x > 0
@@ -89,5 +114,6 @@ def exp(x) -> Tensor: return Exp()(x)
 def log(x) -> Tensor: return Log()(x)
 def sqrt(x) -> Tensor: return Sqrt()(x)
 def tanh(x) -> Tensor: return Tanh()(x)
+def sigmoid(x) -> Tensor: return Sigmoid()(x)
 def relu(x) -> Tensor: return ReLU()(x)
 def maximum(a, b) -> Tensor: return Maximum()(a, b)

@@ -10,7 +10,9 @@
 #    $d_k$, the softmax saturates and its gradient collapses,
 # 3. draw the padding and causal masks and see what they do to the weights,
 # 4. look at the corner case of a query with nothing to attend to,
-# 5. check every gradient, and watch a broken backward fail.
+# 5. check every gradient, and watch a broken backward fail,
+# 6. go back to where attention came from: gradcheck Bahdanau's additive score, and watch a small
+#    attention LSTM learn an alignment.
 
 # %% [markdown] ja
 # # 第 6 章 — スケール化内積注意（§3.2.1、§3.2.3）
@@ -23,6 +25,7 @@
 # 3. パディングマスクと因果マスクを描き、それが重みに何をするかを見ます。
 # 4. 注意を向ける先が 1 つもないクエリという特殊な場合を見ます。
 # 5. すべての勾配を確かめ、壊した逆伝播が失敗するのを見届けます。
+# 6. 注意の出発点に戻ります。Bahdanau の加法的なスコアを勾配チェックし、小さな注意付き LSTM がアライメントを学習するのを見ます。
 
 # %%
 import os
@@ -271,11 +274,134 @@ for broken in (ForgotTheScale, ZeroKeyGradient):
         print(f"{broken.__name__}: caught — {str(error)[:90]}...")
 
 # %% [markdown]
+# ## 6. Before the Transformer: Bahdanau's additive score
+#
+# Bahdanau et al. (2015) scored a decoder state $s$ against each encoder state $h_j$ with a small
+# network, $e_j = v^\top\tanh(W s + U h_j)$. With the projections done by linear layers, what is left
+# pairs every query $q_t = W s_t$ (B, T, A) with every key $k_j = U h_j$ (B, S, A):
+# $e_{tj} = v^\top\tanh(q_t + k_j)$, a (B, T, S, A) array on the way. `F.additive_score` does it as one
+# Function. Its backward (Exercise 6.4) goes through $v^\top$, then tanh, and sums over the axis that
+# broadcasting stretched: $g_q = \sum_j g_u$, $g_k = \sum_t g_u$. First, against the same formula
+# written with engine ops:
+
+# %% [markdown] ja
+# ## 6. Transformer 以前：Bahdanau の加法的なスコア
+#
+# Bahdanau ら（2015）は、デコーダの状態 $s$ をエンコーダの各状態 $h_j$ と照らし合わせ、小さなネットワーク $e_j = v^\top\tanh(W s + U h_j)$ で点数を付けました。射影を線形層に任せると、残るのはすべてのクエリ $q_t = W s_t$ (B, T, A) をすべてのキー $k_j = U h_j$ (B, S, A) と組にする部分 $e_{tj} = v^\top\tanh(q_t + k_j)$ で、途中に (B, T, S, A) の配列ができます。`F.additive_score` はこれを 1 つの Function として計算します。その逆伝播（演習 6.4）は $v^\top$ を通り、次に tanh を通り、ブロードキャストが引き伸ばした軸について和を取ります：$g_q = \sum_j g_u$、$g_k = \sum_t g_u$。まず、同じ式をエンジンの演算で書いたものと比べます。
+
+# %%
+queries = mt.Tensor(rng.standard_normal((2, 3, 6)), requires_grad=True)     # q_t = W s_t: B = 2, T = 3, A = 6
+keys = mt.Tensor(rng.standard_normal((2, 5, 6)), requires_grad=True)        # k_j = U h_j: S = 5
+v_a = mt.Tensor(rng.standard_normal(6), requires_grad=True)
+upstream = rng.standard_normal((2, 3, 5))
+scores = F.additive_score(queries, keys, v_a)                               # (B, T, S)
+scores.backward(upstream)
+fused = [t.grad.copy() for t in (queries, keys, v_a)]
+for t in (queries, keys, v_a):
+    t.grad = None
+composed = (queries.reshape(2, 3, 1, 6) + keys.reshape(2, 1, 5, 6)).tanh() @ v_a   # every pair, then vᵀ
+composed.backward(upstream)
+np.testing.assert_allclose(scores.numpy(), composed.numpy(), atol=1e-12)
+for name, a, t in zip(("q", "k", "v"), fused, (queries, keys, v_a)):
+    print(f"g{name}: max |fused − composed| = {np.abs(a - t.grad).max():.1e}")
+    np.testing.assert_allclose(a, t.grad, atol=1e-12)
+
+# %% [markdown]
+# The modules add the projections, the mask, the softmax and the weighted sum: `nn.AdditiveAttention`
+# (Bahdanau), and Luong et al.'s (2015) `nn.DotAttention` ($q^\top h_j$) and `nn.GeneralAttention`
+# ($q^\top W_a h_j$). Each is gradchecked with a padding mask, and a backward without tanh's
+# derivative must fail.
+
+# %% [markdown] ja
+# モジュールは、射影、マスク、ソフトマックス、重み付き和を加えます。`nn.AdditiveAttention`（Bahdanau）と、Luong ら（2015）の `nn.DotAttention`（$q^\top h_j$）と `nn.GeneralAttention`（$q^\top W_a h_j$）です。どれもパディングマスク付きで勾配チェックし、tanh の微分を落とした逆伝播は失敗しなければなりません。
+
+# %%
+source_mask = np.array([[True, True, True, False, False], [True] * 5])      # sentence 1: 3 tokens and 2 pads
+for attention in (mt.nn.AdditiveAttention(6, 6, 6), mt.nn.DotAttention(), mt.nn.GeneralAttention(6, 6)):
+    attention.to(np.float64)
+    decoder_states = mt.Tensor(rng.standard_normal((2, 3, 6)), requires_grad=True)
+    annotations = mt.Tensor(rng.standard_normal((2, 5, 6)), requires_grad=True)
+    assert mt.gradcheck(lambda s, h, *params: attention(s, h, source_mask)[0],
+                        [decoder_states, annotations, *attention.parameters()])
+    context, alpha = attention(decoder_states, annotations, source_mask)
+    assert (alpha.numpy()[0, :, 3:] == 0).all()
+    print(f"gradcheck passed: {type(attention).__name__}; weights at the pads: {alpha.numpy()[0, :, 3:].max()}")
+
+
+class NoTanhDerivative(F.AdditiveScore):
+    def backward(self, g_scores):
+        hidden, v = self.saved_arrays
+        g_pre = g_scores[..., None] * v                   # the (1 − a²) of tanh forgotten
+        return g_pre.sum(axis=2), g_pre.sum(axis=1), hidden.reshape(-1, v.shape[0]).T @ g_scores.reshape(-1)
+
+
+try:
+    mt.gradcheck(lambda q, k, v: NoTanhDerivative()(q, k, v), [queries, keys, v_a])
+    raise AssertionError("NoTanhDerivative passed the gradient check")
+except mt.GradcheckError as error:
+    print(f"NoTanhDerivative: caught — {str(error)[:90]}...")
+
+# %% [markdown]
+# Last, the whole model of those papers, on our engine: `nn.Seq2Seq`, a bidirectional LSTM encoder and
+# an LSTM decoder that attends with the additive score. A tiny one learns to reverse sentences in a
+# second or two. Its attention weights then show what Bahdanau et al. saw in translation: a soft
+# alignment. Reversing a sentence, output word $i$ looks at source word $S + 1 - i$, so the weights
+# form the anti-diagonal.
+
+# %% [markdown] ja
+# 最後に、これらの論文のモデル全体を本書のエンジンで動かします。`nn.Seq2Seq` は、双方向 LSTM のエンコーダと、加法的なスコアで注意を向ける LSTM のデコーダからなります。小さなモデルでも 1、2 秒で文を逆順にすることを学習します。そのときの注意の重みには、Bahdanau らが翻訳で見たもの、つまりソフトなアライメントが現れます。文を逆順にするとき、出力の $i$ 番目の単語は原文の $S + 1 - i$ 番目の単語を見るので、重みは反対角線をなします。
+
+# %%
+from minitransformer import optim   # noqa: E402
+from minitransformer.decode import greedy_decode   # noqa: E402
+
+PAD, BOS, EOS = 0, 1, 2
+
+
+def reversal_batch(n=32):
+    lengths = rng.integers(2, 7, n)
+    src, tgt_in, tgt_out = (np.full((n, lengths.max() + extra), PAD) for extra in (0, 1, 1))
+    for row, length in enumerate(lengths):
+        words = rng.integers(3, 12, length)
+        src[row, :length] = words
+        tgt_in[row, :length + 1] = [BOS, *words[::-1]]
+        tgt_out[row, :length + 1] = [*words[::-1], EOS]
+    return src, tgt_in, tgt_out
+
+
+seq2seq = mt.nn.Seq2Seq(mt.nn.Seq2SeqConfig(src_vocab_size=12, tgt_vocab_size=12, d_model=32, n_layers=1,
+                                            dropout=0.0))
+optimizer = optim.Adam(seq2seq.parameters(), lr=1e-2)
+losses = []
+for step in range(100 if QUICK else 300):
+    loss = seq2seq.loss(*reversal_batch())
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    losses.append(loss.item())
+print(f"loss: {losses[0]:.2f} at the start, {np.mean(losses[-10:]):.3f} at the end")
+assert np.mean(losses[-10:]) < 0.5 * losses[0]
+
+sentence = np.array([[3, 4, 5, 6, 7, 8]])
+output = greedy_decode(seq2seq, sentence, BOS, EOS)[0]
+print("source", sentence[0].tolist(), "→ output", output)
+alpha = seq2seq.eval().attention_weights(sentence, np.array([[BOS, *output]]))[0]      # (T, S)
+fig, ax = plt.subplots(figsize=(4, 3.5))
+ax.imshow(alpha, cmap="viridis", vmin=0, vmax=1)
+ax.set_xticks(range(6), sentence[0])
+ax.set_yticks(range(len(output) + 1), output + ["eos"])
+ax.set_xlabel("source word")
+ax.set_ylabel("output word")
+ax.set_title("additive attention, reversal task", fontsize=10)
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
 # ## Exercises
 #
 # 1. Additive attention (Bahdanau et al.) scores a query and a key with a one-hidden-layer network,
-#    $w^\top\tanh(W_q q + W_k k)$. Implement it with engine ops for one head and compare its cost
-#    with dot-product attention as $T$ and $S$ grow. Which is faster, and why (§3.2.1)?
+#    $v^\top\tanh(W_q q + W_k k)$ (section 6). Time `nn.AdditiveAttention` against `nn.DotAttention`
+#    as $T$ and $S$ grow. Which is faster, and why (§3.2.1)?
 # 2. Repeat the measurement of section 2 with $q$ and $k$ whose components have variance $\sigma^2$.
 #    What scale keeps the softmax out of saturation now?
 # 3. Replace $-\infty$ by $-10^9$ in a float16 copy of the forward. What goes wrong, and why does
@@ -288,7 +414,7 @@ for broken in (ForgotTheScale, ZeroKeyGradient):
 # %% [markdown] ja
 # ## 演習
 #
-# 1. 加法的注意（Bahdanau ら）は、隠れ層 1 つのネットワーク $w^\top\tanh(W_q q + W_k k)$ でクエリとキーに点数を付けます。1 つのヘッドについてエンジンの演算で実装し、$T$ と $S$ を大きくしながら内積注意とコストを比べてください。どちらが速いでしょうか。それはなぜでしょうか（§3.2.1）。
+# 1. 加法的注意（Bahdanau ら）は、隠れ層 1 つのネットワーク $v^\top\tanh(W_q q + W_k k)$ でクエリとキーに点数を付けます（第 6 節）。$T$ と $S$ を大きくしながら、`nn.AdditiveAttention` と `nn.DotAttention` の実行時間を比べてください。どちらが速いでしょうか。それはなぜでしょうか（§3.2.1）。
 # 2. 成分の分散が $\sigma^2$ である $q$ と $k$ で、第 2 節の測定を繰り返してください。今度はどんなスケールならソフトマックスが飽和しないでしょうか。
 # 3. 順伝播の float16 版のコピーで、$-\infty$ を $-10^9$ に置き換えてください。何がおかしくなるでしょうか。また、本書の実装が dtype によらない $-\infty$ を使い、空の行を明示的に手当てしているのはなぜでしょうか。
 # 4. ソフトマックスのヤコビ行列から $g_S = A\odot(g_A - \sum_j g_A\odot A)$ を導出し、$A$ が 0 のところでは必ず 0 になることを示してください。これはマスクされたキーへの勾配について何を意味するでしょうか。
