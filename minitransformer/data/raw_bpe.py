@@ -37,14 +37,10 @@ import heapq
 from collections import Counter, defaultdict
 from typing import Iterable, Sequence
 
-from .bpe import SPECIAL_TOKENS
-# the space, the pieces, byte fallback, decoding and the file: shared with the unigram model (unigram.py)
-from .raw_text import (BYTE_TOKENS, FIRST_BYTE_ID, FIRST_PIECE_ID, FORMAT, SPACE, RawTextTokenizer,  # noqa: F401
-                       character_ids, check_file, file_vocab, full_vocab, split_pieces)
-from .tokenizer import FILE_VERSION, check_training_texts
-
-KIND = "raw"
-
+# the space, the pieces, byte fallback, decoding and the file's vocabulary: shared with the unigram model
+from .raw_text import (BYTE_TOKENS, FIRST_BYTE_ID, FIRST_PIECE_ID, SPACE, RawTextTokenizer,  # noqa: F401
+                       character_ids, check_lists, file_vocab, full_vocab, split_pieces)
+from .tokenizer import SPECIAL_TOKENS, TOKENIZERS, check_training_texts, register
 
 UNSEGMENTED_SPACE_RATIO = 0.05     # fewer spaces than this per other character: text without word spaces
 
@@ -61,16 +57,17 @@ def looks_unsegmented(texts: Sequence[str], sample: int = 2000) -> bool:
 
 
 def choose_tokenizer(kind: str | None, sides: Sequence[Sequence[str]]) -> tuple[str, str]:
-    """The tokenizer kind for a corpus, "words", "raw" or "unigram", and why: ``kind`` itself unless it is
-    "auto" (or None); then "raw" when one side (a list of sentences) looks unsegmented, else "words"."""
+    """The tokenizer kind for a corpus (a key of ``TOKENIZERS``: "words", "raw" or "unigram"), and why:
+    ``kind`` itself unless it is "auto" (or None); then "raw" when one side (a list of sentences) looks
+    unsegmented, else "words"."""
     if kind is None:
         kind = "auto"
-    if kind in ("words", KIND, "unigram"):             # "unigram": the unigram language model (unigram.py)
+    if kind in TOKENIZERS:
         return kind, "chosen with --tokenizer"
     if kind != "auto":
-        raise ValueError(f"unknown tokenizer {kind!r}; expected auto, words, raw or unigram")
+        raise ValueError(f"unknown tokenizer {kind!r}; expected auto, {', '.join(TOKENIZERS)}")
     if any(looks_unsegmented(side) for side in sides):
-        return KIND, "a side of the corpus has almost no spaces, so words cannot be split at them"
+        return "raw", "a side of the corpus has almost no spaces, so words cannot be split at them"
     return "words", "both sides of the corpus are written with spaces between words"
 
 
@@ -94,16 +91,17 @@ def merge_pair(ids: Sequence[int], pair: tuple[int, int], new_id: int) -> list[i
     return merged
 
 
+@register
 class RawBPETokenizer(RawTextTokenizer):
     """BPE over raw text: ``encode`` any string to ids, ``decode`` gives back that exact string.
 
-    Ids 0-3 are the special tokens pad, bos, eos and unk (as in ``BPETokenizer``; unk is never
-    produced), ids 4-259 the bytes, then the characters seen in training, then the merged tokens.
+    Ids 0-3 are the special tokens pad, bos, eos and unk (tokenizer.py; unk is never produced),
+    ids 4-259 the bytes, then the characters seen in training, then the merged tokens.
     Text pieces are looked up only among the ids from 260 on, so a text that contains "<s>" or
     "<0x41>" learns its own token of that name, apart from the special or byte token.
     """
 
-    kind = KIND           # (encoding, decoding and the file: RawTextTokenizer, shared with the unigram model)
+    kind = "raw"          # (encoding and decoding: RawTextTokenizer, shared with the unigram model)
 
     def __init__(self, vocab: Sequence[str], merges: Sequence[tuple[str, str]]) -> None:
         if tuple(vocab[:FIRST_PIECE_ID]) != SPECIAL_TOKENS + BYTE_TOKENS:
@@ -246,15 +244,13 @@ class RawBPETokenizer(RawTextTokenizer):
         return ids
 
     # --- files -----------------------------------------------------------------------------------
-    def to_dict(self) -> dict:
-        """The tokenizer as JSON-ready data. The 256 byte tokens are implied, not written."""
-        return {"format": FORMAT, "kind": KIND, "version": FILE_VERSION, "vocab": file_vocab(self.vocab),
-                "merges": [list(m) for m in self.merges]}
+    def fields(self) -> dict:
+        """Vocabulary and merges, for ``to_dict``. The 256 byte tokens are implied, not written."""
+        return {"vocab": file_vocab(self.vocab), "merges": [list(m) for m in self.merges]}
 
     @classmethod
-    def from_dict(cls, data: dict) -> "RawBPETokenizer":
-        """The tokenizer ``to_dict`` wrote; ValueError naming what is wrong otherwise."""
-        check_file(data, KIND, ("vocab", "merges"))
+    def from_fields(cls, data: dict) -> RawBPETokenizer:
+        check_lists(data, ("vocab", "merges"))
         try:
             return cls(full_vocab(data), [tuple(m) for m in data["merges"]])
         except TypeError as error:
