@@ -80,11 +80,12 @@ def test_linear_attention_with_a_mask_gradcheck(rng):
 
 class _ForgetsTheMaskInBackward(LinearAttention):
     def backward(self, g_out):
-        keep, self.keep = self.keep, None
+        saved = self.saved_arrays
+        self.saved_arrays = saved[:7] + (None,) + saved[8:]           # the saved key mask, forgotten
         try:
             return super().backward(g_out)
         finally:
-            self.keep = keep
+            self.saved_arrays = saved
 
 
 def test_a_backward_that_forgets_the_mask_is_caught(rng):

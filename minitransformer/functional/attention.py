@@ -42,8 +42,9 @@ class ScaledDotProductAttention(Function):
     """softmax(q kᵀ / √d_k) v with a mask and optional dropout on the weights.
 
     q (..., T, d_k), k (..., S, d_k), v (..., S, d_v) -> out (..., T, d_v);
-    the leading axes are usually (B, h). The weights (before dropout) are kept
-    in ``self.weights`` (..., T, S).
+    the leading axes are usually (B, h). Forward saves q, k, v, the weights A
+    (..., T, S, before dropout; also readable as ``self.weights``, for pictures)
+    and the dropout's factors (``self.keep``, None without dropout).
     """
 
     def __init__(self, mask=None, dropout_p: float = 0.0, training: bool = False,
@@ -76,18 +77,28 @@ class ScaledDotProductAttention(Function):
         total = row_sum(scores)                                 # (B, h, T, 1); ≥ 1 unless the row is fully masked
         if self.mask is not None:
             total[total == 0] = 1                               # fully masked row: 0 / 1 = all-zero weights
-        scores /= total
-        self.weights = scores                                   # A (B, h, T, S)
+        scores /= total                                         # A (B, h, T, S)
 
-        self.keep = None
+        keep = None
         if self.training and self.dropout_p > 0:
-            self.keep = _dropout_keep_scale(scores, self.dropout_p, self.generator)
-            scores = scores * self.keep                         # inverted dropout on the weights
-        self.q, self.k, self.v = q, k, v
+            keep = _dropout_keep_scale(scores, self.dropout_p, self.generator)
+        self.save_for_backward(q, k, v, scores, keep)           # q, k, v, the weights A, the dropout's factors
+        if keep is not None:
+            scores = scores * keep                              # inverted dropout on the weights
         return scores @ v                                       # (B, h, T, d_v)
 
+    @property
+    def weights(self):
+        """A (..., T, S), the attention weights before dropout: saved by forward."""
+        return self.saved_arrays[3]
+
+    @property
+    def keep(self):
+        """The dropout's factors keep / (1 − p) (..., T, S), or None without dropout: saved by forward."""
+        return self.saved_arrays[4]
+
     def backward(self, g_out):
-        q, k, v, weights = self.q, self.k, self.v, self.weights
+        q, k, v, weights = self.saved_arrays[:4]                # and self.keep (the property above)
         need_q, need_k, need_v = self._needs_gradient()
         dropped = weights if self.keep is None else weights * self.keep
 

@@ -49,7 +49,10 @@ class FlashAttention(Function):
     def __init__(self, mask=None, causal: bool = False, block_size: int = 64, block_mask=None) -> None:
         if int(block_size) != block_size or block_size < 1:
             raise ValueError(f"flash_attention: block_size must be a positive integer, got {block_size!r}")
-        self.mask = mask.data if isinstance(mask, Tensor) else mask
+        mask = mask.data if isinstance(mask, Tensor) else mask
+        if getattr(mask, "ndim", 2) < 2:                           # a mask over keys only: (S,) -> (1, S)
+            mask = mask.reshape((1,) * (2 - mask.ndim) + mask.shape)
+        self.mask = mask
         self.causal = bool(causal)
         self.block_size = int(block_size)
         self.block_mask = block_mask.data if isinstance(block_mask, Tensor) else block_mask
@@ -102,8 +105,6 @@ class FlashAttention(Function):
     # -- forward: the online softmax ------------------------------------------------------------------
     def forward(self, q, k, v):
         _check_shapes(q, k, v, self.mask)
-        if self.mask is not None and self.mask.ndim < 2:                # a mask over keys only: (S,) -> (1, S)
-            self.mask = self.mask.reshape((1,) * (2 - self.mask.ndim) + self.mask.shape)
         xp = xp_of(q, k, v)
         lead = _broadcast_leading(q, k, v)
         q_, k_, v_ = (xp.broadcast_to(a, lead + a.shape[-2:]) for a in (q, k, v))
@@ -123,14 +124,13 @@ class FlashAttention(Function):
                                                                   v_[..., cols, :])
             out[..., rows, :], log_sum_exp[..., rows, :] = finish_rows(row_max, row_sum, weighted)
 
-        self.q, self.k, self.v, self.lead = q_, k_, v_, lead
         self.shapes = q.shape, k.shape, v.shape
-        self.out, self.log_sum_exp = out, log_sum_exp         # all that backward keeps: O and L
+        self.save_for_backward(q_, k_, v_, out, log_sum_exp)   # the inputs, and of the rest only O and L
         return out
 
     # -- backward: recompute each tile's probabilities -----------------------------------------------
     def backward(self, g_out):
-        q, k, v, out, log_sum_exp = self.q, self.k, self.v, self.out, self.log_sum_exp
+        q, k, v, out, log_sum_exp = self.saved_arrays
         xp = xp_of(g_out)
         n_queries, n_keys = q.shape[-2], k.shape[-2]
         g_out = xp.broadcast_to(g_out, out.shape)

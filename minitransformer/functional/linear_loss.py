@@ -54,22 +54,21 @@ class LinearCrossEntropy(Function):
         if bias is not None:
             logits += bias
         loss = self.loss.forward(logits)                    # the logits now hold e^(x − m)
-        self.gradients = None
         if self.needs is not None and any(self.needs):
             xp = xp_of(logits)
             g = self.loss.backward(xp.ones((), dtype=loss.dtype))   # (N, V), now G = (p − q)/n, in place
             need_x, need_w, need_b = (*self.needs, False)[:3]
-            self.gradients = ((g @ weight.T).reshape(x.shape) if need_x else None,         # gX = G Wᵀ
-                              x2d.T @ g if need_w else None,                                # gW = Xᵀ G
-                              xp.ones(len(g), g.dtype) @ g if need_b and bias is not None else None)  # 1ᵀ G
+            self.save_for_backward((g @ weight.T).reshape(x.shape) if need_x else None,     # gX = G Wᵀ
+                                   x2d.T @ g if need_w else None,                            # gW = Xᵀ G
+                                   xp.ones(len(g), g.dtype) @ g if need_b and bias is not None else None)  # 1ᵀ G
         self.loss.saved_arrays = None                       # the (N, V) array goes now
         return loss
 
     def backward(self, gy):
-        if self.gradients is None:
+        if not self.saved_arrays:                           # forward saved no gradients
             raise RuntimeError("LinearCrossEntropy: this loss was computed without its gradient (under no_grad); "
                                "compute it again with gradients enabled")
-        scaled = tuple(None if g is None else g * gy for g in self.gradients)   # linear in gy; exact for gy = 1
+        scaled = tuple(None if g is None else g * gy for g in self.saved_arrays)   # linear in gy; exact for gy = 1
         return scaled if len(self.inputs) == 3 else scaled[:2]
 
 

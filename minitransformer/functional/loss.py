@@ -79,15 +79,24 @@ class CrossEntropy(Function):
             row_loss = (1 - self.epsilon) * row_loss - (self.epsilon / spread) * log_prob_sum
 
         self.n_valid = int(valid.sum())
-        self.save_for_backward(exps, row_sum)
-        self.valid, self.safe_targets = valid, safe_targets                       # (N,) each, small
+        self.save_for_backward(exps, row_sum, valid, safe_targets)                # (N, V), then (N,) each
         if self.n_valid == 0:   # a batch of padding only: nothing to learn from, loss 0, gradient 0
             return xp.zeros((), dtype=logits.dtype)
         return (xp.where(valid, row_loss, 0).sum() / self.n_valid).astype(logits.dtype)
 
+    @property
+    def valid(self):
+        """(N,) bool: which rows count (their target is not ``ignore_index``); saved by forward."""
+        return self.saved_arrays[2]
+
+    @property
+    def safe_targets(self):
+        """(N,) the targets, with 0 on the ignored rows (any id in range: they are masked out); saved by forward."""
+        return self.saved_arrays[3]
+
     def backward(self, gy):
         xp = xp_of(gy)
-        exps, row_sum = self.saved_arrays
+        exps, row_sum = self.saved_arrays[:2]       # and self.valid, self.safe_targets (the properties above)
         if self.n_valid == 0:
             return xp.zeros_like(exps)
         n_rows, num_classes = exps.shape
