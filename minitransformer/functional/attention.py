@@ -30,10 +30,10 @@ from __future__ import annotations
 
 import math
 
-from .. import backend
 from ..backend import xp_of
 from ..ops.broadcasting import unbroadcast
 from ..tensor import Function, Tensor
+from .checks import check_attention_operands
 from .dropout import Generator, check_generator, default_generator
 from .rows import row_max, row_sum
 
@@ -55,7 +55,7 @@ class ScaledDotProductAttention(Function):
         self.generator = generator
 
     def forward(self, q, k, v):
-        _check_shapes(q, k, v, self.mask)
+        check_attention_operands(q, k, v, self.mask)
         xp = xp_of(q, k, v)
         self.scale = 1.0 / math.sqrt(q.shape[-1])  # §3.2.1: keeps the scores' variance near 1 (footnote 4)
 
@@ -148,36 +148,6 @@ def scaled_dot_product_attention(q, k, v, mask=None, return_weights: bool = Fals
     if return_weights:
         return out, Tensor(function.weights)
     return out
-
-
-def _check_shapes(q, k, v, mask) -> None:
-    """Clear errors for the mistakes that are easy to make with four 4-D arrays."""
-    if q.ndim < 2 or k.ndim < 2 or v.ndim < 2:
-        raise ValueError(f"attention: q, k, v need at least 2 dimensions (..., length, dim); got shapes "
-                         f"{q.shape}, {k.shape}, {v.shape}")
-    if q.shape[-1] != k.shape[-1]:
-        raise ValueError(f"attention: queries and keys must have the same last size d_k; got q {q.shape} "
-                         f"and k {k.shape}")
-    if k.shape[-2] != v.shape[-2]:
-        raise ValueError(f"attention: keys and values must have the same length S (axis -2); got k {k.shape} "
-                         f"and v {v.shape}")
-    if q.dtype.kind != "f":
-        raise TypeError(f"attention: q, k, v must be floating point, got {q.dtype}")
-    if mask is None:
-        return
-    if not backend.is_array(mask) or mask.dtype != bool:
-        kind = getattr(mask, "dtype", type(mask).__name__)
-        raise TypeError(f"attention: mask must be a boolean array (True = may attend), got {kind}; "
-                        "build one with F.padding_mask / F.causal_mask, or compare: ids != pad_id")
-    scores_shape = (*q.shape[:-1], k.shape[-2])
-    if backend.get_device(mask) != backend.get_device(q):
-        raise RuntimeError(f"attention: mask lives on {backend.get_device(mask)} but q on "
-                           f"{backend.get_device(q)}; move it with backend.to_device")
-    fits = mask.ndim <= len(scores_shape) and all(
-        m in (1, s) for m, s in zip(reversed(mask.shape), reversed(scores_shape)))
-    if not fits:
-        raise ValueError(f"attention: mask of shape {mask.shape} does not broadcast to the scores' shape "
-                         f"{scores_shape} (B, h, T, S); a padding mask is (B, 1, 1, S), a causal one (1, 1, T, T)")
 
 
 def _dropout_keep_scale(weights, p: float, generator):

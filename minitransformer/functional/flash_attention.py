@@ -37,7 +37,7 @@ from .. import backend
 from ..backend import xp_of
 from ..ops.broadcasting import unbroadcast
 from ..tensor import Function, Tensor
-from .attention import _check_shapes
+from .checks import broadcast_leading, check_attention_operands
 
 
 class FlashAttention(Function):
@@ -104,9 +104,9 @@ class FlashAttention(Function):
 
     # -- forward: the online softmax ------------------------------------------------------------------
     def forward(self, q, k, v):
-        _check_shapes(q, k, v, self.mask)
+        check_attention_operands(q, k, v, self.mask)
         xp = xp_of(q, k, v)
-        lead = _broadcast_leading(q, k, v)
+        lead = broadcast_leading(q, k, v)
         q_, k_, v_ = (xp.broadcast_to(a, lead + a.shape[-2:]) for a in (q, k, v))
         n_queries, n_keys, d_v = q.shape[-2], k.shape[-2], v.shape[-1]
         self.scale = 1.0 / math.sqrt(q.shape[-1])                 # §3.2.1
@@ -187,21 +187,6 @@ def flash_delta(g_out, out):
     ### BEGIN SOLUTION
     return (g_out * out).sum(axis=-1, keepdims=True)      # Σ_j (gO Vᵀ)_ij A_ij = Σ_e gO_ie (AV)_ie
     ### END SOLUTION
-
-
-def _broadcast_leading(q, k, v) -> tuple[int, ...]:
-    """The common leading shape (B, h, ...) of q, k and v, or a clear error."""
-    shapes = [a.shape[:-2] for a in (q, k, v)]
-    ndim = max(len(s) for s in shapes)
-    padded = [(1,) * (ndim - len(s)) + tuple(s) for s in shapes]
-    lead = []
-    for sizes in zip(*padded):
-        size = max(sizes)
-        if any(s not in (1, size) for s in sizes):
-            raise ValueError(f"attention: the leading axes of q {q.shape}, k {k.shape} and v {v.shape} "
-                             "do not broadcast")
-        lead.append(size)
-    return tuple(lead)
 
 
 def flash_attention(q, k, v, mask=None, causal: bool = False, block_size: int = 64, block_mask=None) -> Tensor:

@@ -29,7 +29,7 @@ from __future__ import annotations
 from ..backend import xp_of
 from ..ops.broadcasting import unbroadcast
 from ..tensor import Function, Tensor
-from .flash_attention import _broadcast_leading
+from .checks import broadcast_leading
 
 CHUNK = 64  # positions per step of the causal prefix sums
 
@@ -60,7 +60,7 @@ class LinearAttention(Function):
         if self.causal and q.shape[-2] != k.shape[-2]:
             raise ValueError(f"linear_attention: causal needs as many queries as keys; got q {q.shape}, k {k.shape}")
         xp = xp_of(q, k, v)
-        lead = _broadcast_leading(q, k, v)
+        lead = broadcast_leading(q, k, v)
         self.shapes = q.shape, k.shape, v.shape
         q, k, v = (xp.broadcast_to(a, lead + a.shape[-2:]) for a in (q, k, v))
         phi_q, phi_k = elu_plus_one(q), elu_plus_one(k)                     # (..., n, d_k), positive

@@ -32,9 +32,8 @@ from __future__ import annotations
 
 from ..backend import xp_of
 from ..tensor import Function, Tensor, is_grad_enabled
-from .checks import require_floating_point
-from .linear import _check_operands
-from .loss import CrossEntropy, _check_smoothing, _prepare_targets
+from .checks import check_label_smoothing, check_linear_operands, prepare_targets, require_floating_point
+from .loss import CrossEntropy
 
 
 class LinearCrossEntropy(Function):
@@ -83,13 +82,13 @@ def linear_cross_entropy(x, weight, targets, bias=None, label_smoothing: float =
     x, weight = (t if isinstance(t, Tensor) else Tensor(t) for t in (x, weight))
     if bias is not None and not isinstance(bias, Tensor):
         bias = Tensor(bias)
-    _check_operands("linear_cross_entropy", x, weight, bias)
+    check_linear_operands("linear_cross_entropy", x, weight, bias)
     if x.shape[-1] != weight.shape[0]:
         raise ValueError(f"linear_cross_entropy: x has {x.shape[-1]} features (shape {x.shape}) but the weight "
                          f"{weight.shape} expects {weight.shape[0]}")
     require_floating_point("linear_cross_entropy", x)
-    _check_smoothing("linear_cross_entropy", label_smoothing)
-    flat_targets = _prepare_targets(x, targets, ignore_index, num_classes=weight.shape[1],
+    check_label_smoothing("linear_cross_entropy", label_smoothing)
+    flat_targets = prepare_targets(x, targets, ignore_index, num_classes=weight.shape[1],
                                     name="linear_cross_entropy", what="x")
     inputs = (x, weight) if bias is None else (x, weight, bias)
     needs = tuple(t.requires_grad for t in inputs) if is_grad_enabled() else None
