@@ -39,7 +39,7 @@ from minitransformer.functional.dropout import Dropout, Generator
 from minitransformer.functional.flash_attention import FlashAttention
 from minitransformer.functional.linear_attention import LinearAttention
 from minitransformer.gradcheck import BackwardFailed, GradientMismatch
-from minitransformer.nn.attention import PackedAttention
+from minitransformer.functional.multi_head import PackedAttention
 from minitransformer.ops import unbroadcast
 from minitransformer.tensor import Function
 

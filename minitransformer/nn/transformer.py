@@ -69,10 +69,7 @@ class TransformerConfig:
         for name in ("dropout", "attention_dropout"):
             if not 0.0 <= getattr(self, name) < 1.0:
                 raise ValueError(f"TransformerConfig: {name} must be in [0, 1), got {getattr(self, name)}")
-        check_attention(self.attention, self.attention_window)
-        if self.attention != "softmax" and self.attention_dropout:
-            raise ValueError(f"TransformerConfig: attention {self.attention!r} has no weights to drop; "
-                             "set attention_dropout=0")
+        check_attention(self.attention, self.attention_window, self.attention_dropout)
         if not 0 <= self.pad_id < min(self.src_vocab_size, self.tgt_vocab_size):
             raise ValueError(f"TransformerConfig: pad_id {self.pad_id} is not a valid token id")
 
