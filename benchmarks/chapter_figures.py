@@ -47,7 +47,8 @@ def smoothing_entropy(vocab: int, eps: float) -> dict:
 
 def bpe_vocabulary(vocab_size: int) -> dict:
     """What the default preset's 1,000 shared BPE symbols are spent on (chapter 11)."""
-    from minitransformer.data.bpe import SPECIAL_TOKENS, BPETokenizer
+    from minitransformer.data.bpe import BPETokenizer
+    from minitransformer.data.tokenizer import SPECIAL_TOKENS
     from minitransformer.data.source import load_data
     from minitransformer.presets import PRESETS
 

@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 import minitransformer as mt  # noqa: E402
 import minitransformer.functional as F  # noqa: E402
 import minitransformer.nn as nn  # noqa: E402
-from minitransformer.nn.attention import merge_heads, split_heads  # noqa: E402
+from minitransformer.functional.multi_head import merge_heads, split_heads  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "table1.json"
 sys.path.insert(0, str(ROOT / "benchmarks"))

@@ -50,7 +50,7 @@ sys.path.insert(0, str(ROOT))
 from minitransformer import backend  # noqa: E402
 from minitransformer.data.batching import iterate_batches  # noqa: E402
 from minitransformer.data.bpe import BPETokenizer  # noqa: E402
-from minitransformer.data.corpus import make_builtin_corpus  # noqa: E402
+from minitransformer.data.grammar import make_builtin_corpus  # noqa: E402
 from minitransformer.flops import training_flops  # noqa: E402
 from minitransformer.nn import init  # noqa: E402
 from minitransformer.nn.attention import MultiHeadAttention  # noqa: E402

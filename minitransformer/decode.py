@@ -289,29 +289,11 @@ def beam_search(model: Decodable, src_ids, bos_id: int, eos_id: int, beam_size: 
 
             keep_rows, keep_tokens, next_log_prob, next_tokens, still_active = [], [], [], [], []
             for position, sentence in enumerate(active):
-                beams: list[tuple[int, int, float]] = []                          # (parent beam, token, log p)
-                for rank, (index, value) in enumerate(zip(flat_index[position], flat_value[position])):
-                    if value == -np.inf:
-                        break
-                    parent, token = divmod(int(index), vocab)
-                    if token == eos_id:
-                        if rank < k:   # an eos counts only among the k best extensions
-                            finished[sentence].append(Hypothesis(
-                                list(alive_tokens[position][parent]), float(value),
-                                float(value) / length_penalty(step, alpha)))
-                    elif len(beams) < k:
-                        beams.append((parent, token, float(value)))
-                done = len(finished[sentence]) >= k or not beams
-                if not done and step >= limits[sentence]:  # out of length: the live ones become results
-                    for parent, token, value in beams:
-                        finished[sentence].append(Hypothesis(
-                            alive_tokens[position][parent] + [token], value,
-                            value / length_penalty(step, alpha), finished=False))
-                    done = True
-                if done:
+                beams = _next_beams(flat_index[position], flat_value[position], vocab, k, eos_id,
+                                    alive_tokens[position], step, alpha, step >= limits[sentence],
+                                    finished[sentence])
+                if beams is None:                          # the sentence is done
                     continue
-                while len(beams) < k:                      # fewer real extensions than beams: pad with dead ones
-                    beams.append((beams[0][0], beams[0][1], -np.inf))
                 still_active.append(sentence)
                 next_log_prob.append([value for _, _, value in beams])
                 next_tokens.append([alive_tokens[position][parent] + [token] for parent, token, _ in beams])
@@ -325,11 +307,41 @@ def beam_search(model: Decodable, src_ids, bos_id: int, eos_id: int, beam_size: 
                 alive_tokens = next_tokens
                 state.advance(np.asarray(keep_rows, dtype=np.int64), keep_tokens, same_sources)
 
-    results = []
-    for hypotheses in finished:
-        ranked = sorted(hypotheses, key=lambda h: -h.score)
-        results.append(ranked[:n_best])
-    return results
+    return [sorted(hypotheses, key=lambda h: -h.score)[:n_best] for hypotheses in finished]   # best score first
+
+
+def _next_beams(indices, values, vocab: int, k: int, eos_id: int, prefixes: list[list[int]], step: int,
+                alpha: float, at_limit: bool, finished: list[Hypothesis]) -> list[tuple[int, int, float]] | None:
+    """One sentence's share of a beam-search step: its k live beams after this step, or None when it is done.
+
+    ``indices`` and ``values`` are the sentence's 2k best extensions, best first (index = beam·V + token,
+    value = total log-probability); ``prefixes`` its live beams' tokens. An extension that ends in eos
+    and ranks within the first k becomes a finished hypothesis (appended to ``finished``); the best k
+    others stay live. The sentence is done with k finished hypotheses or no live beam left, or at its
+    length limit (``at_limit``), where its live beams become results too. Returns (parent beam, token,
+    log p) for each of the k beams, padded with dead ones (log p = −∞) when fewer extensions are real.
+    """
+    beams: list[tuple[int, int, float]] = []
+    for rank, (index, value) in enumerate(zip(indices, values)):
+        if value == -np.inf:
+            break
+        parent, token = divmod(int(index), vocab)
+        if token == eos_id:
+            if rank < k:   # an eos counts only among the k best extensions
+                finished.append(Hypothesis(list(prefixes[parent]), float(value),
+                                           float(value) / length_penalty(step, alpha)))
+        elif len(beams) < k:
+            beams.append((parent, token, float(value)))
+    if len(finished) >= k or not beams:
+        return None
+    if at_limit:                                   # out of length: the live ones become results
+        for parent, token, value in beams:
+            finished.append(Hypothesis(prefixes[parent] + [token], value, value / length_penalty(step, alpha),
+                                       finished=False))
+        return None
+    while len(beams) < k:                          # fewer real extensions than beams: pad with dead ones
+        beams.append((beams[0][0], beams[0][1], -np.inf))
+    return beams
 
 
 def decode_sentences(model, sources: Sequence[Sequence[int]], bos_id: int, eos_id: int, beam_size: int = 4,

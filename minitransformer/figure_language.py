@@ -4,7 +4,7 @@ Every figure of the book is drawn once, by code with English labels (a notebook
 cell, a script under chapters/figures/, a benchmark). The Japanese edition's
 figure is the same matplotlib Figure with its texts (titles, axis labels,
 legends, annotations, categorical tick labels) replaced from ``TEXTS`` and drawn
-with a Japanese font (matplotlib-fontja's IPAex Gothic, see ``plot.cjk_font``),
+with a Japanese font (matplotlib-fontja's IPAex Gothic, see ``fonts.cjk_font``),
 so both editions show the same data:
 
     with saving_chapter_figures("ja"):     # chapters/figures/X.png -> chapters/figures/ja/X.png
@@ -19,6 +19,8 @@ from __future__ import annotations
 import contextlib
 import re
 from pathlib import Path
+
+from .fonts import bundled_font, cjk_font
 
 LANGUAGES = ("ja",)
 
@@ -190,7 +192,6 @@ def localize(fig, language: str) -> list[str]:
     """
     from matplotlib.text import Text  # noqa: PLC0415
 
-    from .plot import bundled_font, cjk_font  # noqa: PLC0415
 
     if language == "en":
         return []

@@ -5,7 +5,7 @@ imported, and figures are built with ``matplotlib.figure.Figure`` (no pyplot,
 no GUI backend): they save to PNG anywhere and display inline in notebooks.
 
 Japanese labels need a font with CJK glyphs. The package depends on
-matplotlib-fontja, which ships the IPAex Gothic font: ``cjk_font()`` registers
+matplotlib-fontja, which ships the IPAex Gothic font: ``fonts.cjk_font()`` registers
 that file with matplotlib (without changing any global setting) and then looks
 for a font that really covers the characters (IPAexGothic, Noto Sans CJK, ...).
 Where none can be found (matplotlib-fontja removed, no system font), kana are
@@ -18,62 +18,14 @@ a title you pass stay as given.
 """
 from __future__ import annotations
 
-import functools
 import unicodedata
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
-CJK_FONT_HINTS = ("Noto Sans CJK", "Noto Serif CJK", "Noto Sans JP", "Source Han", "IPAexGothic", "IPAGothic",
-                  "IPAPGothic", "TakaoGothic", "VL Gothic", "Hiragino", "Yu Gothic", "MS Gothic", "Meiryo",
-                  "Droid Sans Fallback", "WenQuanYi", "Unifont")
-
-
-# -- fonts -------------------------------------------------------------------------------------------
-@functools.lru_cache(maxsize=None)
-def _font_charmap(path: str) -> frozenset:
-    from matplotlib.ft2font import FT2Font  # noqa: PLC0415 - lazy by design
-    try:
-        return frozenset(FT2Font(path).get_charmap())
-    except Exception:  # an unreadable font file: treat as covering nothing
-        return frozenset()
-
-
-@functools.lru_cache(maxsize=None)
-def bundled_font() -> str | None:
-    """The path of matplotlib-fontja's IPAex Gothic, registered with matplotlib; None if not installed.
-
-    The font file is found without importing matplotlib_fontja, whose import also switches matplotlib's
-    default font family for the whole process; here only the font becomes available.
-    """
-    import importlib.util  # noqa: PLC0415
-
-    from matplotlib import font_manager  # noqa: PLC0415
-    spec = importlib.util.find_spec("matplotlib_fontja")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    path = Path(list(spec.submodule_search_locations)[0]) / "fonts" / "ipaexg.ttf"
-    if not path.is_file():
-        return None
-    font_manager.fontManager.addfont(str(path))
-    return str(path)
-
-
-def cjk_font(sample: str = "日本語の猫を食べた") -> str | None:
-    """The name of a font that can draw ``sample`` (kanji and kana): matplotlib-fontja's first, or None."""
-    from matplotlib import font_manager  # noqa: PLC0415
-    bundled_font()
-    needed = {ord(c) for c in sample if not c.isspace()}
-    fonts = sorted(font_manager.fontManager.ttflist,
-                   key=lambda f: not any(h.lower() in f.name.lower() for h in CJK_FONT_HINTS))
-    for font in fonts:
-        if font.name.startswith("Last Resort"):  # maps every code point to a "missing glyph" box
-            continue
-        if needed <= _font_charmap(font.fname):
-            return font.name
-    return None
-
+from .figure_language import localize
+from .fonts import cjk_font
 
 _HIRAGANA = {
     "あ": "a", "い": "i", "う": "u", "え": "e", "お": "o", "か": "ka", "き": "ki", "く": "ku", "け": "ke", "こ": "ko",
@@ -143,7 +95,6 @@ def drawable_labels(labels: Sequence[str], ids: Sequence[int] | None = None) -> 
 def _in_language(fig, language: str) -> None:
     """The figure's own labels in ``language``; texts the table does not know (tokens, a caller's title) stay."""
     if language != "en":
-        from .figure_language import localize  # noqa: PLC0415
         localize(fig, language)
 
 

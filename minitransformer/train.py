@@ -45,10 +45,9 @@ from .bleu import corpus_bleu_score, tokenization_for
 from .chrf import corpus_chrf_score
 from .data import source
 from .data.batching import epoch_batches, iterate_batches
-from .data.bpe import BPETokenizer
-from .data.raw_bpe import RawBPETokenizer, choose_tokenizer
-from .data.unigram import UnigramTokenizer
 from .data.corpus import Corpus
+from .data.raw_bpe import choose_tokenizer
+from .data.tokenizer import TOKENIZERS, Tokenizer
 from .data.loaders import CorpusError
 from .decode import decode_sentences
 from .distributed import World
@@ -85,7 +84,7 @@ class Run:
 
     options: TrainOptions         # resolved: every None the preset fills is filled
     corpus: Corpus
-    tokenizer: BPETokenizer
+    tokenizer: Tokenizer
     model: Transformer
     optimizer: Adam
     schedule: NoamSchedule
@@ -194,8 +193,7 @@ def prepare_run(opts: TrainOptions, saved: dict | None, say: Callable[[str], Non
     elif world.is_root:
         t0 = time.monotonic()
         kind, why = choose_tokenizer(opts.tokenizer, [[s for s, _ in train_pairs], [t for _, t in train_pairs]])
-        learner = {"raw": RawBPETokenizer, "unigram": UnigramTokenizer}.get(kind, BPETokenizer)
-        tokenizer = learner.train([s for pair in train_pairs for s in pair], opts.vocab_size)
+        tokenizer = TOKENIZERS[kind].train([s for pair in train_pairs for s in pair], opts.vocab_size)
         say(f"{'unigram LM' if kind == 'unigram' else 'BPE'} "
             f"({'raw text, SentencePiece-style' if kind != 'words' else 'within words'}: {why}): "
             f"{tokenizer.vocab_size} tokens shared by both languages (learned in {time.monotonic() - t0:.1f} s)")
@@ -254,7 +252,7 @@ def load_data(options: TrainOptions) -> Corpus:
     return corpus
 
 
-def start_run_folder(out: Path, opts: TrainOptions, config: TransformerConfig, tokenizer: BPETokenizer) -> None:
+def start_run_folder(out: Path, opts: TrainOptions, config: TransformerConfig, tokenizer: Tokenizer) -> None:
     """Clear what an earlier run wrote (``--overwrite``, or one that saved no checkpoint, and the temporaries of
     a killed one: run_folder.clear_run), then write the new run's config.json and tokenizer.json."""
     run_folder.clear_run(out)
@@ -539,7 +537,7 @@ def _attention_picture(run: Run) -> dict:
 
 
 # -- the loss and the data ------------------------------------------------------------------------
-def encode_pairs(tokenizer: BPETokenizer, pairs: Sequence[tuple[str, str]], max_len: int,
+def encode_pairs(tokenizer: Tokenizer, pairs: Sequence[tuple[str, str]], max_len: int,
                  drop_long: bool = True, dropped: Counter | None = None) -> list[tuple[list[int], list[int]]]:
     """(source ids, target ids) for each pair; pairs that do not fit ``max_len`` are dropped.
     ``dropped`` (a Counter) counts the pairs left out by reason."""
@@ -558,7 +556,7 @@ def encode_pairs(tokenizer: BPETokenizer, pairs: Sequence[tuple[str, str]], max_
     return examples
 
 
-def _encode_split(tokenizer: BPETokenizer, pairs: Sequence[tuple[str, str]], max_len: int, split: str,
+def _encode_split(tokenizer: Tokenizer, pairs: Sequence[tuple[str, str]], max_len: int, split: str,
                   say: Callable[[str], None]) -> list[tuple[list[int], list[int]]]:
     """``encode_pairs`` of one split, saying how many pairs each filter left out and why."""
     dropped: Counter = Counter()
@@ -575,7 +573,7 @@ def batch_loss(model: Transformer, batch, label_smoothing: float = LABEL_SMOOTHI
     return model.loss(batch.src, batch.tgt_in, batch.tgt_out, label_smoothing=label_smoothing)
 
 
-def evaluate_loss(model: Transformer, examples, max_tokens: int, tokenizer: BPETokenizer) -> float:
+def evaluate_loss(model: Transformer, examples, max_tokens: int, tokenizer: Tokenizer) -> float:
     """Per-token cross-entropy (no smoothing) over ``examples``, in eval mode; the decoder's input
     starts with the tokenizer's bos and its output ends with the tokenizer's eos, as in training."""
     was_training = model.training
@@ -617,7 +615,7 @@ def _mean_tail(values: list[float], n: int = 50) -> float:
 
 def _model_config(opts: TrainOptions, vocab_size: int) -> TransformerConfig:
     return TransformerConfig(src_vocab_size=vocab_size, tgt_vocab_size=vocab_size, tie_embeddings=True,
-                             pad_id=BPETokenizer.pad_id, max_len=MAX_LEN, seed=opts.seed,
+                             pad_id=Tokenizer.pad_id, max_len=MAX_LEN, seed=opts.seed,
                              attention=opts.attention or "softmax", attention_window=opts.attention_window,
                              **PRESETS[opts.preset]["model"])
 
@@ -683,7 +681,7 @@ def set_rng_state(model: Transformer, states: dict | list, step: int | None = No
 
 
 
-def bleu_of(model: Transformer, tokenizer: BPETokenizer, pairs, beam: int, alpha: float = 0.6,
+def bleu_of(model: Transformer, tokenizer: Tokenizer, pairs, beam: int, alpha: float = 0.6,
             tokenize: str | None = None):
     """Corpus BLEU of the model on (source, reference) text pairs; returns (BLEUScore, hypotheses).
     ``tokenize``: BLEU's tokenization (bleu.TOKENIZATIONS); None: chosen from the references."""

@@ -26,10 +26,9 @@ import numpy as np
 from . import backend, models
 from .bleu import BLEUScore, corpus_bleu_score, tokenization_for
 from .checkpoint import Checkpoint, CheckpointError, check_weights_match, load_checkpoint
-from .data.bpe import END_OF_WORD, SPECIAL_TOKENS, BPETokenizer
-from .data.raw_bpe import RawBPETokenizer
+from .data.bpe import END_OF_WORD
 from .data.raw_text import RawTextTokenizer
-from .data.unigram import UnigramTokenizer
+from .data.tokenizer import SPECIAL_TOKENS, Tokenizer
 from .data.writing import CorpusWriting, describe_unseen
 from .decode import decode_sentences, searching
 from .nn.attention import record_attention
@@ -37,17 +36,16 @@ from .nn.seq2seq import Seq2Seq, Seq2SeqConfig
 from .nn.transformer import Transformer, TransformerConfig
 
 
-def tokenizer_to_dict(tokenizer: BPETokenizer | RawBPETokenizer | UnigramTokenizer) -> dict:
+def tokenizer_to_dict(tokenizer: Tokenizer) -> dict:
     """The tokenizer as JSON-ready data (``to_dict``; its "kind" says which tokenizer wrote it)."""
     return tokenizer.to_dict()
 
 
-def tokenizer_from_dict(data: dict, where: str = "tokenizer") -> BPETokenizer | RawBPETokenizer | UnigramTokenizer:
-    """``BPETokenizer.from_dict`` (a ``RawBPETokenizer`` for data of kind "raw", a ``UnigramTokenizer``
-    for "unigram"), refusing a broken
-    one as a CheckpointError that names ``where``."""
+def tokenizer_from_dict(data: dict, where: str = "tokenizer") -> Tokenizer:
+    """``Tokenizer.from_dict``: the tokenizer of the data's kind ("words", "raw", "unigram"), refusing a
+    broken one as a CheckpointError that names ``where``."""
     try:
-        return BPETokenizer.from_dict(data)
+        return Tokenizer.from_dict(data)
     except ValueError as error:
         raise CheckpointError(f"{where}: {error}") from None
 
@@ -86,7 +84,7 @@ def warn_translation(message: str) -> None:
 @dataclass
 class Translator:
     model: Transformer | Seq2Seq
-    tokenizer: BPETokenizer | RawBPETokenizer | UnigramTokenizer
+    tokenizer: Tokenizer
     warn: Callable[[str], None] = warn_translation
 
     def __post_init__(self) -> None:

@@ -3,8 +3,8 @@
 import pytest
 
 from minitransformer.data.bpe import END_OF_WORD, BPETokenizer
-from minitransformer.data.corpus import (ANIMALS, CONSTRUCTION_WEIGHTS, FOODS, NAMES, PEOPLE, PLACES, PRONOUNS, VERBS,
-                                         make_builtin_corpus)
+from minitransformer.data.grammar import CONSTRUCTION_WEIGHTS, make_builtin_corpus
+from minitransformer.data.grammar.lexicon import ANIMALS, FOODS, NAMES, PEOPLE, PLACES, PRONOUNS, VERBS
 from minitransformer.data.grammar.alignment import Word, linked, subword_links, word_alignment, word_spans
 
 PER_CONSTRUCTION = 60

@@ -171,8 +171,9 @@ class ForgetsSoftmaxCentering(ScaledDotProductAttention):
     """gS = A ⊙ gA: the − Σ gA⊙A term of the softmax backward dropped."""
 
     def backward(self, g_out):
-        g_scores = (g_out @ self.v.swapaxes(-1, -2)) * self.weights * self.scale
-        return g_scores @ self.k, g_scores.swapaxes(-1, -2) @ self.q, self.weights.swapaxes(-1, -2) @ g_out
+        q, k, v, weights, _ = self.saved_arrays
+        g_scores = (g_out @ v.swapaxes(-1, -2)) * weights * self.scale
+        return g_scores @ k, g_scores.swapaxes(-1, -2) @ q, weights.swapaxes(-1, -2) @ g_out
 
 
 @pytest.mark.parametrize("broken", [ForgetsScaleInQueryGradient, ZeroKeyGradient, ForgetsSoftmaxCentering])

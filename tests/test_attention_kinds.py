@@ -61,6 +61,56 @@ def test_attend_refuses_masks_it_cannot_split_and_unknown_kinds(rng):
         F.attend("local", q, k, v)
 
 
+def test_softmax_takes_any_mask_the_others_cannot_split(rng):
+    q, k, v = qkv(rng, 4, 4)
+    both = padding([3, 4], 4) & F.causal_mask(4, "cpu")                      # (B, 1, T, T): eq. 1 takes it
+    np.testing.assert_array_equal(F.attend("softmax", q, k, v, mask=both).data,
+                                  F.scaled_dot_product_attention(q, k, v, mask=both).data)
+    for kind, window in KINDS[1:]:
+        with pytest.raises(ValueError, match=rf"attention '{kind}' takes a key-padding mask"):
+            F.attend(kind, q, k, v, mask=both, window=window)
+
+
+def test_attend_drops_and_returns_the_weights_of_softmax_only(rng):
+    q, k, v = qkv(rng, 4, 5)
+    out, weights = F.attend("softmax", q, k, v, dropout_p=0.3, training=True, generator=F.Generator(2),
+                            return_weights=True)
+    expected, expected_weights = F.scaled_dot_product_attention(q, k, v, dropout_p=0.3, training=True,
+                                                                generator=F.Generator(2), return_weights=True)
+    np.testing.assert_array_equal(out.data, expected.data)
+    np.testing.assert_array_equal(weights.data, expected_weights.data)
+    with pytest.raises(ValueError, match="attention 'flash' keeps no weights to show"):
+        F.attend("flash", q, k, v, return_weights=True)
+
+
+@pytest.mark.parametrize("kind, window, dropout, message", [
+    ("sparse", None, 0.0, "attention must be one of softmax, flash, local, linear; got 'sparse'"),
+    ("local", None, 0.0, "attention 'local' needs a window"),
+    ("local", 1.5, 0.0, "attention 'local' needs a window"),
+    ("linear", None, 0.1, "attention 'linear' has no weights to drop"),
+])
+def test_one_check_for_the_model_the_layer_and_attend(rng, kind, window, dropout, message):
+    q, k, v = qkv(rng, 3, 3)
+    with pytest.raises(ValueError, match=message):
+        F.check_attention(kind, window, dropout)
+    with pytest.raises(ValueError, match=message):
+        nn.TransformerConfig(src_vocab_size=9, tgt_vocab_size=9, d_model=4, n_heads=2, attention=kind,
+                             attention_window=window, attention_dropout=dropout)
+    with pytest.raises(ValueError, match=message):
+        nn.MultiHeadAttention(4, 2, dropout_p=dropout, attention=kind, window=window)
+    with pytest.raises(ValueError, match=message):
+        F.attend(kind, q, k, v, window=window, dropout_p=dropout)
+
+
+def test_the_command_line_offers_the_kinds_of_the_table():
+    import dataclasses
+
+    from minitransformer.training.options import TrainOptions
+    choices = {f.name: f.metadata.get("choices") for f in dataclasses.fields(TrainOptions)}
+    assert choices["attention"] == list(F.ATTENTION_KINDS) == ["softmax", "flash", "local", "linear"]
+    assert [kind.name for kind in F.ATTENTION_KINDS.values() if kind.packed] == ["softmax"]
+
+
 # -- linear attention with a key-padding mask -----------------------------------------------------------------------
 @pytest.mark.parametrize("causal", [False, True])
 def test_linear_attention_ignores_padded_keys(rng, causal):
@@ -80,11 +130,12 @@ def test_linear_attention_with_a_mask_gradcheck(rng):
 
 class _ForgetsTheMaskInBackward(LinearAttention):
     def backward(self, g_out):
-        keep, self.keep = self.keep, None
+        saved = self.saved_arrays
+        self.saved_arrays = saved[:7] + (None,) + saved[8:]           # the saved key mask, forgotten
         try:
             return super().backward(g_out)
         finally:
-            self.keep = keep
+            self.saved_arrays = saved
 
 
 def test_a_backward_that_forgets_the_mask_is_caught(rng):

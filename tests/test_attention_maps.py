@@ -64,7 +64,8 @@ def test_every_kind_is_drawn_as_a_grid_of_layers_by_heads(run, tmp_path):
 
 def test_japanese_labels_are_drawn_with_the_bundled_font():
     pytest.importorskip("matplotlib_fontja")
-    from minitransformer.plot import bundled_font, drawable_labels
+    from minitransformer.fonts import bundled_font
+    from minitransformer.plot import drawable_labels
     assert bundled_font() is not None
     labels, font = drawable_labels(["猫", "が", "魚", "を"])
     assert labels == ["猫", "が", "魚", "を"] and font is not None

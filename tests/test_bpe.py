@@ -152,6 +152,41 @@ def test_load_reports_bad_files(tmp_path):
         BPETokenizer.load(bad)
 
 
+def test_one_registry_reads_every_kind_and_each_kind_reads_only_its_own(tmp_path):
+    from minitransformer.data import RawBPETokenizer, UnigramTokenizer
+    from minitransformer.data.tokenizer import SPECIAL_TOKENS, TOKENIZERS, Tokenizer, load_tokenizer
+
+    assert TOKENIZERS == {"words": BPETokenizer, "raw": RawBPETokenizer, "unigram": UnigramTokenizer}
+    for kind, learner in TOKENIZERS.items():
+        tokenizer = learner.train(TEXTS, 300)
+        assert tokenizer.vocab[:4] == list(SPECIAL_TOKENS) and tokenizer.kind == kind
+        assert (tokenizer.pad_id, tokenizer.bos_id, tokenizer.eos_id, tokenizer.unk_id) == (0, 1, 2, 3)
+        tokenizer.save(tmp_path / f"{kind}.json")
+        for loaded in (load_tokenizer(tmp_path / f"{kind}.json"), Tokenizer.from_dict(tokenizer.to_dict())):
+            assert type(loaded) is learner and loaded.to_dict() == tokenizer.to_dict()
+        for other in set(TOKENIZERS.values()) - {learner, BPETokenizer}:     # BPETokenizer reads every kind
+            with pytest.raises(ValueError, match=f"not a minitransformer-bpe tokenizer of kind '{other.kind}' "
+                                                 f"\\(its kind is '{kind}'\\)"):
+                other.from_dict(tokenizer.to_dict())
+
+
+def test_a_kind_is_registered_once_and_by_name():
+    from minitransformer.data.tokenizer import TOKENIZERS, register
+
+    class Words(BPETokenizer):
+        kind = "words"
+
+    with pytest.raises(ValueError, match="tokenizer kind 'words' is taken by BPETokenizer"):
+        register(Words)
+
+    class Unnamed(BPETokenizer):
+        pass
+
+    with pytest.raises(TypeError, match="Unnamed must set its own kind"):
+        register(Unnamed)
+    assert TOKENIZERS["words"] is BPETokenizer
+
+
 def test_training_is_deterministic():
     a = BPETokenizer.train(TEXTS, vocab_size=70)
     b = BPETokenizer.train(list(reversed(TEXTS)), vocab_size=70)

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from minitransformer.data.corpus import make_builtin_corpus
+from minitransformer.data.grammar import make_builtin_corpus
 from minitransformer.data.grammar.lexicon import (ADJECTIVES, ANIMALS, COMMON_BY_WORD, COMMON_NOUNS, FOODS, NAMES,
                                                   PLACES, VERBS, godan, ichidan, nouns_named)
 from minitransformer.data.grammar.sampler import _Sampler

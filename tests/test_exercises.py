@@ -23,7 +23,7 @@ import minitransformer.functional as F
 from minitransformer.bleu import clipped_ngram_matches
 from minitransformer.data.raw_bpe import merge_pair
 from minitransformer.decode import beam_search, greedy_decode, length_penalty
-from minitransformer.nn.attention import merge_heads, split_heads
+from minitransformer.functional.multi_head import merge_heads, split_heads
 from minitransformer.nn.positional import sinusoidal_table
 from minitransformer.ops.broadcasting import unbroadcast
 

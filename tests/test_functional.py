@@ -387,7 +387,7 @@ def test_dropout_add_gradcheck(rng):
 
 class DropoutAddWithoutScale(F.DropoutAdd):
     def backward(self, gy):
-        return gy, gy * self.keep                       # 1/(1 − p) forgotten on the way back
+        return gy, gy * self.saved_arrays[0]            # 1/(1 − p) forgotten on the way back
 
 
 class DropoutAddWithoutSkip(F.DropoutAdd):

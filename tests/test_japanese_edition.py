@@ -508,7 +508,7 @@ def _draw(label: str, family) -> list[str]:
 def test_japanese_labels_draw_without_missing_glyphs():
     pytest.importorskip("matplotlib")
     from minitransformer.figure_language import localize
-    from minitransformer.plot import cjk_font
+    from minitransformer.fonts import cjk_font
     font = cjk_font("交差注意の重み、層正規化")
     assert font is not None, "no font draws Japanese: install matplotlib-fontja (requirements.txt)"
     assert _draw("交差注意の重み、層正規化", ["DejaVu Sans", font]) == []

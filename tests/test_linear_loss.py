@@ -94,7 +94,7 @@ def test_no_array_of_the_logits_size_survives_forward(rng):
     loss = F.linear_cross_entropy(x, w, targets)
     function = loss.creator
     assert function.loss.saved_arrays is None                          # the (N, V) array was let go
-    kept = [a for a in function.gradients if a is not None]
+    kept = [a for a in function.saved_arrays if a is not None]
     assert [a.shape for a in kept] == [(6, 5, 4), (4, 50)]             # gX and gW: nothing (30, 50) is kept
 
 
@@ -125,7 +125,7 @@ def test_under_no_grad_the_loss_alone(rng):
 def test_only_the_gradients_asked_for_are_computed(rng):
     x, w = mt.Tensor(rng.standard_normal((2, 3, 4))), leaf(rng, (4, 6))    # x needs no gradient
     loss = F.linear_cross_entropy(x, w, TARGETS)
-    assert loss.creator.gradients[0] is None and loss.creator.gradients[1] is not None
+    assert loss.creator.saved_arrays[0] is None and loss.creator.saved_arrays[1] is not None
     loss.backward()
     assert x.grad is None and w.grad.shape == (4, 6)
 
@@ -154,14 +154,14 @@ def test_bad_input_is_named(rng, call, message):
 class BiasGradientAveraged(F.LinearCrossEntropy):
     def forward(self, x, weight, bias=None):
         loss = super().forward(x, weight, bias)
-        gx, gw, gb = self.gradients
-        self.gradients = (gx, gw, gb / x.reshape(-1, weight.shape[0]).shape[0])   # mean over rows, not the sum
+        gx, gw, gb = self.saved_arrays
+        self.save_for_backward(gx, gw, gb / x.reshape(-1, weight.shape[0]).shape[0])   # mean over rows, not the sum
         return loss
 
 
 class UpstreamGradientIgnored(F.LinearCrossEntropy):
     def backward(self, gy):
-        return self.gradients
+        return self.saved_arrays
 
 
 class WeightGradientOfTheSoftmaxOnly(F.LinearCrossEntropy):
@@ -171,7 +171,8 @@ class WeightGradientOfTheSoftmaxOnly(F.LinearCrossEntropy):
         logits = x2d @ weight + bias
         p = np.exp(logits - logits.max(axis=1, keepdims=True))
         p /= p.sum(axis=1, keepdims=True)
-        self.gradients = (self.gradients[0], x2d.T @ (p / self.loss.n_valid), self.gradients[2])
+        gx, _, gb = self.saved_arrays
+        self.save_for_backward(gx, x2d.T @ (p / self.loss.n_valid), gb)
         return loss
 
 

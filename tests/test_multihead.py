@@ -8,7 +8,7 @@ import minitransformer as mt
 import minitransformer.functional as F
 import minitransformer.nn as nn
 from minitransformer.functional.masks import causal_mask, padding_mask
-from minitransformer.nn.attention import merge_heads, split_heads
+from minitransformer.functional.multi_head import merge_heads, split_heads
 from minitransformer.nn.cache import AttentionCache, DecoderCache
 
 B, T, S, D, H = 2, 4, 5, 8, 2

@@ -40,7 +40,7 @@ from minitransformer.functional.dropout import Dropout, Generator
 from minitransformer.functional.flash_attention import FlashAttention
 from minitransformer.functional.linear_attention import LinearAttention
 from minitransformer.gradcheck import BackwardFailed, GradientMismatch
-from minitransformer.nn.attention import PackedAttention
+from minitransformer.functional.multi_head import PackedAttention
 from minitransformer.ops import unbroadcast
 from minitransformer.tensor import Function
 
@@ -341,8 +341,8 @@ SPECIFIC = {
         "divided by the other axis's size": lambda s, gy, c: c(gy) * s.shape[1] / s.shape[0],
     },
     "Max": {
-        "every entry gets the gradient": lambda s, gy, c: np.broadcast_to(gy[:, None], s.share.shape),
-        "each tied maximum gets all of it": lambda s, gy, c: gy[:, None] * (s.share > 0),
+        "every entry gets the gradient": lambda s, gy, c: np.broadcast_to(gy[:, None], _saved(s)[0].shape),
+        "each tied maximum gets all of it": lambda s, gy, c: gy[:, None] * (_saved(s)[0] > 0),
     },
     "GetItem": {
         "repeated rows assigned, not added": lambda s, gy, c: _assigned(s.shape, s.index, gy),
@@ -424,7 +424,7 @@ SPECIFIC = {
         "padding rows still get gradient": lambda s, gy, c: _cross_entropy_padding_kept(s, gy, c),
     },
     "LinearCrossEntropy": {    # its derivative is taken in forward; backward only scales it by gy
-        "upstream gradient ignored": lambda s, gy, c: s.gradients,
+        "upstream gradient ignored": lambda s, gy, c: _saved(s),
         "gy applied twice to gW": lambda s, gy, c: (c(gy)[0], c(gy)[1] * gy, c(gy)[2]),
     },
     "DropoutAdd": {
@@ -432,7 +432,7 @@ SPECIFIC = {
         "gradient of y not dropped": lambda s, gy, c: (gy, gy / (1 - s.p)),
     },
     "Dropout": {
-        "1/(1 − p) scale forgotten": lambda s, gy, c: gy * s.keep,
+        "1/(1 − p) scale forgotten": lambda s, gy, c: gy * _saved(s)[0],
         "gradient not dropped": lambda s, gy, c: gy / (1 - s.p),
     },
 }
@@ -451,20 +451,23 @@ def _scattered(shape, index, values):
 
 
 def _attention_gk_untransposed(s, g_out):
-    g_scores = g_out @ s.v.swapaxes(-1, -2)
-    g_scores = s.weights * (g_scores - (g_scores * s.weights).sum(axis=-1, keepdims=True)) * s.scale
-    return g_scores @ s.q
+    q, _, v, weights, _ = _saved(s)
+    g_scores = g_out @ v.swapaxes(-1, -2)
+    g_scores = weights * (g_scores - (g_scores * weights).sum(axis=-1, keepdims=True)) * s.scale
+    return g_scores @ q
 
 
 def _attention_without_centering(s, g_out):
-    g_scores = (g_out @ s.v.swapaxes(-1, -2)) * s.weights * s.scale
-    return g_scores @ s.k, g_scores.swapaxes(-1, -2) @ s.q, s.weights.swapaxes(-1, -2) @ g_out
+    q, k, v, weights, _ = _saved(s)
+    g_scores = (g_out @ v.swapaxes(-1, -2)) * weights * s.scale
+    return g_scores @ k, g_scores.swapaxes(-1, -2) @ q, weights.swapaxes(-1, -2) @ g_out
 
 
 def _attention_without_dropout(s, g_out):
-    g_scores = g_out @ s.v.swapaxes(-1, -2)
-    g_scores = s.weights * (g_scores - (g_scores * s.weights).sum(axis=-1, keepdims=True)) * s.scale
-    return g_scores @ s.k, g_scores.swapaxes(-1, -2) @ s.q
+    q, k, v, weights, _ = _saved(s)
+    g_scores = g_out @ v.swapaxes(-1, -2)
+    g_scores = weights * (g_scores - (g_scores * weights).sum(axis=-1, keepdims=True)) * s.scale
+    return g_scores @ k, g_scores.swapaxes(-1, -2) @ q
 
 
 def _with_attribute(owner, name, value, correct, gy):
@@ -527,19 +530,16 @@ def _layer_norm_without_mean(s, gy, c):
 
 
 def _cross_entropy_unsmoothed(s, gy):
-    exps, row_sum = _saved(s)
+    exps, row_sum, valid, safe_targets = _saved(s)
     grad = exps / row_sum[:, None]
-    grad[np.arange(len(grad)), s.safe_targets] -= 1
-    return grad * np.where(s.valid, gy / s.n_valid, 0)[:, None]
+    grad[np.arange(len(grad)), safe_targets] -= 1
+    return grad * np.where(valid, gy / s.n_valid, 0)[:, None]
 
 
 def _cross_entropy_padding_kept(s, gy, correct):
-    valid = s.valid
-    s.valid = np.ones_like(valid)       # every row counted in the gradient (the mean still over n_valid)
-    try:
-        return correct(gy)
-    finally:
-        s.valid = valid
+    exps, row_sum, valid, safe_targets = _saved(s)
+    s.saved_arrays = exps, row_sum, np.ones_like(valid), safe_targets   # every row counted (the mean still over n_valid)
+    return correct(gy)
 
 
 def mutants():

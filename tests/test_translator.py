@@ -9,7 +9,7 @@ import pytest
 
 from minitransformer import checkpoint as ckpt
 from minitransformer.data.bpe import BPETokenizer
-from minitransformer.data.corpus import make_builtin_corpus
+from minitransformer.data.grammar import make_builtin_corpus
 from minitransformer.data.writing import CorpusWriting
 from minitransformer.nn.transformer import Transformer, TransformerConfig
 from minitransformer.translator import (TranslationWarning, Translator, tokenizer_from_dict, tokenizer_to_dict)

@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 
 from minitransformer.data import make_builtin_corpus
-from minitransformer.data.bpe import SPECIAL_TOKENS, BPETokenizer
+from minitransformer.data.bpe import BPETokenizer
 from minitransformer.data.raw_bpe import RawBPETokenizer, choose_tokenizer
 from minitransformer.data.raw_text import BYTE_TOKENS, FIRST_BYTE_ID, FIRST_PIECE_ID, SPACE
+from minitransformer.data.tokenizer import SPECIAL_TOKENS
 from minitransformer.data.unigram import (Lattice, UnigramTokenizer, forward_backward, m_step, pruning_loss,
                                           viterbi)
 from minitransformer.train import train

@@ -18,17 +18,12 @@ text into the corpus's form and to name what the model never saw).
 from __future__ import annotations
 
 import heapq
-import json
 from collections import Counter, defaultdict
-from pathlib import Path
 from typing import Iterable, Sequence
 
-from .tokenizer import FILE_VERSION, Tokenizer, check_file_version, check_training_texts, token_ids
+from .tokenizer import SPECIAL_TOKENS, Tokenizer, check_training_texts, register, token_ids
 
 END_OF_WORD = "</w>"
-SPECIAL_TOKENS = ("<pad>", "<s>", "</s>", "<unk>")
-FORMAT = "minitransformer-bpe"
-KIND = "words"          # the "kind" field of the file: this tokenizer splits at spaces (raw_bpe.py: "raw")
 
 
 def _word_symbols(word: str) -> list[str]:
@@ -36,14 +31,14 @@ def _word_symbols(word: str) -> list[str]:
     return list(word[:-1]) + [word[-1] + END_OF_WORD]
 
 
+@register
 class BPETokenizer(Tokenizer):
     """A subword tokenizer: ``encode`` text to ids, ``decode`` ids to text.
 
-    Ids 0-3 are the special tokens pad, bos, eos and unk.
+    Ids 0-3 are the special tokens pad, bos, eos and unk (tokenizer.py).
     """
 
-    pad_id, bos_id, eos_id, unk_id = 0, 1, 2, 3
-    kind = KIND
+    kind = "words"        # the "kind" field of its files: it splits at spaces (raw_bpe.py: "raw")
 
     def __init__(self, vocab: Sequence[str], merges: Sequence[tuple[str, str]],
                  words: Iterable[str] | None = None) -> None:
@@ -60,13 +55,6 @@ class BPETokenizer(Tokenizer):
         self.merge_rank = {pair: rank for rank, pair in enumerate(self.merges)}
         self.words = None if words is None else frozenset(words)   # the training text's words (None: not recorded)
         self._cache: dict[str, list[int]] = {}
-
-    @property
-    def vocab_size(self) -> int:
-        return len(self.vocab)
-
-    def __len__(self) -> int:
-        return len(self.vocab)
 
     # --- training ---------------------------------------------------------------
     @classmethod
@@ -184,35 +172,25 @@ class BPETokenizer(Tokenizer):
         return "".join(pieces).strip()
 
     # --- files ------------------------------------------------------------------------
-    def to_dict(self) -> dict:
-        """The tokenizer as JSON-ready data: vocabulary, merges and (when known) the training words."""
-        data = {"format": FORMAT, "kind": KIND, "version": FILE_VERSION, "vocab": self.vocab, "merges": [list(m) for m in self.merges]}
+    def fields(self) -> dict:
+        """Vocabulary, merges and (when known) the training words, for ``to_dict``."""
+        data = {"vocab": self.vocab, "merges": [list(m) for m in self.merges]}
         if self.words is not None:
             data["words"] = sorted(self.words)
         return data
 
     @classmethod
-    def from_dict(cls, data: dict) -> "BPETokenizer":
+    def from_dict(cls, data: dict) -> Tokenizer:
         """The tokenizer ``to_dict`` wrote; ValueError naming what is wrong otherwise.
 
-        A file of a version this code does not read is refused (``check_file_version``).
-        The ``kind`` field says which tokenizer wrote the data: "words" (this one; files written
-        before the field existed are this kind), "raw" (``RawBPETokenizer``) or "unigram"
-        (``UnigramTokenizer``); the tokenizer of that kind is returned.
+        Data of another kind gives the tokenizer of that kind ("raw": ``RawBPETokenizer``, "unigram":
+        ``UnigramTokenizer``), as ``Tokenizer.from_dict`` does: this was the reader of every kind before
+        the base class was. Files written before the ``kind`` field existed are of this kind.
         """
-        if not isinstance(data, dict) or data.get("format") != FORMAT:
-            raise ValueError(f"not a {FORMAT} tokenizer")
-        check_file_version(data)
-        kind = data.get("kind", KIND)
-        if not isinstance(kind, str):
-            raise ValueError(f"unknown tokenizer kind {kind!r}")
-        if kind != KIND:
-            from .raw_bpe import KIND as RAW, RawBPETokenizer  # noqa: PLC0415 - raw_bpe imports this module
-            from .unigram import KIND as UNIGRAM, UnigramTokenizer  # noqa: PLC0415 - so does unigram
-            readers = {RAW: RawBPETokenizer, UNIGRAM: UnigramTokenizer}
-            if kind not in readers:
-                raise ValueError(f"unknown tokenizer kind {kind!r}; expected {KIND!r}, {RAW!r} or {UNIGRAM!r}")
-            return readers[kind].from_dict(data)
+        return Tokenizer.from_dict(data)
+
+    @classmethod
+    def from_fields(cls, data: dict) -> BPETokenizer:
         for key in ("vocab", "merges"):
             if key not in data:
                 raise ValueError(f"missing key {key!r}")
@@ -226,24 +204,6 @@ class BPETokenizer(Tokenizer):
             return cls(vocab, [tuple(m) for m in merges], data.get("words"))
         except TypeError as error:
             raise ValueError(f"broken tokenizer ({error})") from None
-
-    def save(self, path: str | Path) -> None:
-        """Write the tokenizer as JSON (``to_dict``)."""
-        Path(path).write_text(json.dumps(self.to_dict(), ensure_ascii=False), encoding="utf-8")
-
-    @classmethod
-    def load(cls, path: str | Path) -> "BPETokenizer":
-        path = Path(path)
-        if not path.is_file():
-            raise FileNotFoundError(f"{path}: tokenizer file not found")
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as error:
-            raise ValueError(f"{path}: not a JSON tokenizer file ({error})") from None
-        try:
-            return cls.from_dict(data)
-        except ValueError as error:
-            raise ValueError(f"{path}: {error}") from None
 
 
 def _merge_word(symbols: list[int], pair: tuple[int, int], new_id: int) -> list[int]:

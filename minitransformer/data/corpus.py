@@ -2,7 +2,7 @@
 
 A corpus is read from files (loaders.py) or generated: the built-in
 English <-> Japanese corpus comes from the grammar in data/grammar/
-(``make_builtin_corpus``), whose names stay importable from here.
+(``grammar.make_builtin_corpus``).
 """
 
 from __future__ import annotations
@@ -60,9 +60,3 @@ class Corpus:
     def sizes(self) -> dict[str, int]:
         return {split: len(self.split(split)) for split in self.SPLITS}
 
-
-# The grammar builds on Corpus, so it is imported after it (data/__init__.py imports this module first).
-from .grammar.lexicon import *  # noqa: E402,F401,F403  (every name of the grammar, as before the split)
-from .grammar.rules import *  # noqa: E402,F401,F403
-from .grammar.sampler import *  # noqa: E402,F401,F403
-from .grammar.builtin import *  # noqa: E402,F401,F403

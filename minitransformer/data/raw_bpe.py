@@ -37,14 +37,10 @@ import heapq
 from collections import Counter, defaultdict
 from typing import Iterable, Sequence
 
-from .bpe import SPECIAL_TOKENS
-# the space, the pieces, byte fallback, decoding and the file: shared with the unigram model (unigram.py)
-from .raw_text import (BYTE_TOKENS, FIRST_BYTE_ID, FIRST_PIECE_ID, FORMAT, SPACE, RawTextTokenizer,  # noqa: F401
-                       character_ids, check_file, file_vocab, full_vocab, split_pieces)
-from .tokenizer import FILE_VERSION, check_training_texts
-
-KIND = "raw"
-
+# the space, the pieces, byte fallback, decoding and the file's vocabulary: shared with the unigram model
+from .raw_text import (BYTE_TOKENS, FIRST_BYTE_ID, FIRST_PIECE_ID, SPACE, RawTextTokenizer,  # noqa: F401
+                       character_ids, check_lists, file_vocab, full_vocab, split_pieces)
+from .tokenizer import SPECIAL_TOKENS, TOKENIZERS, check_training_texts, register
 
 UNSEGMENTED_SPACE_RATIO = 0.05     # fewer spaces than this per other character: text without word spaces
 
@@ -61,16 +57,17 @@ def looks_unsegmented(texts: Sequence[str], sample: int = 2000) -> bool:
 
 
 def choose_tokenizer(kind: str | None, sides: Sequence[Sequence[str]]) -> tuple[str, str]:
-    """The tokenizer kind for a corpus, "words", "raw" or "unigram", and why: ``kind`` itself unless it is
-    "auto" (or None); then "raw" when one side (a list of sentences) looks unsegmented, else "words"."""
+    """The tokenizer kind for a corpus (a key of ``TOKENIZERS``: "words", "raw" or "unigram"), and why:
+    ``kind`` itself unless it is "auto" (or None); then "raw" when one side (a list of sentences) looks
+    unsegmented, else "words"."""
     if kind is None:
         kind = "auto"
-    if kind in ("words", KIND, "unigram"):             # "unigram": the unigram language model (unigram.py)
+    if kind in TOKENIZERS:
         return kind, "chosen with --tokenizer"
     if kind != "auto":
-        raise ValueError(f"unknown tokenizer {kind!r}; expected auto, words, raw or unigram")
+        raise ValueError(f"unknown tokenizer {kind!r}; expected auto, {', '.join(TOKENIZERS)}")
     if any(looks_unsegmented(side) for side in sides):
-        return KIND, "a side of the corpus has almost no spaces, so words cannot be split at them"
+        return "raw", "a side of the corpus has almost no spaces, so words cannot be split at them"
     return "words", "both sides of the corpus are written with spaces between words"
 
 
@@ -94,16 +91,89 @@ def merge_pair(ids: Sequence[int], pair: tuple[int, int], new_id: int) -> list[i
     return merged
 
 
+class LinkedPieces:
+    """The training corpus for BPE: every piece's symbol ids, in one flat list, linked to their neighbours.
+
+    ``symbols[i]`` is a symbol id, ``prev[i]`` and ``next_[i]`` its neighbours in the same piece (-1: none),
+    ``weight[i]`` the count of the piece it belongs to. ``counts`` holds every pair's total count and
+    ``where`` the positions of its left symbol. Bytes never merge, so pairs with a byte are not counted.
+    A position is not taken out of ``where`` when its pair changes: each is checked when its pair is merged.
+    """
+
+    def __init__(self, pieces: Sequence[Sequence[int]], piece_counts: Sequence[int]) -> None:
+        self.symbols: list[int] = []
+        self.weight: list[int] = []
+        self.prev: list[int] = []
+        self.next_: list[int] = []
+        for ids, count in zip(pieces, piece_counts):
+            start = len(self.symbols)
+            self.symbols.extend(ids)
+            self.weight.extend([count] * len(ids))
+            self.prev.extend(range(start - 1, start + len(ids) - 1))
+            self.next_.extend(range(start + 1, start + len(ids) + 1))
+            self.prev[start], self.next_[-1] = -1, -1                  # the chain ends at the piece's ends
+        self.counts: dict[tuple[int, int], int] = defaultdict(int)
+        self.where: dict[tuple[int, int], set[int]] = defaultdict(set)
+        for i, j in enumerate(self.next_):
+            if j != -1 and self.symbols[i] >= FIRST_PIECE_ID and self.symbols[j] >= FIRST_PIECE_ID:
+                pair = (self.symbols[i], self.symbols[j])
+                self.counts[pair] += self.weight[i]
+                self.where[pair].add(i)
+
+    def merge(self, pair: tuple[int, int], new: int) -> list[tuple[int, int]]:
+        """Replace every occurrence of ``pair``, left to right, by the symbol ``new``; returns the pairs
+        whose counts changed and are still positive (those at zero are forgotten)."""
+        a, b = pair
+        symbols, prev, next_, counts, where = self.symbols, self.prev, self.next_, self.counts, self.where
+        changed: set[tuple[int, int]] = set()
+        for i in sorted(where.pop(pair)):                      # left to right, as encoding does
+            j = next_[i]
+            if symbols[i] != a or j == -1 or symbols[j] != b:
+                continue                                       # moved on, or taken by an overlap ("a a a")
+            left, right, w = prev[i], next_[j], self.weight[i]
+            # the pairs on either side: (x, a) becomes (x, ab), (b, y) becomes (ab, y)
+            if left != -1 and symbols[left] >= FIRST_PIECE_ID:
+                before, after = (symbols[left], a), (symbols[left], new)
+                if before != pair:
+                    counts[before] -= w
+                    changed.add(before)
+                counts[after] += w
+                where[after].add(left)
+                changed.add(after)
+            if right != -1 and symbols[right] >= FIRST_PIECE_ID:
+                before, after = (b, symbols[right]), (new, symbols[right])
+                if before != pair:
+                    counts[before] -= w
+                    changed.add(before)
+                counts[after] += w
+                where[after].add(i)
+                changed.add(after)
+            symbols[i], symbols[j] = new, -1                   # i holds the merged token, j is gone
+            next_[i] = right
+            if right != -1:
+                prev[right] = i
+        counts.pop(pair, None)
+        alive = []
+        for changed_pair in changed:
+            if counts.get(changed_pair, 0) > 0:
+                alive.append(changed_pair)
+            else:
+                counts.pop(changed_pair, None)
+                where.pop(changed_pair, None)
+        return alive
+
+
+@register
 class RawBPETokenizer(RawTextTokenizer):
     """BPE over raw text: ``encode`` any string to ids, ``decode`` gives back that exact string.
 
-    Ids 0-3 are the special tokens pad, bos, eos and unk (as in ``BPETokenizer``; unk is never
-    produced), ids 4-259 the bytes, then the characters seen in training, then the merged tokens.
+    Ids 0-3 are the special tokens pad, bos, eos and unk (tokenizer.py; unk is never produced),
+    ids 4-259 the bytes, then the characters seen in training, then the merged tokens.
     Text pieces are looked up only among the ids from 260 on, so a text that contains "<s>" or
     "<0x41>" learns its own token of that name, apart from the special or byte token.
     """
 
-    kind = KIND           # (encoding, decoding and the file: RawTextTokenizer, shared with the unigram model)
+    kind = "raw"          # (encoding and decoding: RawTextTokenizer, shared with the unigram model)
 
     def __init__(self, vocab: Sequence[str], merges: Sequence[tuple[str, str]]) -> None:
         if tuple(vocab[:FIRST_PIECE_ID]) != SPECIAL_TOKENS + BYTE_TOKENS:
@@ -144,42 +214,14 @@ class RawBPETokenizer(RawTextTokenizer):
         vocab = list(SPECIAL_TOKENS) + list(BYTE_TOKENS) + alphabet
         tokenizer = cls(vocab, [])
         piece_ids = dict(tokenizer.token_to_id)
-
-        # The corpus as one flat array of symbol ids; each piece is a chain linked by prev/next (-1: none).
-        symbols: list[int] = []
-        weight: list[int] = []            # the count of the piece each position belongs to
-        lengths: list[int] = []
-        for piece in pieces:
-            ids = tokenizer._symbols(piece)
-            symbols.extend(ids)
-            weight.extend([piece_counts[piece]] * len(ids))
-            lengths.append(len(ids))
-        n = len(symbols)
-        prev = list(range(-1, n - 1))
-        next_ = list(range(1, n + 1))
-        start = 0
-        for length in lengths:            # cut the chains at piece boundaries
-            prev[start] = -1
-            next_[start + length - 1] = -1
-            start += length
-
-        # pair -> total count, and pair -> positions of its left symbol. Bytes never merge. A position
-        # is not taken out of ``where`` when its pair changes: each is checked when its pair is merged.
-        counts: dict[tuple[int, int], int] = defaultdict(int)
-        where: dict[tuple[int, int], set[int]] = defaultdict(set)
-        for i in range(n):
-            j = next_[i]
-            if j != -1 and symbols[i] >= FIRST_PIECE_ID and symbols[j] >= FIRST_PIECE_ID:
-                pair = (symbols[i], symbols[j])
-                counts[pair] += weight[i]
-                where[pair].add(i)
-        heap = [(-count, pair) for pair, count in counts.items()]   # a max-heap of counts, by negation
+        corpus = LinkedPieces([tokenizer._symbols(piece) for piece in pieces], [piece_counts[p] for p in pieces])
+        heap = [(-count, pair) for pair, count in corpus.counts.items()]   # a max-heap of counts, by negation
         heapq.heapify(heap)
 
         merges: list[tuple[str, str]] = []
         while len(vocab) < vocab_size and heap:
             negative_count, pair = heapq.heappop(heap)
-            if counts.get(pair, 0) != -negative_count:
+            if corpus.counts.get(pair, 0) != -negative_count:
                 continue                                       # a stale heap entry
             if -negative_count < min_frequency:
                 break
@@ -190,41 +232,8 @@ class RawBPETokenizer(RawTextTokenizer):
                 new = piece_ids[merged_token] = len(vocab)
                 vocab.append(merged_token)
             merges.append((vocab[a], vocab[b]))
-            changed: set[tuple[int, int]] = set()
-            for i in sorted(where.pop(pair)):                  # left to right, as encoding does
-                j = next_[i]
-                if symbols[i] != a or j == -1 or symbols[j] != b:
-                    continue                                   # moved on, or taken by an overlap ("a a a")
-                left, right, w = prev[i], next_[j], weight[i]
-                # the pairs on either side: (x, a) becomes (x, ab), (b, y) becomes (ab, y)
-                if left != -1 and symbols[left] >= FIRST_PIECE_ID:
-                    before, after = (symbols[left], a), (symbols[left], new)
-                    if before != pair:
-                        counts[before] -= w
-                        changed.add(before)
-                    counts[after] += w
-                    where[after].add(left)
-                    changed.add(after)
-                if right != -1 and symbols[right] >= FIRST_PIECE_ID:
-                    before, after = (b, symbols[right]), (new, symbols[right])
-                    if before != pair:
-                        counts[before] -= w
-                        changed.add(before)
-                    counts[after] += w
-                    where[after].add(i)
-                    changed.add(after)
-                symbols[i], symbols[j] = new, -1               # i holds the merged token, j is gone
-                next_[i] = right
-                if right != -1:
-                    prev[right] = i
-            counts.pop(pair, None)
-            for changed_pair in changed:
-                count = counts.get(changed_pair, 0)
-                if count > 0:
-                    heapq.heappush(heap, (-count, changed_pair))
-                else:
-                    counts.pop(changed_pair, None)
-                    where.pop(changed_pair, None)
+            for changed_pair in corpus.merge(pair, new):
+                heapq.heappush(heap, (-corpus.counts[changed_pair], changed_pair))
         return cls(vocab, merges)
 
     # --- encoding --------------------------------------------------------------------------------
@@ -246,15 +255,13 @@ class RawBPETokenizer(RawTextTokenizer):
         return ids
 
     # --- files -----------------------------------------------------------------------------------
-    def to_dict(self) -> dict:
-        """The tokenizer as JSON-ready data. The 256 byte tokens are implied, not written."""
-        return {"format": FORMAT, "kind": KIND, "version": FILE_VERSION, "vocab": file_vocab(self.vocab),
-                "merges": [list(m) for m in self.merges]}
+    def fields(self) -> dict:
+        """Vocabulary and merges, for ``to_dict``. The 256 byte tokens are implied, not written."""
+        return {"vocab": file_vocab(self.vocab), "merges": [list(m) for m in self.merges]}
 
     @classmethod
-    def from_dict(cls, data: dict) -> "RawBPETokenizer":
-        """The tokenizer ``to_dict`` wrote; ValueError naming what is wrong otherwise."""
-        check_file(data, KIND, ("vocab", "merges"))
+    def from_fields(cls, data: dict) -> RawBPETokenizer:
+        check_lists(data, ("vocab", "merges"))
         try:
             return cls(full_vocab(data), [tuple(m) for m in data["merges"]])
         except TypeError as error:

@@ -1,5 +1,5 @@
 """What the two raw-text tokenizers share (raw_bpe.py, unigram.py): the visible space "▁", the pieces
-a sentence is cut into, byte fallback, the exact decoding, and the tokenizer file.
+a sentence is cut into, byte fallback, the exact decoding, and the vocabulary as the file writes it.
 
 Both follow SentencePiece (Kudo & Richardson 2018): the sentence is a sequence of characters in which
 the space is an ordinary symbol, written "▁" (U+2581); a "▁" is put in front (the dummy prefix); a
@@ -9,15 +9,11 @@ must not come back as a space) is written as the bytes of its UTF-8 encoding: no
 """
 from __future__ import annotations
 
-import json
-from pathlib import Path
-from typing import Callable, Iterable, Mapping, Sequence, TypeVar
+from typing import Iterable, Mapping, Sequence
 
-from .bpe import SPECIAL_TOKENS
-from .tokenizer import Tokenizer, check_file_version, token_ids
+from .tokenizer import SPECIAL_TOKENS, Tokenizer, token_ids
 
 SPACE = "\u2581"                     # "▁", the visible space symbol
-FORMAT = "minitransformer-bpe"       # one file format for every tokenizer; its "kind" tells them apart
 BYTE_TOKENS = tuple(f"<0x{b:02X}>" for b in range(256))
 FIRST_BYTE_ID = len(SPECIAL_TOKENS)
 FIRST_PIECE_ID = FIRST_BYTE_ID + len(BYTE_TOKENS)
@@ -92,46 +88,27 @@ def file_vocab(vocab: list[str]) -> list[str]:
     return vocab[:len(SPECIAL_TOKENS)] + vocab[FIRST_PIECE_ID:]
 
 
-def save_json(data: dict, path: str | Path) -> None:
-    Path(path).write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
-
-
-T = TypeVar("T")
-
-
-def load_json(path: str | Path, from_dict: Callable[[dict], T]) -> T:
-    """``from_dict`` of the JSON in ``path``; FileNotFoundError or ValueError naming the path otherwise."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: tokenizer file not found")
-    try:
-        return from_dict(json.loads(path.read_text(encoding="utf-8")))
-    except (json.JSONDecodeError, ValueError) as error:
-        raise ValueError(f"{path}: {error}") from None
+def check_lists(data: dict, keys: Sequence[str]) -> None:
+    """ValueError naming the first of ``keys`` that is not a list in a tokenizer file's ``data``."""
+    for key in keys:
+        if not isinstance(data.get(key), list):
+            raise ValueError(f"missing or broken key {key!r}")
 
 
 class RawTextTokenizer(Tokenizer):
     """What every raw-text tokenizer does around its one own step, the segmentation of a piece
-    (``_encode_piece``): cut the text into pieces, encode, decode, show tokens, save and load.
+    (``_encode_piece``): cut the text into pieces, encode, decode, show tokens.
 
-    Ids 0-3 are the special tokens pad, bos, eos and unk (as in ``BPETokenizer``; unk is never
-    produced), ids 4-259 the bytes, then the text pieces. A subclass sets ``vocab`` and defines
-    ``_encode_piece``, ``to_dict`` and ``from_dict``.
+    Ids 0-3 are the special tokens pad, bos, eos and unk (tokenizer.py; unk is never produced),
+    ids 4-259 the bytes, then the text pieces. A subclass sets ``vocab`` and defines
+    ``_encode_piece``, ``train`` and its file's ``fields`` and ``from_fields``.
     """
 
-    pad_id, bos_id, eos_id, unk_id = 0, 1, 2, 3
     words = None          # no word list: raw text has no words to record (see data/writing.py)
     vocab: list[str]
 
     def _encode_piece(self, piece: str) -> list[int]:
         raise NotImplementedError
-
-    @property
-    def vocab_size(self) -> int:
-        return len(self.vocab)
-
-    def __len__(self) -> int:
-        return len(self.vocab)
 
     @property
     def characters(self) -> frozenset[str]:
@@ -151,31 +128,3 @@ class RawTextTokenizer(Tokenizer):
     def decode(self, ids: Iterable[int]) -> str:
         """Token ids -> text, dropping the special tokens; the exact inverse of ``encode`` (``decode_ids``)."""
         return decode_ids(self.vocab, ids)
-
-    def to_dict(self) -> dict:
-        raise NotImplementedError
-
-    @classmethod
-    def from_dict(cls, data: dict):
-        raise NotImplementedError
-
-    def save(self, path: str | Path) -> None:
-        save_json(self.to_dict(), path)
-
-    @classmethod
-    def load(cls, path: str | Path):
-        """The tokenizer ``save`` wrote; FileNotFoundError or ValueError naming the path otherwise."""
-        return load_json(path, cls.from_dict)
-
-
-def check_file(data: dict, kind: str, keys: Sequence[str]) -> None:
-    """ValueError naming what is wrong unless ``data`` is a tokenizer file of ``kind``, of a version this code
-    reads, with list ``keys``."""
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise ValueError(f"not a {FORMAT} tokenizer of kind {kind!r}")
-    check_file_version(data)
-    if data.get("kind") != kind:
-        raise ValueError(f"not a {FORMAT} tokenizer of kind {kind!r}")
-    for key in keys:
-        if not isinstance(data.get(key), list):
-            raise ValueError(f"missing or broken key {key!r}")

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from .corpus import Corpus, make_builtin_corpus
+from .corpus import Corpus
+from .grammar import make_builtin_corpus
 from .loaders import CorpusError, load_corpus
 
 BUILTIN_DIRECTIONS = ("en-ja", "ja-en")

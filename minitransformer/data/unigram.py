@@ -39,12 +39,10 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from .bpe import SPECIAL_TOKENS
-from .raw_text import (BYTE_TOKENS, FIRST_PIECE_ID, FORMAT, SPACE, RawTextTokenizer, byte_ids, check_file, file_vocab,
+from .raw_text import (BYTE_TOKENS, FIRST_PIECE_ID, SPACE, RawTextTokenizer, byte_ids, check_lists, file_vocab,
                        full_vocab, split_pieces)
-from .tokenizer import FILE_VERSION, check_training_texts
+from .tokenizer import SPECIAL_TOKENS, check_training_texts, register
 
-KIND = "unigram"
 MAX_PIECE_LENGTH = 8       # characters in a piece (SentencePiece allows 16; 8 keeps the lattice small)
 SEED_FACTOR = 10           # seed pieces per piece of the target vocabulary
 SHRINK = 0.75              # each pruning round keeps this share of the pieces (SentencePiece's shrinking factor)
@@ -236,6 +234,7 @@ def seed_candidates(piece_counts: Mapping[str, int], size: int,
     return candidates, [counts[c] for c in candidates]
 
 
+@register
 class UnigramTokenizer(RawTextTokenizer):
     """The unigram language model over raw text: ``encode`` any string to ids (its Viterbi segmentation),
     ``decode`` gives back that exact string.
@@ -245,7 +244,7 @@ class UnigramTokenizer(RawTextTokenizer):
     looked up only among the pieces, so "<s>" in a text is never the special token.
     """
 
-    kind = KIND           # (encoding, decoding and the file: RawTextTokenizer, shared with the raw-text BPE)
+    kind = "unigram"      # (encoding and decoding: RawTextTokenizer, shared with the raw-text BPE)
 
     def __init__(self, vocab: Sequence[str], scores: Sequence[float]) -> None:
         if tuple(vocab[:FIRST_PIECE_ID]) != SPECIAL_TOKENS + BYTE_TOKENS:
@@ -323,14 +322,13 @@ class UnigramTokenizer(RawTextTokenizer):
         return ids
 
     # --- files -----------------------------------------------------------------------------------
-    def to_dict(self) -> dict:
-        """The tokenizer as JSON-ready data: pieces and their log-probabilities (the byte tokens implied)."""
-        return {"format": FORMAT, "kind": KIND, "version": FILE_VERSION, "vocab": file_vocab(self.vocab), "scores": self.scores}
+    def fields(self) -> dict:
+        """Pieces and their log-probabilities, for ``to_dict`` (the byte tokens implied)."""
+        return {"vocab": file_vocab(self.vocab), "scores": self.scores}
 
     @classmethod
-    def from_dict(cls, data: dict) -> "UnigramTokenizer":
-        """The tokenizer ``to_dict`` wrote; ValueError naming what is wrong otherwise."""
-        check_file(data, KIND, ("vocab", "scores"))
+    def from_fields(cls, data: dict) -> UnigramTokenizer:
+        check_lists(data, ("vocab", "scores"))
         try:
             return cls(full_vocab(data), data["scores"])
         except TypeError as error:

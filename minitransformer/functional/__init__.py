@@ -27,15 +27,18 @@ from .attention import ScaledDotProductAttention, scaled_dot_product_attention  
 from .masks import causal_mask, padding_mask  # noqa: E402
 
 __all__ += ["scaled_dot_product_attention", "ScaledDotProductAttention", "padding_mask", "causal_mask"]
+from .multi_head import PackedAttention, merge_heads, split_heads  # noqa: E402  (chapter 7)
+
+__all__ += ["split_heads", "merge_heads", "PackedAttention"]
 from .flash_attention import FlashAttention, flash_attention  # noqa: E402  (chapter 13)
 from .linear_attention import LinearAttention, elu_plus_one, linear_attention  # noqa: E402
 from .local_attention import band_mask, local_attention  # noqa: E402
 
 __all__ += ["flash_attention", "FlashAttention", "local_attention", "band_mask", "linear_attention",
             "LinearAttention", "elu_plus_one"]
-from .attention_kinds import ATTENTION_KINDS, attend  # noqa: E402
+from .attention_kinds import ATTENTION_KINDS, AttentionKind, attend, check_attention  # noqa: E402
 
-__all__ += ["attend", "ATTENTION_KINDS"]
+__all__ += ["attend", "ATTENTION_KINDS", "AttentionKind", "check_attention"]
 from .additive_attention import AdditiveScore, additive_score  # noqa: E402  (chapter 6: recurrent models)
 from .lstm import LSTMFunction, lstm  # noqa: E402
 

@@ -30,10 +30,10 @@ from __future__ import annotations
 
 import math
 
-from .. import backend
 from ..backend import xp_of
 from ..ops.broadcasting import unbroadcast
 from ..tensor import Function, Tensor
+from .checks import check_attention_operands
 from .dropout import Generator, check_generator, default_generator
 from .rows import row_max, row_sum
 
@@ -42,8 +42,9 @@ class ScaledDotProductAttention(Function):
     """softmax(q kᵀ / √d_k) v with a mask and optional dropout on the weights.
 
     q (..., T, d_k), k (..., S, d_k), v (..., S, d_v) -> out (..., T, d_v);
-    the leading axes are usually (B, h). The weights (before dropout) are kept
-    in ``self.weights`` (..., T, S).
+    the leading axes are usually (B, h). Forward saves q, k, v, the weights A
+    (..., T, S, before dropout; also readable as ``self.weights``, for pictures)
+    and the dropout's factors (``self.keep``, None without dropout).
     """
 
     def __init__(self, mask=None, dropout_p: float = 0.0, training: bool = False,
@@ -54,7 +55,7 @@ class ScaledDotProductAttention(Function):
         self.generator = generator
 
     def forward(self, q, k, v):
-        _check_shapes(q, k, v, self.mask)
+        check_attention_operands(q, k, v, self.mask)
         xp = xp_of(q, k, v)
         self.scale = 1.0 / math.sqrt(q.shape[-1])  # §3.2.1: keeps the scores' variance near 1 (footnote 4)
 
@@ -76,18 +77,28 @@ class ScaledDotProductAttention(Function):
         total = row_sum(scores)                                 # (B, h, T, 1); ≥ 1 unless the row is fully masked
         if self.mask is not None:
             total[total == 0] = 1                               # fully masked row: 0 / 1 = all-zero weights
-        scores /= total
-        self.weights = scores                                   # A (B, h, T, S)
+        scores /= total                                         # A (B, h, T, S)
 
-        self.keep = None
+        keep = None
         if self.training and self.dropout_p > 0:
-            self.keep = _dropout_keep_scale(scores, self.dropout_p, self.generator)
-            scores = scores * self.keep                         # inverted dropout on the weights
-        self.q, self.k, self.v = q, k, v
+            keep = _dropout_keep_scale(scores, self.dropout_p, self.generator)
+        self.save_for_backward(q, k, v, scores, keep)           # q, k, v, the weights A, the dropout's factors
+        if keep is not None:
+            scores = scores * keep                              # inverted dropout on the weights
         return scores @ v                                       # (B, h, T, d_v)
 
+    @property
+    def weights(self):
+        """A (..., T, S), the attention weights before dropout: saved by forward."""
+        return self.saved_arrays[3]
+
+    @property
+    def keep(self):
+        """The dropout's factors keep / (1 − p) (..., T, S), or None without dropout: saved by forward."""
+        return self.saved_arrays[4]
+
     def backward(self, g_out):
-        q, k, v, weights = self.q, self.k, self.v, self.weights
+        q, k, v, weights = self.saved_arrays[:4]                # and self.keep (the property above)
         need_q, need_k, need_v = self._needs_gradient()
         dropped = weights if self.keep is None else weights * self.keep
 
@@ -137,36 +148,6 @@ def scaled_dot_product_attention(q, k, v, mask=None, return_weights: bool = Fals
     if return_weights:
         return out, Tensor(function.weights)
     return out
-
-
-def _check_shapes(q, k, v, mask) -> None:
-    """Clear errors for the mistakes that are easy to make with four 4-D arrays."""
-    if q.ndim < 2 or k.ndim < 2 or v.ndim < 2:
-        raise ValueError(f"attention: q, k, v need at least 2 dimensions (..., length, dim); got shapes "
-                         f"{q.shape}, {k.shape}, {v.shape}")
-    if q.shape[-1] != k.shape[-1]:
-        raise ValueError(f"attention: queries and keys must have the same last size d_k; got q {q.shape} "
-                         f"and k {k.shape}")
-    if k.shape[-2] != v.shape[-2]:
-        raise ValueError(f"attention: keys and values must have the same length S (axis -2); got k {k.shape} "
-                         f"and v {v.shape}")
-    if q.dtype.kind != "f":
-        raise TypeError(f"attention: q, k, v must be floating point, got {q.dtype}")
-    if mask is None:
-        return
-    if not backend.is_array(mask) or mask.dtype != bool:
-        kind = getattr(mask, "dtype", type(mask).__name__)
-        raise TypeError(f"attention: mask must be a boolean array (True = may attend), got {kind}; "
-                        "build one with F.padding_mask / F.causal_mask, or compare: ids != pad_id")
-    scores_shape = (*q.shape[:-1], k.shape[-2])
-    if backend.get_device(mask) != backend.get_device(q):
-        raise RuntimeError(f"attention: mask lives on {backend.get_device(mask)} but q on "
-                           f"{backend.get_device(q)}; move it with backend.to_device")
-    fits = mask.ndim <= len(scores_shape) and all(
-        m in (1, s) for m, s in zip(reversed(mask.shape), reversed(scores_shape)))
-    if not fits:
-        raise ValueError(f"attention: mask of shape {mask.shape} does not broadcast to the scores' shape "
-                         f"{scores_shape} (B, h, T, S); a padding mask is (B, 1, 1, S), a causal one (1, 1, T, T)")
 
 
 def _dropout_keep_scale(weights, p: float, generator):

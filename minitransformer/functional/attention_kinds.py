@@ -1,41 +1,55 @@
-"""Choosing a self-attention by name (chapter 13).
+"""Choosing a self-attention by name (chapter 13): one table of kinds, one check, one dispatch.
 
     "softmax"  eq. 1, ``scaled_dot_product_attention`` (chapter 6); keeps the (T, S) weights
     "flash"    the same numbers, tile by tile, in O(n) memory
     "local"    a sliding window: query i sees keys i − window … i + window (… i when causal)
     "linear"   the elu + 1 feature map: a different model, O(n) time and memory
 
-The model's self-attention layers receive one of two masks: a key-padding mask
-(B, 1, 1, S) in the encoder, or the causal mask (1, 1, T, T) in the decoder.
-``attend`` turns them into the (key mask, causal) pair that the tiled, windowed
-and linear functions take. In cached decoding (chapter 9) the T queries are the
-last T of S positions and no mask is given: each query sees the keys up to its
-own position (those within the window, for "local").
+``ATTENTION_KINDS`` maps each name to what the rest of the package needs to know of it: how to run it,
+whether it needs a window, whether it forms the weights (so that they can be dropped out and drawn),
+and the Function that runs it on packed projections, if it has one. ``check_attention`` is the one
+check of a kind and its settings (the model's configuration, the layer and ``attend`` call it), and
+``attend`` the one dispatch.
+
+The model's self-attention layers receive one of two masks: a key-padding mask (B, 1, 1, S) in the
+encoder, or the causal mask (1, 1, T, T) in the decoder. Eq. 1 takes any boolean mask; the tiled,
+windowed and linear functions take a key mask and a flag instead, and ``split_mask`` turns the model's
+mask into that pair. In cached decoding (chapter 9) the T queries are the last T of S positions and no
+mask is given: each query sees the keys up to its own position (those within the window, for "local").
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Callable
+
 from ..backend import xp_of
-from ..tensor import Tensor, no_grad
+from ..tensor import Function, Tensor, no_grad
 from .attention import scaled_dot_product_attention
+from .dropout import Generator
 from .flash_attention import flash_attention
 from .linear_attention import elu_plus_one, linear_attention
 from .local_attention import is_window, local_attention
-
-ATTENTION_KINDS = ("softmax", "flash", "local", "linear")
-
-
-def check_attention(kind: str, window) -> None:
-    """A clear error for an unknown kind, or for "local" without a usable window."""
-    if kind not in ATTENTION_KINDS:
-        raise ValueError(f"attention must be one of {', '.join(ATTENTION_KINDS)}; got {kind!r}")
-    if kind == "local" and not is_window(window):
-        raise ValueError(f"attention 'local' needs a window (attention_window), a positive integer; got {window!r}")
+from .multi_head import PackedAttention
 
 
-def split_mask(mask, n_queries: int, n_keys: int, kind: str = "this attention"):
-    """The model's mask as (key-padding mask or None, causal): (B, 1, 1, S) or the causal (1, 1, T, S)."""
+@dataclass(frozen=True)
+class AttentionKind:
+    """One kind of self-attention: ``run(q, k, v, mask, window)`` computes it from the model's mask."""
+
+    name: str
+    run: Callable[..., Tensor]
+    window: bool = False                 # needs attention_window, a positive integer
+    weights: bool = False                # forms the (T, S) weights: attention dropout, and pictures of them
+    packed: type[Function] | None = None   # runs it on the packed Q, K, V projections (nn.MultiHeadAttention)
+
+
+def split_mask(mask, n_queries: int, n_keys: int, kind: str):
+    """The model's mask as (key-padding mask or None, causal): (B, 1, 1, S) or the causal (1, 1, T, S).
+
+    No mask and fewer queries than keys is cached decoding: the queries are the last positions, causal.
+    """
     if mask is None:
-        return None, False
+        return None, n_queries < n_keys
     mask = mask.data if isinstance(mask, Tensor) else mask
     if mask.ndim >= 2 and mask.shape[-2] == 1:
         return mask, False
@@ -48,29 +62,32 @@ def split_mask(mask, n_queries: int, n_keys: int, kind: str = "this attention"):
                      f"got a mask of shape {tuple(mask.shape)}; use attention 'softmax' for any other mask")
 
 
-def attend(kind: str, q, k, v, mask=None, window: int | None = None) -> Tensor:
-    """Self-attention of the named kind; q (B, h, T, d_k), k (B, h, S, d_k), v (B, h, S, d_v) -> (B, h, T, d_v).
+def _softmax(q, k, v, mask, window, dropout_p: float = 0.0, training: bool = False,
+             generator: Generator | None = None, return_weights: bool = False):
+    """Eq. 1 with any boolean mask (chapter 6); the only kind with weights to drop out or return."""
+    return scaled_dot_product_attention(q, k, v, mask=mask, return_weights=return_weights, dropout_p=dropout_p,
+                                        training=training, generator=generator)
 
-    ``mask``: None, a key-padding mask (B, 1, 1, S) or the causal mask (1, 1, T, T). With fewer
-    queries than keys and no mask (cached decoding), query t is position S − T + t and sees the
-    keys up to it.
-    """
-    check_attention(kind, window)
+
+def _flash(q, k, v, mask, window) -> Tensor:
+    key_mask, causal = split_mask(mask, q.shape[-2], k.shape[-2], "flash")
+    return flash_attention(q, k, v, mask=key_mask, causal=causal)
+
+
+def _linear(q, k, v, mask, window) -> Tensor:
     n_queries, n_keys = q.shape[-2], k.shape[-2]
-    key_mask, causal = split_mask(mask, n_queries, n_keys, kind)
-    if n_queries < n_keys and mask is None:
-        causal = True                                # cached decoding: the queries are the last positions
-    if kind == "softmax":
-        return scaled_dot_product_attention(q, k, v, mask=mask)
-    if kind == "flash":
-        return flash_attention(q, k, v, mask=key_mask, causal=causal)
-    if kind == "linear":
-        if n_queries == n_keys:
-            return linear_attention(q, k, v, causal=causal, mask=key_mask)
-        if n_queries == 1:                           # the last position sees every key: no prefix needed
-            return linear_attention(q, k, v, mask=key_mask)
-        raise ValueError(f"attention 'linear': {n_queries} queries over {n_keys} keys; cached decoding takes "
-                         "one query per step")
+    key_mask, causal = split_mask(mask, n_queries, n_keys, "linear")
+    if n_queries == n_keys:
+        return linear_attention(q, k, v, causal=causal, mask=key_mask)
+    if n_queries == 1:                               # the last position sees every key: no prefix needed
+        return linear_attention(q, k, v, mask=key_mask)
+    raise ValueError(f"attention 'linear': {n_queries} queries over {n_keys} keys; cached decoding takes "
+                     "one query per step")
+
+
+def _local(q, k, v, mask, window) -> Tensor:
+    n_queries, n_keys = q.shape[-2], k.shape[-2]
+    key_mask, causal = split_mask(mask, n_queries, n_keys, "local")
     if n_queries == n_keys:
         return local_attention(q, k, v, window, causal=causal, mask=key_mask)
     # cached decoding with a window: only the last window + T keys can be seen, O(T·window)
@@ -84,6 +101,46 @@ def attend(kind: str, q, k, v, mask=None, window: int | None = None) -> Tensor:
     return scaled_dot_product_attention(q, k[..., start:, :], v[..., start:, :], mask=band)
 
 
+ATTENTION_KINDS: dict[str, AttentionKind] = {kind.name: kind for kind in (
+    AttentionKind("softmax", _softmax, weights=True, packed=PackedAttention),
+    AttentionKind("flash", _flash),
+    AttentionKind("local", _local, window=True),
+    AttentionKind("linear", _linear),
+)}
+
+
+def check_attention(kind: str, window=None, dropout_p: float = 0.0) -> AttentionKind:
+    """The kind called ``kind``; a clear error for an unknown one, for "local" without a usable window, or
+    for dropout on the weights of a kind that forms none."""
+    if kind not in ATTENTION_KINDS:
+        raise ValueError(f"attention must be one of {', '.join(ATTENTION_KINDS)}; got {kind!r}")
+    found = ATTENTION_KINDS[kind]
+    if found.window and not is_window(window):
+        raise ValueError(f"attention {kind!r} needs a window (attention_window), a positive integer; got {window!r}")
+    if window is not None and not is_window(window):
+        raise ValueError(f"attention_window must be None or an integer >= 1, got {window!r}")
+    if dropout_p and not found.weights:
+        raise ValueError(f"attention {kind!r} has no weights to drop; set the attention dropout to 0")
+    return found
+
+
+def attend(kind: str, q, k, v, mask=None, window: int | None = None, *, dropout_p: float = 0.0,
+           training: bool = False, generator: Generator | None = None, return_weights: bool = False):
+    """Self-attention of the named kind; q (B, h, T, d_k), k (B, h, S, d_k), v (B, h, S, d_v) -> (B, h, T, d_v).
+
+    ``mask``: for "softmax" any boolean mask broadcastable to (B, h, T, S); for the others None, a
+    key-padding mask (B, 1, 1, S) or the causal mask (1, 1, T, T). With fewer queries than keys and no
+    mask (cached decoding), query t is position S − T + t and sees the keys up to it. ``dropout_p``,
+    ``training`` and ``generator`` drop attention weights, and ``return_weights`` returns them as well
+    (out, weights): both only for a kind that forms weights ("softmax").
+    """
+    found = check_attention(kind, window, dropout_p)
+    if not found.weights:
+        if return_weights:
+            raise ValueError(f"attention {kind!r} keeps no weights to show")
+        return found.run(q, k, v, mask, window)
+    return found.run(q, k, v, mask, window, dropout_p=dropout_p, training=training, generator=generator,
+                     return_weights=return_weights)
 
 def attention_weights(kind: str, q, k, mask=None, window: int | None = None):
     """The (B, h, T, S) weights with which attention of the named kind mixes the values: out = weights @ v.
@@ -97,8 +154,6 @@ def attention_weights(kind: str, q, k, mask=None, window: int | None = None):
     xp = xp_of(q)
     n_queries, n_keys = q.shape[-2], k.shape[-2]
     key_mask, causal = split_mask(mask, n_queries, n_keys, kind)
-    if n_queries < n_keys and mask is None:
-        causal = True                                # cached decoding: the queries are the last positions
     i = xp.arange(n_keys - n_queries, n_keys)[:, None]                  # each query's position among the keys
     j = xp.arange(n_keys)[None, :]
     allowed = (j <= i) if causal else xp.ones((n_queries, n_keys), dtype=bool)

@@ -104,14 +104,16 @@ class Dropout(Function):
         self.generator = generator
 
     def forward(self, x):
-        self.keep = self.generator.uniform(x.shape, like=x) >= self.p   # bool, True w.p. 1 − p
+        keep = self.generator.uniform(x.shape, like=x) >= self.p   # bool, True w.p. 1 − p
+        self.save_for_backward(keep)
         self.scale = x.dtype.type(1 / (1 - self.p))
-        y = x * self.keep       # dropped entries become 0
+        y = x * keep            # dropped entries become 0
         y *= self.scale         # kept ones are scaled by 1/(1 − p)
         return y
 
     def backward(self, gy):
-        gx = gy * self.keep     # the same entries are dropped and scaled on the way back
+        (keep,) = self.saved_arrays
+        gx = gy * keep          # the same entries are dropped and scaled on the way back
         gx *= self.scale
         return gx
 

@@ -37,7 +37,7 @@ from .. import backend
 from ..backend import xp_of
 from ..ops.broadcasting import unbroadcast
 from ..tensor import Function, Tensor
-from .attention import _check_shapes
+from .checks import broadcast_leading, check_attention_operands
 
 
 class FlashAttention(Function):
@@ -49,7 +49,10 @@ class FlashAttention(Function):
     def __init__(self, mask=None, causal: bool = False, block_size: int = 64, block_mask=None) -> None:
         if int(block_size) != block_size or block_size < 1:
             raise ValueError(f"flash_attention: block_size must be a positive integer, got {block_size!r}")
-        self.mask = mask.data if isinstance(mask, Tensor) else mask
+        mask = mask.data if isinstance(mask, Tensor) else mask
+        if getattr(mask, "ndim", 2) < 2:                           # a mask over keys only: (S,) -> (1, S)
+            mask = mask.reshape((1,) * (2 - mask.ndim) + mask.shape)
+        self.mask = mask
         self.causal = bool(causal)
         self.block_size = int(block_size)
         self.block_mask = block_mask.data if isinstance(block_mask, Tensor) else block_mask
@@ -101,11 +104,9 @@ class FlashAttention(Function):
 
     # -- forward: the online softmax ------------------------------------------------------------------
     def forward(self, q, k, v):
-        _check_shapes(q, k, v, self.mask)
-        if self.mask is not None and self.mask.ndim < 2:                # a mask over keys only: (S,) -> (1, S)
-            self.mask = self.mask.reshape((1,) * (2 - self.mask.ndim) + self.mask.shape)
+        check_attention_operands(q, k, v, self.mask)
         xp = xp_of(q, k, v)
-        lead = _broadcast_leading(q, k, v)
+        lead = broadcast_leading(q, k, v)
         q_, k_, v_ = (xp.broadcast_to(a, lead + a.shape[-2:]) for a in (q, k, v))
         n_queries, n_keys, d_v = q.shape[-2], k.shape[-2], v.shape[-1]
         self.scale = 1.0 / math.sqrt(q.shape[-1])                 # §3.2.1
@@ -123,14 +124,13 @@ class FlashAttention(Function):
                                                                   v_[..., cols, :])
             out[..., rows, :], log_sum_exp[..., rows, :] = finish_rows(row_max, row_sum, weighted)
 
-        self.q, self.k, self.v, self.lead = q_, k_, v_, lead
         self.shapes = q.shape, k.shape, v.shape
-        self.out, self.log_sum_exp = out, log_sum_exp         # all that backward keeps: O and L
+        self.save_for_backward(q_, k_, v_, out, log_sum_exp)   # the inputs, and of the rest only O and L
         return out
 
     # -- backward: recompute each tile's probabilities -----------------------------------------------
     def backward(self, g_out):
-        q, k, v, out, log_sum_exp = self.q, self.k, self.v, self.out, self.log_sum_exp
+        q, k, v, out, log_sum_exp = self.saved_arrays
         xp = xp_of(g_out)
         n_queries, n_keys = q.shape[-2], k.shape[-2]
         g_out = xp.broadcast_to(g_out, out.shape)
@@ -187,21 +187,6 @@ def flash_delta(g_out, out):
     ### BEGIN SOLUTION
     return (g_out * out).sum(axis=-1, keepdims=True)      # Σ_j (gO Vᵀ)_ij A_ij = Σ_e gO_ie (AV)_ie
     ### END SOLUTION
-
-
-def _broadcast_leading(q, k, v) -> tuple[int, ...]:
-    """The common leading shape (B, h, ...) of q, k and v, or a clear error."""
-    shapes = [a.shape[:-2] for a in (q, k, v)]
-    ndim = max(len(s) for s in shapes)
-    padded = [(1,) * (ndim - len(s)) + tuple(s) for s in shapes]
-    lead = []
-    for sizes in zip(*padded):
-        size = max(sizes)
-        if any(s not in (1, size) for s in sizes):
-            raise ValueError(f"attention: the leading axes of q {q.shape}, k {k.shape} and v {v.shape} "
-                             "do not broadcast")
-        lead.append(size)
-    return tuple(lead)
 
 
 def flash_attention(q, k, v, mask=None, causal: bool = False, block_size: int = 64, block_mask=None) -> Tensor:

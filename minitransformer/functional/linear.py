@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from ..backend import xp_of
 from ..tensor import Function, Tensor
+from .checks import check_linear_operands
 
 
 class LinearFunction(Function):
@@ -62,26 +63,12 @@ class LinearFunction(Function):
 
 def linear(x, weight, bias=None) -> Tensor:
     """y = x @ weight + bias for x of any leading shape."""
-    _check_operands("linear", x, weight, bias)
+    check_linear_operands("linear", x, weight, bias)
     return LinearFunction()(x, weight) if bias is None else LinearFunction()(x, weight, bias)
 
 
 def linear_relu(x, weight, bias=None) -> Tensor:
     """max(0, x @ weight + bias) in one Function: the FFN's first layer (§3.3)."""
-    _check_operands("linear_relu", x, weight, bias)
+    check_linear_operands("linear_relu", x, weight, bias)
     function = LinearFunction(relu=True)
     return function(x, weight) if bias is None else function(x, weight, bias)
-
-
-def _check_operands(name: str, x, weight, bias) -> None:
-    """x (..., in), weight (in, out), bias (out,): anything else is named here, not deep in the GEMM or
-    (a bias of shape (N, out) that broadcasts on the way in) only when backward sums it to (out,)."""
-    x_shape, w_shape = getattr(x, "shape", None), getattr(weight, "shape", None)
-    if x_shape is None or w_shape is None:   # a Python list: Function.__call__ makes it a Tensor
-        return
-    if len(x_shape) == 0 or len(w_shape) != 2:
-        raise ValueError(f"{name}: expected x (..., in) and weight (in, out), got shapes {tuple(x_shape)} "
-                         f"and {tuple(w_shape)}")
-    if bias is not None and tuple(getattr(bias, "shape", w_shape[1:])) != (w_shape[1],):
-        raise ValueError(f"{name}: bias has shape {tuple(bias.shape)} but the weight {tuple(weight.shape)} "
-                         f"needs a bias of shape ({weight.shape[1]},)")

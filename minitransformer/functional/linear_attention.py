@@ -29,7 +29,7 @@ from __future__ import annotations
 from ..backend import xp_of
 from ..ops.broadcasting import unbroadcast
 from ..tensor import Function, Tensor
-from .flash_attention import _broadcast_leading
+from .checks import broadcast_leading
 
 CHUNK = 64  # positions per step of the causal prefix sums
 
@@ -60,31 +60,33 @@ class LinearAttention(Function):
         if self.causal and q.shape[-2] != k.shape[-2]:
             raise ValueError(f"linear_attention: causal needs as many queries as keys; got q {q.shape}, k {k.shape}")
         xp = xp_of(q, k, v)
-        lead = _broadcast_leading(q, k, v)
+        lead = broadcast_leading(q, k, v)
         self.shapes = q.shape, k.shape, v.shape
         q, k, v = (xp.broadcast_to(a, lead + a.shape[-2:]) for a in (q, k, v))
         phi_q, phi_k = elu_plus_one(q), elu_plus_one(k)                     # (..., n, d_k), positive
-        self.keep = None
+        keep = None
         if self.mask is not None:                                           # a padded key adds nothing to the sums
-            self.keep = _key_keep(self.mask, k.shape[-2], q.dtype)    # (..., S, 1) of 0 and 1
-            phi_k = phi_k * self.keep
+            keep = _key_keep(self.mask, k.shape[-2], q.dtype)               # (..., S, 1) of 0 and 1
+            phi_k = phi_k * keep
+        starts = None
         if self.causal:
-            num, den, self.starts = causal_prefix_attention(phi_q, phi_k, v, self.chunk)
+            num, den, starts = causal_prefix_attention(phi_q, phi_k, v, self.chunk)
         else:
             kv = phi_k.swapaxes(-1, -2) @ v                                 # KV = Σ_j φ(k_j) v_jᵀ  (..., d_k, d_v)
             z = phi_k.sum(axis=-2, keepdims=True)                           # z = Σ_j φ(k_j)        (..., 1, d_k)
             num, den = phi_q @ kv, (phi_q * z).sum(axis=-1, keepdims=True)  # (..., T, d_v), (..., T, 1)
         den = xp.where(den == 0, 1, den)                                    # no key at all: output 0
         out = num / den
-        self.q, self.k, self.v, self.phi_q, self.phi_k, self.den, self.out = q, k, v, phi_q, phi_k, den, out
+        # the causal prefix sums also keep the running totals (KV, z) at the start of each chunk
+        self.save_for_backward(q, k, v, phi_q, phi_k, den, out, keep, starts)
         return out
 
     def backward(self, g_out):
-        q, k, v, phi_q, phi_k, den, out = self.q, self.k, self.v, self.phi_q, self.phi_k, self.den, self.out
+        q, k, v, phi_q, phi_k, den, out, keep, starts = self.saved_arrays
         g_num = g_out / den                                                 # (..., T, d_v)
         g_den = -(g_out * out).sum(axis=-1, keepdims=True) / den            # (..., T, 1)
         if self.causal:
-            g_phi_q, g_phi_k, g_v = _causal_backward(phi_q, phi_k, v, g_num, g_den, self.starts, self.chunk)
+            g_phi_q, g_phi_k, g_v = _causal_backward(phi_q, phi_k, v, g_num, g_den, starts, self.chunk)
         else:
             kv = phi_k.swapaxes(-1, -2) @ v
             z = phi_k.sum(axis=-2, keepdims=True)
@@ -93,8 +95,8 @@ class LinearAttention(Function):
             g_z = (g_den * phi_q).sum(axis=-2, keepdims=True)               # H = Σ_i g_den_i φ(q_i)
             g_phi_k = v @ g_kv.swapaxes(-1, -2) + g_z
             g_v = phi_k @ g_kv
-        if self.keep is not None:
-            g_phi_k = g_phi_k * self.keep
+        if keep is not None:
+            g_phi_k = g_phi_k * keep
         g_q = g_phi_q * elu_plus_one_slope(q, phi_q)
         g_k = g_phi_k * elu_plus_one_slope(k, phi_k)
         q_shape, k_shape, v_shape = self.shapes

@@ -32,9 +32,8 @@ from __future__ import annotations
 
 from ..backend import xp_of
 from ..tensor import Function, Tensor, is_grad_enabled
-from .checks import require_floating_point
-from .linear import _check_operands
-from .loss import CrossEntropy, _check_smoothing, _prepare_targets
+from .checks import check_label_smoothing, check_linear_operands, prepare_targets, require_floating_point
+from .loss import CrossEntropy
 
 
 class LinearCrossEntropy(Function):
@@ -54,22 +53,21 @@ class LinearCrossEntropy(Function):
         if bias is not None:
             logits += bias
         loss = self.loss.forward(logits)                    # the logits now hold e^(x − m)
-        self.gradients = None
         if self.needs is not None and any(self.needs):
             xp = xp_of(logits)
             g = self.loss.backward(xp.ones((), dtype=loss.dtype))   # (N, V), now G = (p − q)/n, in place
             need_x, need_w, need_b = (*self.needs, False)[:3]
-            self.gradients = ((g @ weight.T).reshape(x.shape) if need_x else None,         # gX = G Wᵀ
-                              x2d.T @ g if need_w else None,                                # gW = Xᵀ G
-                              xp.ones(len(g), g.dtype) @ g if need_b and bias is not None else None)  # 1ᵀ G
+            self.save_for_backward((g @ weight.T).reshape(x.shape) if need_x else None,     # gX = G Wᵀ
+                                   x2d.T @ g if need_w else None,                            # gW = Xᵀ G
+                                   xp.ones(len(g), g.dtype) @ g if need_b and bias is not None else None)  # 1ᵀ G
         self.loss.saved_arrays = None                       # the (N, V) array goes now
         return loss
 
     def backward(self, gy):
-        if self.gradients is None:
+        if not self.saved_arrays:                           # forward saved no gradients
             raise RuntimeError("LinearCrossEntropy: this loss was computed without its gradient (under no_grad); "
                                "compute it again with gradients enabled")
-        scaled = tuple(None if g is None else g * gy for g in self.gradients)   # linear in gy; exact for gy = 1
+        scaled = tuple(None if g is None else g * gy for g in self.saved_arrays)   # linear in gy; exact for gy = 1
         return scaled if len(self.inputs) == 3 else scaled[:2]
 
 
@@ -84,13 +82,13 @@ def linear_cross_entropy(x, weight, targets, bias=None, label_smoothing: float =
     x, weight = (t if isinstance(t, Tensor) else Tensor(t) for t in (x, weight))
     if bias is not None and not isinstance(bias, Tensor):
         bias = Tensor(bias)
-    _check_operands("linear_cross_entropy", x, weight, bias)
+    check_linear_operands("linear_cross_entropy", x, weight, bias)
     if x.shape[-1] != weight.shape[0]:
         raise ValueError(f"linear_cross_entropy: x has {x.shape[-1]} features (shape {x.shape}) but the weight "
                          f"{weight.shape} expects {weight.shape[0]}")
     require_floating_point("linear_cross_entropy", x)
-    _check_smoothing("linear_cross_entropy", label_smoothing)
-    flat_targets = _prepare_targets(x, targets, ignore_index, num_classes=weight.shape[1],
+    check_label_smoothing("linear_cross_entropy", label_smoothing)
+    flat_targets = prepare_targets(x, targets, ignore_index, num_classes=weight.shape[1],
                                     name="linear_cross_entropy", what="x")
     inputs = (x, weight) if bias is None else (x, weight, bias)
     needs = tuple(t.requires_grad for t in inputs) if is_grad_enabled() else None

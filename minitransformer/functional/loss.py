@@ -24,10 +24,9 @@ our loss differs from ``torch.nn.functional.cross_entropy`` by a small amount
 """
 from __future__ import annotations
 
-from .. import backend
 from ..backend import xp_of
 from ..tensor import Function, Tensor
-from .checks import require_floating_point
+from .checks import check_label_smoothing, prepare_targets, require_floating_point
 
 
 class CrossEntropy(Function):
@@ -79,15 +78,24 @@ class CrossEntropy(Function):
             row_loss = (1 - self.epsilon) * row_loss - (self.epsilon / spread) * log_prob_sum
 
         self.n_valid = int(valid.sum())
-        self.save_for_backward(exps, row_sum)
-        self.valid, self.safe_targets = valid, safe_targets                       # (N,) each, small
+        self.save_for_backward(exps, row_sum, valid, safe_targets)                # (N, V), then (N,) each
         if self.n_valid == 0:   # a batch of padding only: nothing to learn from, loss 0, gradient 0
             return xp.zeros((), dtype=logits.dtype)
         return (xp.where(valid, row_loss, 0).sum() / self.n_valid).astype(logits.dtype)
 
+    @property
+    def valid(self):
+        """(N,) bool: which rows count (their target is not ``ignore_index``); saved by forward."""
+        return self.saved_arrays[2]
+
+    @property
+    def safe_targets(self):
+        """(N,) the targets, with 0 on the ignored rows (any id in range: they are masked out); saved by forward."""
+        return self.saved_arrays[3]
+
     def backward(self, gy):
         xp = xp_of(gy)
-        exps, row_sum = self.saved_arrays
+        exps, row_sum = self.saved_arrays[:2]       # and self.valid, self.safe_targets (the properties above)
         if self.n_valid == 0:
             return xp.zeros_like(exps)
         n_rows, num_classes = exps.shape
@@ -109,33 +117,6 @@ class CrossEntropy(Function):
         return grad
 
 
-def _prepare_targets(rows: Tensor, targets, ignore_index, num_classes: int, name: str = "cross_entropy",
-                     what: str = "logits"):
-    """Targets as an integer array of shape rows.shape[:-1] on the rows' device, ids checked against
-    ``num_classes``. ``rows`` is the logits (..., V), or the input (..., in) of ``linear_cross_entropy``."""
-    if isinstance(targets, Tensor):
-        targets = targets.data
-    targets = backend.to_device(targets if backend.is_array(targets) else backend.xp_for("cpu").asarray(targets),
-                                rows.device)
-    if targets.dtype.kind not in "iu":
-        raise TypeError(f"{name}: targets must be integer class ids, got dtype {targets.dtype}")
-    if targets.shape != rows.shape[:-1]:
-        raise ValueError(f"{name}: targets have shape {targets.shape} but {what} {rows.shape} "
-                         f"need targets of shape {rows.shape[:-1]} (one class id per row of {what})")
-    counted = targets != ignore_index if ignore_index is not None else True
-    out_of_range = ((targets < 0) | (targets >= num_classes)) & counted
-    if bool(out_of_range.any()):
-        bad = targets[out_of_range].reshape(-1)[0].item()
-        raise IndexError(f"{name}: target id {bad} is outside the vocabulary [0, {num_classes})"
-                         + ("" if ignore_index is None else f" and is not ignore_index={ignore_index}"))
-    return targets.reshape(-1)
-
-
-def _check_smoothing(name: str, label_smoothing: float) -> None:
-    if not 0.0 <= label_smoothing < 1.0:
-        raise ValueError(f"{name}: label_smoothing must be in [0, 1), got {label_smoothing}")
-
-
 def cross_entropy(logits, targets, label_smoothing: float = 0.0, ignore_index: int | None = None) -> Tensor:
     """Mean cross-entropy over the non-ignored positions; a scalar Tensor.
 
@@ -148,7 +129,7 @@ def cross_entropy(logits, targets, label_smoothing: float = 0.0, ignore_index: i
     if logits.ndim < 1:
         raise ValueError("cross_entropy: logits need a class axis, got a scalar")
     require_floating_point("cross_entropy", logits)
-    _check_smoothing("cross_entropy", label_smoothing)
-    flat_targets = _prepare_targets(logits, targets, ignore_index, num_classes=logits.shape[-1])
+    check_label_smoothing("cross_entropy", label_smoothing)
+    flat_targets = prepare_targets(logits, targets, ignore_index, num_classes=logits.shape[-1])
     flat_logits = logits if logits.ndim == 2 else logits.reshape(-1, logits.shape[-1])   # (N, V)
     return CrossEntropy(flat_targets, label_smoothing, ignore_index)(flat_logits)

@@ -69,10 +69,10 @@ class TransformerConfig:
         if self.positional not in ("sinusoidal", "learned"):
             raise ValueError(f"TransformerConfig: positional must be 'sinusoidal' or 'learned', "
                              f"got {self.positional!r}")
-        check_attention(self.attention, self.attention_window)
-        if self.attention != "softmax" and self.attention_dropout:
-            raise ValueError(f"TransformerConfig: attention {self.attention!r} has no weights to drop; "
-                             "set attention_dropout=0")
+        try:
+            check_attention(self.attention, self.attention_window, self.attention_dropout)
+        except ValueError as error:
+            raise ValueError(f"TransformerConfig: {error}") from None
         if not 0 <= self.pad_id < min(self.src_vocab_size, self.tgt_vocab_size):
             raise ValueError(f"TransformerConfig: pad_id {self.pad_id} is not a valid token id")
         if self.model != "transformer":
@@ -93,9 +93,6 @@ class TransformerConfig:
                      and 0.0 <= value < 1.0, "a number in [0, 1)")
         for name in ("tie_embeddings", "norm_first"):
             _require(name, getattr(self, name), isinstance(getattr(self, name), bool), "True or False")
-        window = self.attention_window
-        _require("attention_window", window, window is None or (_is_integer(window) and window >= 1),
-                 "None or an integer >= 1")
 
     @classmethod
     def _preset(cls, vocab: int, sizes: dict, overrides: dict) -> TransformerConfig:

@@ -77,16 +77,19 @@ class Max(Function):
     def forward(self, x):
         self.axes = _normalize_axes(self.axis, x.ndim)
         y = x.max(axis=self.axes, keepdims=True)
+        # set share (x's shape), which backward multiplies by: 1/k at each of the k maxima of a reduced slice, else 0
         # Exercise 2.3 — sum and max backward (chapters/02-tensors-broadcasting.md; graded by pytest -m ex_2_3)
         ### BEGIN SOLUTION
         winners = (x == y).astype(x.dtype)
-        self.share = winners / winners.sum(axis=self.axes, keepdims=True)  # 1/k at each of k winners
+        share = winners / winners.sum(axis=self.axes, keepdims=True)  # 1/k at each of k winners
         ### END SOLUTION
+        self.save_for_backward(share)
         return y if self.keepdims else y.reshape([n for i, n in enumerate(x.shape) if i not in self.axes])
 
     def backward(self, gy):
+        (share,) = self.saved_arrays
         gy = _restore_reduced_axes(gy, self.axes, self.keepdims)
-        return gy * self.share
+        return gy * share
 
 
 def sum(x, axis=None, keepdims: bool = False) -> Tensor:  # noqa: A001

@@ -13,6 +13,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..data.tokenizer import TOKENIZERS
+from ..functional.attention_kinds import ATTENTION_KINDS
 from ..presets import DEFAULT_PRESET, PRESETS, RENAMED_PRESETS, unknown_preset_message
 
 
@@ -69,9 +71,9 @@ class TrainOptions:
                                           "(SentencePiece-style BPE over raw text, for text without spaces), unigram "
                                           "(a unigram language model of subwords over raw text) or "
                                           "auto (default: raw when a side has almost no spaces)",
-                                    choices=["auto", "words", "raw", "unigram"])
+                                    choices=["auto", *TOKENIZERS])
     attention: str | None = _option(None, "self-attention: softmax (eq. 1, default), flash, local or linear "
-                                          "(chapter 13)", choices=["softmax", "flash", "local", "linear"])
+                                          "(chapter 13)", choices=list(ATTENTION_KINDS))
     attention_window: int | None = _option(None, "± positions each query sees with --attention local",
                                            type=positive_int)
     minutes: float | None = _option(None, "time budget for the training steps of this invocation",

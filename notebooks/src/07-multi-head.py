@@ -37,7 +37,7 @@ import numpy as np
 
 import minitransformer as mt
 import minitransformer.nn as nn
-from minitransformer.nn.attention import merge_heads, split_heads
+from minitransformer.functional.multi_head import merge_heads, split_heads
 
 QUICK = os.environ.get("MT_QUICK") == "1"
 SAVE = os.environ.get("MT_SAVE_FIGURES") == "1"
@@ -302,7 +302,7 @@ print("cross-attention (padding): gradcheck passed")
 # キャッシュがないとき、層は Q、K、V を 1 回の GEMM $x\,[W^Q \mid W^K \mid W^V]$ で射影し（交差注意では Q と、メモリからの $[K \mid V]$）、まとめた結果を `PackedAttention` に渡します。`PackedAttention` は各部分とヘッドをビューとして切り出し、勾配も同じまとめた配置で返します。上のチェックはこの経路を通っていました。ここでは `PackedAttention` を単独で、まとめた入力 1 つ（自己注意、(B, T, 3·h·d_k)）と 2 つ（交差注意：q と、まとめた kv）について確かめます。
 
 # %%
-from minitransformer.nn.attention import PackedAttention
+from minitransformer.functional.multi_head import PackedAttention
 
 qkv = mt.Tensor(rng.standard_normal((2, 3, 3 * 8)), requires_grad=True)     # [Q | K | V], h = 2, d_k = 4
 assert mt.gradcheck(lambda qkv: PackedAttention(2, mt.functional.causal_mask(3))(qkv), [qkv])

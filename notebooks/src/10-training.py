@@ -34,7 +34,7 @@ import numpy as np
 import minitransformer as mt
 import minitransformer.functional as F
 from minitransformer.data.batching import make_batches
-from minitransformer.data.corpus import make_builtin_corpus
+from minitransformer.data.grammar import make_builtin_corpus
 from minitransformer.decode import greedy_decode
 from minitransformer.nn.transformer import Transformer, TransformerConfig
 from minitransformer.optim import Adam, NoamSchedule, clip_grad_norm

@@ -49,7 +49,7 @@ from minitransformer.bleu import corpus_bleu, corpus_bleu_score, sentence_bleu
 from minitransformer.chrf import corpus_chrf
 from minitransformer.data.bpe import BPETokenizer
 from minitransformer.data.raw_bpe import RawBPETokenizer
-from minitransformer.data.corpus import make_builtin_corpus
+from minitransformer.data.grammar import make_builtin_corpus
 from minitransformer.decode import beam_search, greedy_decode, length_penalty
 from minitransformer.nn.transformer import Transformer, TransformerConfig
 from minitransformer.plot import attention_heatmap
