@@ -83,9 +83,9 @@ SEED_ARTICLE = {
 LABELS = {"en": {"lstm": "LSTM + additive attention", "softmax": "Transformer, softmax (vanilla)",
                  "flash": "Transformer, flash", "local": "Transformer, local (w = {window})",
                  "linear": "Transformer, linear"},
-          "ja": {"lstm": "LSTM + 加法注意", "softmax": "Transformer、ソフトマックス（vanilla）",
-                 "flash": "Transformer、flash", "local": "Transformer、局所（w = {window}）",
-                 "linear": "Transformer、線形"}}
+          "ja": {"lstm": "LSTM + 加法的注意", "softmax": "Transformer、ソフトマックス注意（vanilla）",
+                 "flash": "Transformer、flash", "local": "Transformer、局所注意（w = {window}）",
+                 "linear": "Transformer、線形注意"}}
 
 
 def row_flags(row: str, window: int) -> list[str]:
@@ -310,11 +310,11 @@ HEADERS = {
                     "long-range dependencies"],
            "skipped": "not measured"},
     "ja": {"quality": ["システム", "パラメータ数", "テスト BLEU、組み込みコーパス（ビーム 4）",
-                       "テスト BLEU、small_parallel_enja", "原文の語数別 BLEU：{buckets}",
+                       "テスト BLEU、small_parallel_enja", "原言語の文の語数別 BLEU：{buckets}",
                        "60 の長い文（BLEU）"],
-           "cost": ["システム", "学習のターゲットトークン/秒", "学習 1 ステップのピークメモリ（増分 MiB）",
-                    "デコードのトークン/秒、貪欲", "デコードのトークン/秒、ビーム 4"],
-           "seed": ["シード記事（概念的な値）", "BLEU", "推論トークン/秒", "GPU メモリ（GB）", "長距離依存性"],
+           "cost": ["システム", "学習の目的言語側トークン/秒", "学習 1 ステップのピークメモリ（増分 MiB）",
+                    "貪欲デコードのトークン/秒", "ビームサーチ（ビーム 4）のトークン/秒"],
+           "seed": ["シード記事（概念的な値）", "BLEU", "推論のトークン/秒", "GPU メモリ（GB）", "長距離依存性"],
            "skipped": "未測定"},
 }
 
