@@ -127,8 +127,7 @@ def train_row(args, corpus: dict, row: str, seed: int, out: Path) -> dict:
     cpu_before = _children_cpu_seconds()
     result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
     if result.returncode != 0:
-        raise SystemExit(f"training {row} (seed {seed}) on {corpus['name']} failed:\n$ {' '.join(command)}\n"
-                         f"{result.stderr[-3000:]}")
+        raise RunFailed(f"training failed: $ {' '.join(command)}\n{result.stderr[-3000:]}")
     return {"command": " ".join(["python", *command[1:]]), "load_before": load_before,
             "load_after": round(os.getloadavg()[0], 2),
             "cpu_minutes": round((_children_cpu_seconds() - cpu_before) / 60, 2)}
@@ -141,8 +140,12 @@ def measure_row(args, out: Path, long_count: int) -> dict:
     result = subprocess.run(command, cwd=ROOT, env=worker_env(args.threads, "default"), capture_output=True,
                             text=True)
     if result.returncode != 0:
-        raise SystemExit(f"measuring {out} failed:\n{result.stderr[-3000:]}")
+        raise RunFailed(f"measuring {out} failed:\n{result.stderr[-3000:]}")
     return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+class RunFailed(Exception):
+    """One run of the table could not be trained or measured; the table goes on without it."""
 
 
 def _children_cpu_seconds() -> float:
@@ -151,7 +154,12 @@ def _children_cpu_seconds() -> float:
 
 
 def summarize(runs: list[dict]) -> dict:
-    """The mean over seeds of every figure (BLEU by bucket: per bucket), and the spread of the test BLEU."""
+    """The mean over seeds of every figure (BLEU by bucket: per bucket), and the spread of the test BLEU;
+    runs that failed are left out (and counted)."""
+    failed = sum("failed" in run for run in runs)
+    runs = [run for run in runs if "failed" not in run]
+    if not runs:
+        return {"seeds": 0, "failed": failed}
     mean: dict = {}
     for key, value in runs[0].items():
         if key == "bleu_by_source_words":
@@ -162,10 +170,14 @@ def summarize(runs: list[dict]) -> dict:
     mean["test_bleu_min"] = min(run["test_bleu"] for run in runs)
     mean["test_bleu_max"] = max(run["test_bleu"] for run in runs)
     mean["seeds"] = len(runs)
+    if failed:
+        mean["failed"] = failed
     return mean
 
 
-def run_table(args) -> dict:
+def run_table(args, results_path: Path) -> dict:
+    """Every corpus, row and seed; the results file is rewritten after each run, so that a long table
+    interrupted keeps what it measured."""
     runs_root = Path(args.runs)
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     table: dict = {"command": "python benchmarks/seed_table.py " + " ".join(sys.argv[1:]), "date": started,
@@ -183,23 +195,42 @@ def run_table(args) -> dict:
             continue
         entry = {key: corpus[key] for key in ("data", "preset", "minutes", "seeds")}
         entry["rows"] = {}
-        for row in rows:
-            runs = []
-            for seed in corpus["seeds"]:
-                out = runs_root / corpus["name"] / f"{row}-seed{seed}"
-                record = {"seed": seed, **train_row(args, corpus, row, seed, out)}
-                measured = measure_row(args, out, corpus["long_sentences"])
-                table.setdefault("library", measured.pop("library"))     # the same in every worker
-                runs.append({**record, **measured})
-                print(f"{corpus['name']:<20} {row:<8} seed {seed}: {measured['parameters']:,} parameters, "
-                      f"{measured['steps']} steps, test BLEU {measured['test_bleu']:.2f} (beam 4), "
-                      f"{measured['train_target_tokens_per_s']:,.0f} training tokens/s, "
-                      f"step +{measured['step_added_mib']:.0f} MiB", flush=True)
-            entry["rows"][row] = {"label": LABELS["en"][row].format(window=args.window), "runs": runs,
-                                  "mean": summarize(runs)}
         table["corpora"][corpus["name"]] = entry
-    table["load_when_written"] = round(os.getloadavg()[0], 2)
+        for row in rows:
+            runs: list[dict] = []
+            for seed in corpus["seeds"]:
+                runs.append(measured_run(args, corpus, row, seed, runs_root / corpus["name"] / f"{row}-seed{seed}"))
+                library = runs[-1].pop("library", None)          # the same in every worker
+                if library and not table.get("library"):
+                    table["library"] = library
+                entry["rows"][row] = {"label": LABELS["en"][row].format(window=args.window), "runs": runs,
+                                      "mean": summarize(runs)}
+                write(table, results_path)
     return table
+
+
+def measured_run(args, corpus: dict, row: str, seed: int, out: Path) -> dict:
+    """One run trained and measured, or the reason it failed."""
+    try:
+        record = {"seed": seed, **train_row(args, corpus, row, seed, out)}
+        measured = measure_row(args, out, corpus["long_sentences"])
+    except RunFailed as error:
+        print(f"{corpus['name']} {row} seed {seed}: {error}", file=sys.stderr, flush=True)
+        return {"seed": seed, "failed": str(error)}
+    print(f"{corpus['name']:<20} {row:<8} seed {seed}: {measured['parameters']:,} parameters, "
+          f"{measured['steps']} steps, test BLEU {measured['test_bleu']:.2f} (beam 4), "
+          f"{measured['train_target_tokens_per_s']:,.0f} training tokens/s, "
+          f"step +{measured['step_added_mib']:.0f} MiB", flush=True)
+    return {**record, **measured}
+
+
+def write(table: dict, path: Path) -> None:
+    """The results file (one writer: this script), with the load average at the time of writing."""
+    table["load_when_written"] = round(os.getloadavg()[0], 2)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.tmp")
+    temporary.write_text(json.dumps(table, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    temporary.replace(path)
 
 
 # -- the worker: one trained run, measured in a new process ------------------------------------------
@@ -326,27 +357,31 @@ def _fig(value, key: str, decimals: int, thousands: bool = False) -> str:
 
 
 def render_markdown(results: dict, language: str = "en") -> str:
-    """The three tables of the chapter (ours: quality and cost; the seed's), every figure with its marker."""
+    """The three tables of the chapter (ours: quality and cost; the seed's), every figure with its marker;
+    a figure no run measured (a corpus skipped, every seed of a row failed) reads "not measured"."""
     words = HEADERS[language]
-    builtin = results["corpora"]["builtin"]
-    enja = results["corpora"].get("small_parallel_enja", {})
     window = results["settings"]["window"]
     buckets = results["settings"]["buckets"]
+
+    def cell(corpus: str, row: str, key: str, decimals: int, thousands: bool = False) -> str:
+        mean = results["corpora"].get(corpus, {}).get("rows", {}).get(row, {}).get("mean", {})
+        value = mean
+        for part in key.split("."):
+            value = value.get(part) if isinstance(value, dict) else None
+        if value is None:
+            return words["skipped"]
+        return _fig(value, f"corpora.{corpus}.rows.{row}.mean.{key}", decimals, thousands)
+
     quality = [words["quality"][:4] + [words["quality"][4].format(buckets=" / ".join(buckets)),
                                        words["quality"][5]]]
     cost = [words["cost"]]
-    for row, entry in builtin["rows"].items():
-        base = f"corpora.builtin.rows.{row}.mean"
+    for row in results["corpora"]["builtin"]["rows"]:
         label = LABELS[language][row].format(window=window)
-        enja_bleu = (_fig(enja["rows"][row]["mean"]["test_bleu"], f"corpora.small_parallel_enja.rows.{row}.mean."
-                          f"test_bleu", 2) if row in enja.get("rows", {}) else words["skipped"])
-        by_bucket = " / ".join(_fig(entry["mean"]["bleu_by_source_words"][b], f"{base}.bleu_by_source_words.{b}", 1)
-                               for b in buckets)
-        long = (_fig(entry["mean"]["long_sentences_bleu"], f"{base}.long_sentences_bleu", 2)
-                if "long_sentences_bleu" in entry["mean"] else words["skipped"])
-        quality.append([label, _fig(entry["mean"]["parameters"], f"{base}.parameters", 0, thousands=True),
-                        _fig(entry["mean"]["test_bleu"], f"{base}.test_bleu", 2), enja_bleu, by_bucket, long])
-        cost.append([label] + [_fig(entry["mean"][key], f"{base}.{key}", 0, thousands=True) for key in
+        by_bucket = " / ".join(cell("builtin", row, f"bleu_by_source_words.{b}", 1) for b in buckets)
+        quality.append([label, cell("builtin", row, "parameters", 0, thousands=True),
+                        cell("builtin", row, "test_bleu", 2), cell("small_parallel_enja", row, "test_bleu", 2),
+                        by_bucket, cell("builtin", row, "long_sentences_bleu", 2)])
+        cost.append([label] + [cell("builtin", row, key, 0, thousands=True) for key in
                                ("train_target_tokens_per_s", "step_added_mib", "greedy_tokens_per_s",
                                 "beam4_tokens_per_s")])
     seed = [words["seed"]]
@@ -411,11 +446,14 @@ def main(argv: list[str] | None = None) -> int:
         args.runs = args.runs or str(Path(args.results).parent / "runs")
     args.runs = args.runs or str(ROOT / "runs" / "seed-table")
     results_path = Path(args.results or RESULTS)
-    table = run_table(args)
-    results_path.parent.mkdir(parents=True, exist_ok=True)
-    results_path.write_text(json.dumps(table, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    table = run_table(args, results_path)
+    write(table, results_path)
     print(f"wrote {results_path}")
-    return 0
+    failed = [f"{name} {row}" for name, corpus in table["corpora"].items() for row, entry in
+              corpus.get("rows", {}).items() if entry["mean"].get("failed")]
+    if failed:
+        print(f"runs that failed (see the results file): {', '.join(failed)}", file=sys.stderr)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -119,3 +119,26 @@ def test_each_row_trains_its_own_model():
     assert module.row_flags("local", 3) == ["--attention", "local", "--attention-window", "3"]
     assert module.row_flags("flash", 3) == ["--attention", "flash"]
     assert set(module.SEED_ARTICLE["rows"]) <= set(module.ROWS)
+
+
+def test_a_failed_run_is_kept_out_of_the_mean_and_named():
+    runs = [{"seed": 0, "failed": "training failed: ..."},
+            {"seed": 1, "test_bleu": 20.0, "bleu_by_source_words": {"1-6": {"sentences": 3, "bleu": 8.0}}}]
+    assert seed_table().summarize(runs) == {"test_bleu": 20.0, "bleu_by_source_words": {"1-6": 8.0},
+                                            "test_bleu_min": 20.0, "test_bleu_max": 20.0, "seeds": 1, "failed": 1}
+    assert seed_table().summarize(runs[:1]) == {"seeds": 0, "failed": 1}
+
+
+@pytest.mark.slow
+def test_what_no_run_measured_reads_not_measured(quick_table):
+    import copy
+
+    table = copy.deepcopy(quick_table[0])
+    table["corpora"]["builtin"]["rows"]["lstm"] = {"runs": [{"seed": 0, "failed": "x"}],
+                                                   "mean": {"seeds": 0, "failed": 1}}
+    table["corpora"]["small_parallel_enja"] = {"skipped": "no such folder"}
+    rendered = seed_table().render_markdown(table)
+    quality, cost = (line for line in rendered.splitlines() if line.startswith("| LSTM"))
+    assert "<!-- fig" not in quality + cost
+    assert (quality.count("not measured"), cost.count("not measured")) == (8, 4)
+    assert "small_parallel_enja.rows" not in rendered and "rows.softmax.mean.test_bleu" in rendered
