@@ -238,6 +238,7 @@ def library_record(library: str) -> dict:
                           for pool in threadpool_info() if pool.get("user_api") == "blas"]
     except ImportError:
         record["blas"] = "threadpoolctl not installed (pip install -r benchmarks/requirements.txt)"
+    record["openblas_kernel"] = openblas_kernel()
     if library == "torch":
         import torch
 
@@ -253,6 +254,43 @@ def library_record(library: str) -> dict:
 
         record["package"] = str(Path(minitransformer.__file__).resolve().parent.parent)
     return record
+
+
+def openblas_kernel() -> str | None:
+    """The kernel (core type) of the OpenBLAS that NumPy loaded, e.g. "SkylakeX", asked of the library itself
+    (without threadpoolctl); None where NumPy uses another BLAS or the library does not say."""
+    import ctypes
+
+    import numpy  # noqa: F401 - loads the BLAS
+
+    try:
+        with open("/proc/self/maps") as maps:
+            paths = {line.split()[-1] for line in maps if "openblas" in line.lower() and "/" in line}
+    except OSError:
+        return None
+    for path in sorted(paths):
+        try:
+            library = ctypes.CDLL(path)
+        except OSError:
+            continue
+        for name in ("openblas_get_corename", "openblas_get_corename64_", "scipy_openblas_get_corename64_",
+                     "scipy_openblas_get_corename"):
+            function = getattr(library, name, None)
+            if function is not None:
+                function.restype = ctypes.c_char_p
+                return function().decode()
+    return None
+
+
+def reset_peak_memory() -> bool:
+    """Start this process's peak resident set (VmHWM) again from the resident set now (Linux: clear_refs 5),
+    so that the next peak is that of the work that follows; False where the system cannot."""
+    try:
+        with open("/proc/self/clear_refs", "w") as clear_refs:
+            clear_refs.write("5")
+        return True
+    except OSError:
+        return False
 
 
 def describe_machine(machine: dict, libraries: dict[str, dict]) -> str:

@@ -2,13 +2,14 @@
 
 | layer                         | work per layer | sequential operations | maximum path length |
 | self-attention                | O(n²·d)        | O(1)                  | O(1)                |
-| recurrent                     | O(n·d²)        | O(n)                  | O(n)                |
+| recurrent (an LSTM here)      | O(n·d²)        | O(n)                  | O(n)                |
 | convolutional (kernel k)      | O(k·n·d²)      | O(1)                  | O(log_k n) dilated, O(n/k) plain |
 | self-attention, restricted r  | O(r·n·d)       | O(1)                  | O(n/r)              |
 
 * work: the time of one forward + backward against n;
 * sequential operations: the depth of the engine's graph (the longest chain of
-  Functions from the input to the output; each link must wait for the one before);
+  Functions from the input to the output; each link must wait for the one before),
+  with the LSTM's recurrence unrolled into one chain of Functions per step;
 * maximum path length: how many stacked layers it takes before the *last* output
   depends on the *first* input, tested with a gradient (exactly zero until then). The
   recurrent layer connects them in one layer, but through n − 1 recurrent steps: its
@@ -41,21 +42,27 @@ RESULTS = ROOT / "benchmarks" / "results" / "table1.json"
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 
-class TanhRNN(nn.Module):
-    """h_t = tanh(x_t W_x + h_{t−1} W_h + b): n steps, strictly one after another."""
+class Recurrent(nn.Module):
+    """One LSTM layer of width d (nn.LSTM, the layer of chapter 6's translator): h_t from x_t and h_{t−1}.
+
+    nn.LSTM runs its n steps inside one Function (functional/lstm.py: the loop and its backward written
+    out), so the engine's graph shows one node where the recurrence takes n steps one after another.
+    ``unrolled`` runs the same cell, with the same weights, one position at a time: one chain of nodes per
+    step, the graph whose depth counts the sequential operations. Both give the same outputs.
+    """
 
     def __init__(self, d: int) -> None:
         super().__init__()
-        self.input = nn.Linear(d, d)
-        self.recurrent = nn.Linear(d, d, bias=False)
+        self.lstm = nn.LSTM(d, d)
 
     def forward(self, x):
-        projected = self.input(x)                               # (B, n, d): all positions at once
-        h = mt.Tensor(np.zeros((x.shape[0], x.shape[2]), dtype=x.dtype))
-        states = []
+        return self.lstm(x)[0]                                  # (B, n, d): the h_t of every step
+
+    def unrolled(self, x):
+        cell, state, states = self.lstm.cells[0], None, []
         for t in range(x.shape[1]):
-            h = (projected[:, t] + self.recurrent(h)).tanh()    # step t needs step t − 1
-            states.append(h)
+            state = cell(x[:, t], state)                        # step t needs step t − 1
+            states.append(state[0])
         return mt.stack(states, axis=1)                         # (B, n, d)
 
 
@@ -94,7 +101,7 @@ class RestrictedSelfAttention(nn.Module):
 
 
 def make_layers(d: int, heads: int, r: int) -> dict:
-    return {"self-attention": nn.MultiHeadAttention(d, heads), "recurrent": TanhRNN(d),
+    return {"self-attention": nn.MultiHeadAttention(d, heads), "recurrent": Recurrent(d),
             "convolutional, k = 3": Conv1d(d, 3), f"restricted self-attention, r = {r}":
             RestrictedSelfAttention(d, heads, r)}
 
@@ -158,7 +165,8 @@ def measure(lengths, d: int = 64, heads: int = 4, r: int = 8, repeats: int = 3, 
         for n in lengths:
             x = mt.Tensor(rng.standard_normal((1, n, d)).astype(np.float32), requires_grad=True)
             times.append(time_layer(layer, x, repeats))
-        depths = [graph_depth(layer(mt.Tensor(rng.standard_normal((1, n, d))))) for n in depth_lengths]
+        graph_of = getattr(layer, "unrolled", layer)            # a recurrence as its chain of steps
+        depths = [graph_depth(graph_of(mt.Tensor(rng.standard_normal((1, n, d))))) for n in depth_lengths]
         layer.to(np.float64)
         rows[name] = {"seconds": times, "graph_depth": depths, "layers_to_connect": path_length(layer, path_n, d, rng)}
         layer.to(np.float32)

@@ -98,7 +98,8 @@ def build_parser() -> argparse.ArgumentParser:
         "train", help="train a translator (default: the built-in English→Japanese corpus, ~2 min on 2 idle cores)",
         description="Train a Transformer translator end to end: BPE, batches by tokens, label smoothing, Adam with "
                     "warm-up, checkpoints, averaging of the last checkpoints, then test BLEU with beam search, "
-                    "example translations and an attention heat map (OUT/attention.png).")
+                    "example translations and an attention heat map (OUT/attention.png). --model lstm trains "
+                    "the attention LSTM of 2015 (chapter 6) the same way.")
     _add_train_options(train)
     train.add_argument("--quick", action="store_true", help="a 20-second smoke run (preset 'quick')")
 
@@ -133,7 +134,8 @@ def build_parser() -> argparse.ArgumentParser:
         "attention", help="draw every attention head for one sentence",
         description="Translate one sentence greedily and draw the attention weights of every head, one PNG "
                     "per kind (encoder self-attention, decoder self-attention, encoder-decoder attention), "
-                    "each a grid of layers × heads: OUT-encoder.png, OUT-decoder.png, OUT-cross.png.")
+                    "each a grid of layers × heads: OUT-encoder.png, OUT-decoder.png, OUT-cross.png. An attention "
+                    "LSTM has one attention, encoder-decoder: OUT itself.")
     attention.add_argument("sentence", help="the source sentence")
     attention.add_argument("--checkpoint", default="runs/enja", help="a run folder or a checkpoint folder")
     attention.add_argument("--out", default="attention.png", help="where to write (default attention.png)")
@@ -253,13 +255,19 @@ def cmd_evaluate(args) -> int:
 
 
 def cmd_attention(args) -> int:
-    from .heads import KINDS, attention_maps, draw_attention_maps  # noqa: PLC0415
+    from .heads import attention_maps, check_kinds, draw_attention_maps, model_kinds  # noqa: PLC0415
 
     if not args.out.strip():
         raise _Refusal("--out is empty; name the picture file (default attention.png)")
-    maps = attention_maps(_load_translator(args), args.sentence)
+    translator = _load_translator(args)
+    try:
+        check_kinds(translator.model, args.kind or ())
+    except ValueError as error:
+        raise _Refusal(str(error)) from None
+    maps = attention_maps(translator, args.sentence)
     print("output: " + " ".join(maps.output))
-    for path in draw_attention_maps(maps, args.out, args.kind or KINDS, sentence=args.sentence):
+    kinds = args.kind or model_kinds(translator.model)
+    for path in draw_attention_maps(maps, args.out, kinds, sentence=args.sentence):
         print(path)
     return 0
 

@@ -126,9 +126,26 @@ def offset_baseline(pairs: Sequence[tuple[int, int]]) -> tuple[int, float]:
 KINDS = ("encoder", "decoder", "cross")   # encoder self-attention, decoder masked self-attention, encoder–decoder
 
 
+def model_kinds(model) -> tuple[str, ...]:
+    """The kinds of attention a model has: all three in a Transformer; only "cross" in the attention LSTM,
+    whose one attention looks from the decoder at the encoder (chapter 6)."""
+    from .nn.seq2seq import Seq2Seq  # noqa: PLC0415
+
+    return ("cross",) if isinstance(model, Seq2Seq) else KINDS
+
+
+def check_kinds(model, kinds: Sequence[str]) -> None:
+    """Refuse, by name, a kind of attention the model does not have."""
+    missing = [kind for kind in kinds if kind not in model_kinds(model)]
+    if missing:
+        raise ValueError(f"an attention LSTM has no {' and no '.join(missing)} self-attention: its one attention "
+                         f"looks from the decoder at the encoder; ask for --kind cross (or no --kind)")
+
+
 @dataclass
 class AttentionMaps:
-    """Every head's weights for one sentence: ``weights[kind]`` is (layers, heads, queries, keys)."""
+    """Every head's weights for one sentence: ``weights[kind]`` is (layers, heads, queries, keys), for each kind
+    the model has (an attention LSTM: "cross" only, one layer and one head)."""
 
     weights: dict[str, np.ndarray]
     source: list[str]          # labels of the source subwords (encoder queries and keys, cross keys)
@@ -151,7 +168,8 @@ class AttentionMaps:
 
 def attention_maps(translator, source: str, output_ids: Sequence[int] | None = None) -> AttentionMaps:
     """Run the model once on ``source`` (and ``output_ids``, default: its greedy translation) with every
-    attention layer keeping its weights (``record_attention``), then read them from the layers."""
+    attention layer keeping its weights (``record_attention``), then read them from the layers. An attention
+    LSTM's one attention comes from ``translator.cross_attention``."""
     from . import backend  # noqa: PLC0415
     from .decode import decode_sentences, searching  # noqa: PLC0415
     from .nn.attention import record_attention  # noqa: PLC0415
@@ -164,6 +182,12 @@ def attention_maps(translator, source: str, output_ids: Sequence[int] | None = N
         output_ids = decode_sentences(model, [src_ids], tok.bos_id, tok.eos_id, beam_size=1)[0]
     output_ids = list(output_ids)[:model.config.max_len - 1]
     tgt_in = [tok.bos_id] + output_ids
+    target = output_ids + [tok.eos_id]
+    if model_kinds(model) == ("cross",):
+        weights = translator.cross_attention(source, output_ids)[0]                     # (T, S)
+        return AttentionMaps({"cross": weights[None, None]}, translator.display_tokens(src_ids),
+                             translator.display_tokens(tgt_in), translator.display_tokens(target), list(src_ids),
+                             tgt_in, target)
     with searching(model), record_attention(model):
         memory, src_mask = model.encode(np.asarray([src_ids], dtype=np.int64))
         model.decode(np.asarray([tgt_in], dtype=np.int64), memory, src_mask)
@@ -174,12 +198,11 @@ def attention_maps(translator, source: str, output_ids: Sequence[int] | None = N
     weights = {"encoder": stack(model.encoder.layers, "self_attn"),
                "decoder": stack(model.decoder.layers, "self_attn"),
                "cross": stack(model.decoder.layers, "cross_attn")}
-    target = output_ids + [tok.eos_id]
     return AttentionMaps(weights, translator.display_tokens(src_ids), translator.display_tokens(tgt_in),
                          translator.display_tokens(target), list(src_ids), tgt_in, target)
 
 
-def draw_attention_maps(maps: AttentionMaps, out: str, kinds: Sequence[str] = KINDS,
+def draw_attention_maps(maps: AttentionMaps, out: str, kinds: Sequence[str] | None = None,
                         sentence: str = "") -> list[str]:
     """One picture per kind, a grid of layers × heads: OUT-encoder.png, OUT-decoder.png, OUT-cross.png
     (or exactly OUT when one kind is asked for). Returns the paths written."""
@@ -187,6 +210,10 @@ def draw_attention_maps(maps: AttentionMaps, out: str, kinds: Sequence[str] = KI
 
     titles = {"encoder": "encoder self-attention", "decoder": "decoder masked self-attention",
               "cross": "encoder–decoder attention"}
+    kinds = list(maps.weights) if kinds is None else kinds               # default: every kind the maps hold
+    missing = [kind for kind in kinds if kind not in maps.weights]
+    if missing:
+        raise ValueError(f"no {', '.join(missing)} attention among the maps (they hold {', '.join(maps.weights)})")
     paths = []
     for kind, path in zip(kinds, picture_paths(out, kinds)):
         queries, keys, query_ids, key_ids = maps.labels(kind)

@@ -5,6 +5,9 @@
       ─ backward ─ clip ─ Adam (β 0.9/0.98, ε 1e-9) with the warm-up schedule, eq. 3 (§5.3)
       ─ checkpoints ─ average of the last k (§6.1) ─ beam search, BLEU (§6.1)
 
+``TrainOptions(model="lstm")`` (``--model lstm``) trains the attention LSTM of chapter 6 (nn.Seq2Seq)
+the same way, by the same recipe, at about the same size (presets.LSTM_MODELS, presets.recipe).
+
 ``train(TrainOptions(...))`` runs it in three steps, each a function below:
 
     run = prepare_run(...)      the data, BPE, the model, Adam and eq. 3 (or a checkpoint of them)
@@ -40,7 +43,7 @@ from tqdm.auto import tqdm
 
 from . import backend
 from . import checkpoint as ckpt
-from . import distributed
+from . import distributed, models
 from .bleu import corpus_bleu_score, tokenization_for
 from .chrf import corpus_chrf_score
 from .data import source
@@ -53,9 +56,10 @@ from .decode import decode_sentences
 from .distributed import World
 from .functional.dropout import Generator
 from .nn.dropout import Dropout
+from .nn.seq2seq import Seq2Seq, Seq2SeqConfig
 from .nn.transformer import Transformer, TransformerConfig
 from .optim import Adam, NoamSchedule, clip_grad_norm
-from .presets import DEFAULT_PRESET, PRESETS  # noqa: F401 - part of this module's interface
+from .presets import DEFAULT_PRESET, PRESETS, recipe  # noqa: F401 - part of this module's interface
 from .tensor import no_grad
 from .training import run_folder
 from .training.options import TrainingError, TrainOptions, result_settings, run_settings
@@ -85,7 +89,7 @@ class Run:
     options: TrainOptions         # resolved: every None the preset fills is filled
     corpus: Corpus
     tokenizer: Tokenizer
-    model: Transformer
+    model: Transformer | Seq2Seq
     optimizer: Adam
     schedule: NoamSchedule
     train_examples: list          # (source ids, target ids) pairs
@@ -103,7 +107,7 @@ class Run:
 
     @property
     def recipe(self) -> dict:
-        return PRESETS[self.options.preset]
+        return recipe(self.options.preset, self.options.model)
 
     @property
     def dev_pairs(self) -> list[tuple[str, str]]:
@@ -214,12 +218,12 @@ def prepare_run(opts: TrainOptions, saved: dict | None, say: Callable[[str], Non
     dev_examples = _encode_split(tokenizer, corpus.pairs("dev", opts.direction), config.max_len, "dev", say)
     if not dev_examples:
         raise TrainingError(f"no dev pair of corpus {corpus.name!r} fits the model's {config.max_len} tokens")
-    model = Transformer(config)
+    model = models.build_model(config)
     if opts.device != "cpu":
         model.to(opts.device)
     optimizer = Adam(model.parameters(), lr=0.0, betas=(0.9, 0.98), eps=1e-9)   # §5.3
-    recipe = PRESETS[opts.preset]
-    schedule = NoamSchedule(optimizer, config.d_model, warmup=recipe["warmup"], factor=recipe["factor"])
+    chosen = recipe(opts.preset, opts.model)
+    schedule = NoamSchedule(optimizer, config.d_model, warmup=chosen["warmup"], factor=chosen["factor"])
     run = Run(opts, corpus, tokenizer, model, optimizer, schedule, train_examples, dev_examples, TrainState(), say,
               tokenization_for(opts.direction.split("-")[-1], [t for _, t in train_pairs]), world)
     if checkpoint is not None:
@@ -232,7 +236,7 @@ def prepare_run(opts: TrainOptions, saved: dict | None, say: Callable[[str], Non
         say(f"data parallel on {world.size} ranks: each step takes {world.size} batches, one per rank, "
             f"and averages their gradients with one all-reduce")
     say(f"{corpus.name} corpus {opts.direction}: {len(train_examples):,} training pairs, "
-        f"{len(run.dev_examples)} dev; model {config.n_layers}+{config.n_layers} layers, d_model {config.d_model}, "
+        f"{len(run.dev_examples)} dev; {_describe_model(config)}, "
         f"{model.num_parameters():,} parameters; batches of ≤ {opts.max_tokens} tokens")
     return run
 
@@ -252,7 +256,8 @@ def load_data(options: TrainOptions) -> Corpus:
     return corpus
 
 
-def start_run_folder(out: Path, opts: TrainOptions, config: TransformerConfig, tokenizer: Tokenizer) -> None:
+def start_run_folder(out: Path, opts: TrainOptions, config: TransformerConfig | Seq2SeqConfig,
+                     tokenizer: Tokenizer) -> None:
     """Clear what an earlier run wrote (``--overwrite``, or one that saved no checkpoint, and the temporaries of
     a killed one: run_folder.clear_run), then write the new run's config.json and tokenizer.json."""
     run_folder.clear_run(out)
@@ -530,8 +535,10 @@ def _attention_picture(run: Run) -> dict:
     sentence = min(pairs[:50], key=lambda p: abs(len(p[0].split()) - 9))[0]
     weights, src_labels, tgt_labels, src_ids, tgt_ids = translator.cross_attention(sentence)
     path = run.out / run_folder.ATTENTION_FILE
-    plot.attention_heatmap(weights, src_labels, tgt_labels, path, title=f"last decoder layer, mean over heads: {sentence}",
-                      src_ids=src_ids, tgt_ids=tgt_ids)
+    which = f"{run.model.config.score} attention" if isinstance(run.model, Seq2Seq) else \
+        "last decoder layer, mean over heads"
+    plot.attention_heatmap(weights, src_labels, tgt_labels, path, title=f"{which}: {sentence}",
+                           src_ids=src_ids, tgt_ids=tgt_ids)
     run.say(f"attention heat map of “{sentence}”: {path}")
     return {"attention_png": str(path)}
 
@@ -613,11 +620,22 @@ def _mean_tail(values: list[float], n: int = 50) -> float:
     return sum(tail) / len(tail) if tail else float("nan")
 
 
-def _model_config(opts: TrainOptions, vocab_size: int) -> TransformerConfig:
-    return TransformerConfig(src_vocab_size=vocab_size, tgt_vocab_size=vocab_size, tie_embeddings=True,
-                             pad_id=Tokenizer.pad_id, max_len=MAX_LEN, seed=opts.seed,
-                             attention=opts.attention or "softmax", attention_window=opts.attention_window,
-                             **PRESETS[opts.preset]["model"])
+def _model_config(opts: TrainOptions, vocab_size: int) -> TransformerConfig | Seq2SeqConfig:
+    """The model of a run: the recipe's size, one vocabulary shared and tied (§3.4), the run's seed."""
+    shared = dict(src_vocab_size=vocab_size, tgt_vocab_size=vocab_size, tie_embeddings=True,
+                  pad_id=Tokenizer.pad_id, max_len=MAX_LEN, seed=opts.seed,
+                  **recipe(opts.preset, opts.model)["model"])
+    if opts.model == "lstm":
+        return Seq2SeqConfig(score=opts.attention_score, input_feeding=opts.input_feeding, **shared)
+    return TransformerConfig(attention=opts.attention or "softmax", attention_window=opts.attention_window,
+                             **shared)
+
+
+def _describe_model(config: TransformerConfig | Seq2SeqConfig) -> str:
+    if isinstance(config, Seq2SeqConfig):
+        return (f"attention LSTM {config.n_layers}+{config.n_layers} layers, d_model {config.d_model}, "
+                f"{config.score} score{'' if config.input_feeding else ', no input feeding'}")
+    return f"model {config.n_layers}+{config.n_layers} layers, d_model {config.d_model}"
 
 
 def _use_device(opts: TrainOptions) -> None:
@@ -668,10 +686,11 @@ def set_rng_state(model: Transformer, states: dict | list, step: int | None = No
     """Restore what ``rng_state`` saved: exactly on the CPU, reproducibly on a GPU (Generator.state_dict)."""
     if isinstance(states, list):   # the older format: the Dropout layers' generators in order, then a global one
         dropout_layers = [name for name, module in model.named_modules() if isinstance(module, Dropout)]
-        if len(states) != len(dropout_layers) + 1 or model.config.attention_dropout > 0:
+        attention_dropout = getattr(model.config, "attention_dropout", 0.0)      # a Transformer's only
+        if len(states) != len(dropout_layers) + 1 or attention_dropout > 0:
             raise TrainingError(f"the checkpoint's dropout state (an older format, {len(states)} generators) does "
                                 f"not fit this model ({len(dropout_layers)} dropout layers"
-                                f"{', attention dropout' if model.config.attention_dropout > 0 else ''})")
+                                f"{', attention dropout' if attention_dropout > 0 else ''})")
         states = {**model.rng_state_dict(), **{f"{name}.generator": state
                                                for name, state in zip(dropout_layers, states)}}
     try:

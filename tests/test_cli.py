@@ -207,6 +207,7 @@ TRAIN_FLAGS = {
     "out": (["--out", "elsewhere/run"], "elsewhere/run"),
     "data": (["--data", "corpora/enja"], "corpora/enja"),
     "direction": (["--direction", "ja-en"], "ja-en"),
+    "model": (["--model", "lstm"], "lstm"),
     "preset": (["--preset", "small"], "small"),
     "seed": (["--seed", "7"], 7),
     "max_tokens": (["--max-tokens", "300"], 300),
@@ -214,6 +215,8 @@ TRAIN_FLAGS = {
     "tokenizer": (["--tokenizer", "raw"], "raw"),
     "attention": (["--attention", "local"], "local"),
     "attention_window": (["--attention-window", "4"], 4),
+    "attention_score": (["--attention-score", "dot"], "dot"),
+    "input_feeding": (["--no-input-feeding"], False),
     "minutes": (["--minutes", "0.5"], 0.5),
     "epochs": (["--epochs", "3"], 3),
     "steps": (["--steps", "9"], 9),
@@ -397,3 +400,77 @@ def test_every_option_of_every_subcommand_is_used_by_a_test():
                 for flag in action.option_strings if flag.startswith("--") and flag != "--help"
                 and f'"{flag}"' not in source]
     assert not untested, f"options no test uses: {untested}"
+
+
+# -- the attention LSTM (chapter 6) through the same commands -------------------------------------
+LSTM_RUN = ["--model", "lstm", *TINY_RUN]
+
+
+@pytest.fixture(scope="module")
+def lstm_run_dir(tmp_path_factory) -> Path:
+    """One tiny attention LSTM, trained through the command line like the Transformer above."""
+    out = tmp_path_factory.mktemp("cli-lstm") / "run"
+    result = run_cli("train", "--out", out, "--steps", "4", *LSTM_RUN)
+    assert result.returncode == 0, result.stderr
+    assert "attention LSTM 1+1 layers, d_model 32, additive score" in result.stdout
+    assert "test (unseen sentences): BLEU" in result.stdout and "Traceback" not in result.stderr
+    return out
+
+
+def test_train_model_lstm_writes_a_complete_run(lstm_run_dir):
+    from minitransformer.presets import LSTM_MODELS
+
+    results = json.loads((lstm_run_dir / "results.json").read_text())
+    config = results["config"]
+    assert config["model"] == "lstm" and config["score"] == "additive" and config["input_feeding"] is True
+    assert {key: config[key] for key in LSTM_MODELS["toy"]} == LSTM_MODELS["toy"]
+    assert results["training"]["model"] == "lstm" and results["steps"] == 4
+    assert results["final_model"].startswith(("average of the last 2", "last checkpoint"))
+    assert {"test_bleu", "test_heldout_bleu"} <= set(results) and len(results["examples"]) == 5
+    assert (lstm_run_dir / "attention.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    saved = json.loads((lstm_run_dir / "final" / "state.json").read_text())
+    assert saved["config"] == config
+
+
+def test_an_lstm_run_resumes_translates_and_evaluates(lstm_run_dir, tmp_path):
+    copy = tmp_path / "run"
+    shutil.copytree(lstm_run_dir, copy)
+    result = run_cli("train", "--out", copy, "--steps", "6", "--resume", "--no-eval", "--average", "1")
+    assert result.returncode == 0, result.stderr
+    assert "resuming" in result.stdout and "step 4" in result.stdout
+    resumed = json.loads((copy / "results.json").read_text())
+    assert resumed["steps"] == 6 and resumed["config"]["model"] == "lstm"
+    result = run_cli("translate", "--checkpoint", lstm_run_dir, "the cat ate the fish .", "mary is a cook .")
+    assert result.returncode == 0 and len(result.stdout.splitlines()) == 2, result.stderr
+    results = json.loads((lstm_run_dir / "results.json").read_text())
+    result = run_cli("evaluate", "--checkpoint", lstm_run_dir, "--split", "test", "--beam", "4", "--alpha", "0.6")
+    assert result.returncode == 0, result.stderr
+    assert _printed_scores(result.stdout) == (round(results["test_bleu"], 2), results["test_chrf"])
+    greedy = run_cli("evaluate", "--checkpoint", lstm_run_dir, "--greedy", "--limit", "3")
+    assert greedy.returncode == 0 and "3 sentences, greedy" in greedy.stdout, greedy.stderr
+
+
+def test_the_attention_of_an_lstm_is_drawn_and_only_its_one_kind(lstm_run_dir, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    out = tmp_path / "maps.png"
+    assert _in_process(monkeypatch, "attention", "--checkpoint", lstm_run_dir, "--out", out,
+                       "the cat ate the fish .") == 0
+    assert [p.name for p in tmp_path.iterdir()] == ["maps.png"]          # one attention: one picture, OUT itself
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert _in_process(monkeypatch, "attention", "--checkpoint", lstm_run_dir, "--out", tmp_path / "other.png",
+                       "--kind", "decoder", "the cat .") == 2
+    assert "an attention LSTM has no decoder self-attention" in capsys.readouterr().err
+    assert not (tmp_path / "other.png").exists()
+
+
+def test_options_of_the_other_model_are_refused(lstm_run_dir, tmp_path):
+    refused(run_cli("train", "--out", tmp_path / "a", "--model", "lstm", "--attention", "flash", "--steps", "1"),
+            "--attention flash chooses the Transformer's self-attention", "--model lstm has none")
+    refused(run_cli("train", "--out", tmp_path / "b", "--model", "lstm", "--attention", "local",
+                    "--attention-window", "3"), "--attention local and --attention-window 3 choose")
+    refused(run_cli("train", "--out", tmp_path / "c", "--attention-score", "dot", "--no-input-feeding"),
+            "--attention-score and --no-input-feeding shape the attention LSTM", "add --model lstm")
+    refused(run_cli("train", "--out", tmp_path / "d", "--model", "rnn"), "invalid choice: 'rnn'")
+    refused(run_cli("train", "--out", lstm_run_dir, "--resume", "--steps", "8", "--model", "transformer"),
+            "model: 'lstm' in the saved run, 'transformer' requested")
+    assert not any((tmp_path / name).exists() for name in "abcd")

@@ -442,3 +442,19 @@ def test_the_same_code_runs_on_cupy_and_agrees_with_numpy(rng, name):
     np.testing.assert_allclose(out.numpy(), expected, atol=1e-10)
     for x, want in zip(on_gpu, expected_grads):
         np.testing.assert_allclose(mt.backend.asnumpy(x.grad), want, atol=1e-10)
+
+
+def test_table1s_recurrent_row_is_chapter_6s_lstm():
+    """The recurrent layer of Table 1 is nn.LSTM; unrolled one cell step at a time it computes the same outputs,
+    and that chain of steps is the graph whose depth doubles with n (the fused layer is one node)."""
+    import minitransformer.nn as nn
+
+    table1 = benchmark_module("table1")
+    layer = table1.make_layers(8, 2, 2)["recurrent"]
+    assert isinstance(layer.lstm, nn.LSTM)
+    x = mt.Tensor(np.random.default_rng(0).standard_normal((2, 6, 8)))
+    layer.to(np.float64)
+    np.testing.assert_allclose(layer.unrolled(x).numpy(), layer(x).numpy(), rtol=1e-12, atol=1e-14)
+    short, long = (table1.graph_depth(layer.unrolled(mt.Tensor(np.ones((1, n, 8))))) for n in (16, 32))
+    assert long > 1.9 * short and table1.graph_depth(layer(mt.Tensor(np.ones((1, 32, 8))))) < 5
+    assert table1.path_length(layer, 16, 8, np.random.default_rng(1)) == 1

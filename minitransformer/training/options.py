@@ -17,6 +17,9 @@ from ..data.tokenizer import TOKENIZERS
 from ..functional.attention_kinds import ATTENTION_KINDS
 from ..presets import DEFAULT_PRESET, PRESETS, RENAMED_PRESETS, unknown_preset_message
 
+MODEL_CHOICES = ("transformer", "lstm")                 # models.MODEL_KINDS, named here to keep --help light
+LSTM_SCORES = ("additive", "dot", "general")            # nn/seq2seq_attention.py's ATTENTION_SCORES
+
 
 class TrainingError(Exception):
     """The run cannot start or continue; the message says why."""
@@ -63,6 +66,8 @@ class TrainOptions:
     data: str | None = _option(None, "a corpus folder ({train,dev,test}.{en,xx}[.gz] or {train,dev,test}.tsv); "
                                      "default: the built-in corpus")
     direction: str | None = _option(None, "en-ja (default) or ja-en; en-xx / xx-en for --data")
+    model: str | None = _option(None, "transformer (default) or lstm: the attention LSTM of 2015 (chapter 6), "
+                                      "trained by the same recipe at about the same size", choices=list(MODEL_CHOICES))
     preset: str | None = _option(None, f"model and recipe: {', '.join(PRESETS)} (default: {DEFAULT_PRESET})")
     seed: int | None = _option(None, "seed of the model, the batches and dropout (default 0)", type=non_negative_int)
     max_tokens: int | None = _option(None, "padded tokens per batch side (§5.1 used ~25,000)", type=positive_int)
@@ -76,6 +81,11 @@ class TrainOptions:
                                           "(chapter 13)", choices=list(ATTENTION_KINDS))
     attention_window: int | None = _option(None, "± positions each query sees with --attention local",
                                            type=positive_int)
+    attention_score: str | None = _option(None, "the score of --model lstm's attention: additive (Bahdanau et al., "
+                                                "default), dot or general (Luong et al.)", choices=list(LSTM_SCORES))
+    input_feeding: bool | None = _option(None, "--model lstm without input feeding (Luong et al. §3.3): the "
+                                               "decoder is not told what it attended to at the step before",
+                                         flag="--no-input-feeding", action="store_const", const=False)
     minutes: float | None = _option(None, "time budget for the training steps of this invocation",
                                     type=positive_float)
     epochs: int | None = _option(None, "stop after this many epochs in total", type=positive_int)
@@ -100,7 +110,9 @@ class TrainOptions:
 
 # The settings that define a run's model and data: a resumed run must keep them.
 DEFINING = ("data", "direction", "preset", "seed", "max_tokens", "vocab_size", "limit", "tokenizer", "attention",
-            "attention_window")
+            "attention_window", "model", "attention_score", "input_feeding")
+# What a run saved before a defining setting existed meant by its absence.
+SAVED_BEFORE = {"model": "transformer"}
 # Options that change nothing in the result of a run (where it lives, how it talks, how to start it).
 NOT_RESULT = ("out", "device", "resume", "overwrite", "quiet", "distributed")   # the ranks are saved instead
 
@@ -135,7 +147,7 @@ VALUE_CHECKS: dict[str, tuple[Any, str]] = {
     **{f.name: (lambda v, kinds=tuple(f.metadata["choices"]): v in kinds, "one of " + ", ".join(f.metadata["choices"]))
        for f in dataclasses.fields(TrainOptions) if "choices" in f.metadata},
     **{f.name: (lambda v: isinstance(v, bool), "True or False") for f in dataclasses.fields(TrainOptions)
-       if isinstance(f.default, bool)},
+       if isinstance(f.default, bool) or f.name == "input_feeding"},
 }
 NULLABLE = {f.name for f in dataclasses.fields(TrainOptions) if f.default is None}
 
@@ -168,6 +180,7 @@ def resolve_options(options: TrainOptions, saved: dict | None) -> TrainOptions:
     chosen = dataclasses.replace(options, out=os.path.expanduser(options.out),   # '~/runs' in quotes: the home folder
                                  data=None if options.data is None else os.path.expanduser(options.data))
     if saved is not None:
+        saved = {**saved, **{name: value for name, value in SAVED_BEFORE.items() if saved.get(name) is None}}
         conflicts = [f"{name}: {saved.get(name)!r} in the saved run, {getattr(chosen, name)!r} requested"
                      for name in DEFINING
                      if getattr(chosen, name) is not None and saved.get(name) != getattr(chosen, name)]
@@ -190,6 +203,8 @@ def resolve_options(options: TrainOptions, saved: dict | None) -> TrainOptions:
         chosen.minutes, chosen.epochs, chosen.steps = preset["minutes"], preset["epochs"], preset["steps"]
     for f in dataclasses.fields(chosen):             # the values the preset or the saved run filled in
         check_value(f.name, getattr(chosen, f.name), "--" + f.name.replace("_", "-"))
+    chosen.model = chosen.model or "transformer"
+    _check_model_options(options, chosen)
     window_asked = options.attention_window is not None
     if window_asked and (chosen.attention or "softmax") != "local":     # it used to be recorded, and ignored
         raise TrainingError(f"--attention-window {options.attention_window} applies to --attention local only "
@@ -198,3 +213,28 @@ def resolve_options(options: TrainOptions, saved: dict | None) -> TrainOptions:
         raise TrainingError("--attention local needs --attention-window W: each query sees the keys W positions "
                             "before and after it")
     return chosen
+
+
+def _check_model_options(options: TrainOptions, chosen: TrainOptions) -> None:
+    """Refuse the options of the other model kind by name, and fill in the LSTM's defaults.
+
+    ``--attention`` and ``--attention-window`` choose the Transformer's self-attention, which an LSTM does not
+    have; ``--attention-score`` and ``--no-input-feeding`` shape the LSTM's one attention and its decoder."""
+    if chosen.model == "lstm":
+        given = [f"--attention {chosen.attention}" if chosen.attention is not None else None,
+                 f"--attention-window {chosen.attention_window}" if chosen.attention_window is not None else None]
+        given = [flag for flag in given if flag]
+        if given:
+            raise TrainingError(f"{' and '.join(given)} choose{'s' if len(given) == 1 else ''} the Transformer's "
+                                f"self-attention (chapter 13), and --model lstm has none: its one attention looks "
+                                f"from the decoder at the encoder (choose its score with --attention-score); drop "
+                                f"{'it' if len(given) == 1 else 'them'} or train --model transformer")
+        chosen.attention_score = chosen.attention_score or "additive"
+        chosen.input_feeding = True if chosen.input_feeding is None else chosen.input_feeding
+        return
+    given = [flag for flag, value in (("--attention-score", chosen.attention_score),
+                                      ("--no-input-feeding", chosen.input_feeding)) if value is not None]
+    if given:
+        raise TrainingError(f"{' and '.join(given)} shape{'s' if len(given) == 1 else ''} the attention LSTM "
+                            f"(--model lstm); the Transformer has no such setting: drop "
+                            f"{'it' if len(given) == 1 else 'them'} or add --model lstm")

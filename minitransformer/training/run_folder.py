@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from .. import checkpoint as ckpt
-from .options import (DEFINING, TrainingError, TrainOptions, check_options, check_value, resolve_options,
-                      result_settings)
+from .options import (DEFINING, SAVED_BEFORE, TrainingError, TrainOptions, check_options, check_value,
+                      resolve_options, result_settings)
 
 try:
     import fcntl
@@ -195,7 +195,8 @@ def same_finished_run(opts: TrainOptions, say: Callable[[str], None], ranks: int
     previous = results.get("options")
     wanted = {**result_settings(opts), "ranks": ranks}
     if isinstance(previous, dict):
-        previous = {"ranks": 1, **previous}     # a run from before --distributed: one process
+        previous = {"ranks": 1, **SAVED_BEFORE, **previous}   # a run from before --distributed: one process;
+        #                                                       from before --model: a Transformer
     differences = ["it was trained by an older version"] if not isinstance(previous, dict) else [
         f"{name} {previous.get(name)!r} there, {value!r} now" for name, value in wanted.items()
         if previous.get(name) != value]
