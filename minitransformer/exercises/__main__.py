@@ -1,4 +1,4 @@
-"""python -m minitransformer.exercises {list, student, check, grade, nbgrader}: the classroom from the command line."""
+"""python -m minitransformer.exercises {list, student, check, grade, cases, nbgrader}: the classroom from the command line."""
 from __future__ import annotations
 
 import argparse
@@ -100,14 +100,45 @@ def command_check(args) -> int:
     return 0 if verdict.solved else 1
 
 
+def _ids(parts: list[str]) -> list[str]:
+    """"2.1,2.2" "ex_2_3" -> ["2.1", "2.2", "2.3"]."""
+    return [p.strip().removeprefix("ex_").replace("_", ".") for part in parts for p in part.split(",") if p.strip()]
+
+
 def command_grade(args) -> int:
+    from .sandbox import Limits, SandboxUnavailable
     from .submission import grade_submission, write_reports
 
     root = _root(args.root)
-    score = grade_submission(args.exercise, args.submission, root)
-    write_reports(score, args.junitxml, args.gradescope)
-    print(score.text())
-    return 0 if score.points == score.max_points else 1
+    limits = Limits(cpu_seconds=args.cpu_seconds, wall_seconds=args.wall_seconds,
+                    memory_bytes=args.memory_mb * 2 ** 20)
+    try:
+        grade = grade_submission(_ids(args.exercise), args.submission, root, args.cases,
+                                 unsafe=args.unsafe_no_sandbox, limits=limits)
+    except SandboxUnavailable as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    write_reports(grade, args.junitxml, args.gradescope)
+    print(grade.text())
+    return 0 if grade.points == grade.max_points else 1
+
+
+def command_cases(args) -> int:
+    from . import casebook
+
+    root = _root(args.root)
+    exercises = load_exercises(root)
+    if args.exercise:
+        wanted = _ids(args.exercise)
+        exercises = [e for e in exercises if e.id in wanted]
+    folder = casebook.folder(root, args.cases)
+    if args.new_seed:
+        casebook.secret_seed(folder, new=True)
+    books = casebook.load(root, folder, exercises, hidden=args.hidden, refresh=True)
+    counts = ", ".join(f"{i}: {sum(s['kind'] == 'public' for s in b.specs)}+"
+                       f"{sum(s['kind'] == 'hidden' for s in b.specs)}" for i, b in books.items())
+    print(f"wrote the casebook of {len(books)} exercises to {folder} (public+hidden cases: {counts}); keep it private")
+    return 0
 
 
 def command_nbgrader(args) -> int:
@@ -141,19 +172,31 @@ def main(argv: list[str] | None = None) -> int:
     checker = commands.add_parser("check", help="run one exercise's tests (pytest -m ex_X) and explain the result")
     checker.add_argument("exercise", help="an exercise id such as 5.1")
     checker.add_argument("--workers", type=int, default=2, help="pytest-xdist workers for large test sets")
-    grader = commands.add_parser("grade", help="score a submission's code for one exercise on its grading tests "
-                                               "(in a fresh copy of this, the teacher's, edition)")
-    grader.add_argument("exercise", help="an exercise id such as 5.1")
+    grader = commands.add_parser("grade", help="score a submission's code for one exercise or an assignment of several "
+                                               "on their public and hidden cases, in a sandbox")
+    grader.add_argument("exercise", nargs="+", help="exercise ids such as 5.1, or an assignment: 2.1,2.2,2.3")
     grader.add_argument("--submission", required=True, help="the student's repository (or its minitransformer/)")
-    grader.add_argument("--junitxml", help="also write JUnit XML here (each test case tagged with the exercise)")
+    grader.add_argument("--cases", help="the casebook folder (default: .hidden-cases/ in this repository)")
+    grader.add_argument("--junitxml", help="also write JUnit XML here (each case tagged with its exercise)")
     grader.add_argument("--gradescope", help="also write Gradescope's results.json here")
+    grader.add_argument("--unsafe-no-sandbox", action="store_true",
+                        help="run the student's code without bubblewrap (it then sees this machine and your files)")
+    grader.add_argument("--cpu-seconds", type=int, default=120, help="CPU time of one exercise's run (default 120)")
+    grader.add_argument("--wall-seconds", type=float, default=300, help="wall-clock time of one run (default 300)")
+    grader.add_argument("--memory-mb", type=int, default=3072, help="memory of one run (default 3072)")
+    cases = commands.add_parser("cases", help="(re)make the teacher's casebook: public and hidden cases with the "
+                                              "reference's outputs, and what each known mistake gives")
+    cases.add_argument("exercise", nargs="*", help="exercise ids (default: all)")
+    cases.add_argument("--cases", help="the casebook folder (default: .hidden-cases/ in this repository)")
+    cases.add_argument("--hidden", type=int, default=8, help="hidden cases per exercise (default 8)")
+    cases.add_argument("--new-seed", action="store_true", help="draw new hidden cases (a new secret seed)")
     course = commands.add_parser("nbgrader", help="write an nbgrader course: source/ex_X/ for each exercise")
     course.add_argument("course_dir", help="the nbgrader course folder (source/ must be new or empty)")
     course.add_argument("--only", help="comma-separated exercise ids (default: all)")
     args = parser.parse_args(argv)
     try:
-        return {"list": command_list, "student": command_student, "check": command_check,
-                "grade": command_grade, "nbgrader": command_nbgrader}[args.command](args)
+        return {"list": command_list, "student": command_student, "check": command_check, "grade": command_grade,
+                "cases": command_cases, "nbgrader": command_nbgrader}[args.command](args)
     except (ExerciseError, FileExistsError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

@@ -12,13 +12,16 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .judge import factor_in_words
 from .pytest_results import ENVIRONMENT
 from .pytest_support import MAP_FILE, load_map
 from .registry import RAISED, Exercise, load_exercises
 
 GRADING_FILE = "tests/test_exercises.py"
-# the suite as the exercise map sees it: no notebooks (they run whole chapters), no classroom tests, no GPU
-SUITE_ARGS = ["-m", "not gpu", "--ignore=tests/test_notebooks.py", "--ignore=tests/test_classroom.py", "tests"]
+# the suite as the exercise map sees it: no notebooks (they run whole chapters), no classroom tests, no GPU, and
+# not the proofs that take minutes (marker later: they grade and prove editions, they do not use the exercises)
+SUITE_ARGS = ["-m", "not gpu and not later", "--ignore=tests/test_notebooks.py", "--ignore=tests/test_classroom.py",
+              "tests"]
 
 GRADCHECK = re.compile(
     r"gradient of input (?P<input>\d+)(?: \((?P<name>[^)]*)\))? with shape (?P<shape>\([^)]*\)) is wrong at "
@@ -87,20 +90,6 @@ def unsolved_exercise(message: str) -> str | None:
     """The id of the unsolved exercise a failure message names, if any."""
     match = RAISED.search(message)
     return match.group(1) if match else None
-
-
-def factor_in_words(ratio: float) -> str:
-    """2.0 -> "2", 0.5 -> "1/2", 2.8284 -> "√8", -1.0 -> "-1": the plainest name of a constant factor."""
-    sign, size = ("-" if ratio < 0 else ""), abs(ratio)
-    if size == 0:
-        return "0"
-    n, m, s, r = round(size), round(1 / size), round(size ** 2), round(size ** -2)
-    candidates = [(f"{n}", n) if n >= 1 else None, (f"1/{m}", 1 / m) if m >= 2 else None,
-                  (f"√{s}", s ** 0.5) if s >= 2 else None, (f"1/√{r}", r ** -0.5) if r >= 2 else None]
-    for name, value in filter(None, candidates):
-        if abs(size - value) <= 1e-3 * size:
-            return sign + name
-    return f"{ratio:.4g}"
 
 
 def _error_summary(text: str) -> str:

@@ -23,30 +23,14 @@ import os
 
 import pytest
 
+from .judge import constant_ratio
+
 ENVIRONMENT = "MT_EXERCISE_RESULTS"
 _MESSAGE_LIMIT = 6000
 
 _tests: dict[str, dict] = {}
 _skipped_modules: list[str] = []
 _collection_errors: dict[str, str] = {}
-
-
-def constant_ratio(analytic, numeric) -> float | None:
-    """analytic ÷ numeric when it is one number at every position where the gradient is not ~0, else None."""
-    import numpy as np
-
-    analytic, numeric = np.asarray(analytic, dtype=float).ravel(), np.asarray(numeric, dtype=float).ravel()
-    if analytic.shape != numeric.shape or not numeric.size:
-        return None
-    scale = np.abs(numeric).max()
-    large = np.abs(numeric) > 1e-3 * scale if scale > 0 else np.zeros_like(numeric, dtype=bool)
-    if large.sum() < 2 or not np.isfinite(analytic[large]).all():
-        return None
-    ratios = analytic[large] / numeric[large]
-    ratio = float(np.median(ratios))
-    if abs(ratio - 1) < 1e-3 or not np.allclose(ratios, ratio, rtol=1e-3, atol=1e-6):
-        return None
-    return ratio
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -1,0 +1,295 @@
+"""Run a student's code in a process of its own, under bubblewrap, and bring back plain data only.
+
+The sandbox (``bwrap``, Debian's ``bubblewrap``) sees, read-only: the system's libraries, the Python
+runtime and its installed packages, the graded package (the student edition with the student's code
+put in) and the list of cases. Nothing else: not the teacher's repository, not the reference
+solutions, not the expected outputs. No network, no other process, no capabilities, a small
+``/tmp`` of its own; limits on CPU time, memory, file size and wall-clock time.
+
+What comes back is a stream on one pipe, one JSON line per case (arrays as base64 ``.npy``, loaded
+with ``allow_pickle=False``), at most ``Limits.output_bytes`` of it: no object of the student's ever
+reaches the grader, whose process never imports the student's code.
+
+Without bubblewrap the grader refuses, unless the teacher asks for ``unsafe=True`` (the command's
+``--unsafe-no-sandbox``): then the same process runs, with the same limits, but sees the whole machine.
+"""
+from __future__ import annotations
+
+import base64
+import io
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+from .cases import NAME
+
+INSIDE = Path("/sandbox")
+
+
+class SandboxUnavailable(RuntimeError):
+    """bubblewrap is missing or does not work here; the message says what to do."""
+
+
+@dataclass
+class Limits:
+    cpu_seconds: int = 120                 # CPU time of the whole run (each case also has cases.CASE_SECONDS)
+    wall_seconds: float = 300              # wall-clock time of the whole run
+    memory_bytes: int = 3 * 2 ** 30        # address space (RLIMIT_AS)
+    file_bytes: int = 16 * 2 ** 20         # the largest file the student's code may write (in its own /tmp)
+    tmp_bytes: int = 64 * 2 ** 20          # the size of that /tmp
+    output_bytes: int = 32 * 2 ** 20       # what the grader reads back of the results stream
+    log_bytes: int = 64 * 2 ** 10          # what it keeps of stdout and stderr
+
+
+@dataclass
+class Run:
+    """What came back: per case id, its outputs or its error; plus how the process ended."""
+
+    results: dict[str, dict] = field(default_factory=dict)   # id -> {"outputs": {name: array}, "error": {...}}
+    returncode: int | None = None
+    timed_out: bool = False
+    output_cut: bool = False               # the stream passed Limits.output_bytes and was cut there
+    stdout: str = ""
+    stderr: str = ""
+    seconds: float = 0.0
+    problems: list[str] = field(default_factory=list)        # malformed or duplicated records (never trusted)
+
+    def ending(self) -> str:
+        """How the run ended, in words, when it did not end normally."""
+        if self.timed_out:
+            return "it was stopped after running past the wall-clock limit"
+        if self.output_cut:
+            return "it wrote more output than the grader reads"
+        if self.returncode is not None and self.returncode < 0:
+            signals = {9: "SIGKILL (a limit: CPU time or memory)", 24: "SIGXCPU (the CPU-time limit)",
+                       11: "SIGSEGV", 6: "SIGABRT"}
+            return f"it was killed by {signals.get(-self.returncode, f'signal {-self.returncode}')}"
+        if self.returncode not in (0, None):
+            last = [line for line in self.stderr.splitlines() if line.strip()][-1:] or [""]
+            return f"it exited with code {self.returncode}" + (f" ({last[0].strip()[:200]})" if last[0] else "")
+        return ""
+
+
+def _python() -> str:
+    return os.path.realpath(sys.executable)
+
+
+def _site_directories() -> list[str]:
+    """The folders the graded process imports installed packages from (NumPy, ...)."""
+    paths = []
+    for scheme_path in ("purelib", "platlib"):
+        path = sysconfig.get_paths().get(scheme_path)
+        if path and os.path.isdir(path) and path not in paths:
+            paths.append(path)
+    for path in sys.path:     # e.g. a base interpreter's site-packages seen through a venv
+        if path.endswith(("site-packages", "dist-packages")) and os.path.isdir(path) and path not in paths:
+            paths.append(path)
+    return paths
+
+
+def _runtime() -> list[str]:
+    """The folders of the Python runtime itself: its prefix (stdlib, lib-dynload) and where its binary lives."""
+    folders = {sys.base_prefix, sys.prefix, os.path.dirname(_python())}
+    return sorted(f for f in folders if f and os.path.isdir(f))
+
+
+def _hidden(path: Path) -> list[str]:
+    """tmpfs over ``path`` when it lies inside something the sandbox sees (so it stays out of sight)."""
+    return ["--tmpfs", str(path)] if path.exists() else []
+
+
+def bwrap_arguments(package: Path, specs: Path, secrets: list[Path], limits: Limits) -> list[str]:
+    """bubblewrap's arguments: read-only system, runtime and package; no network, no capabilities."""
+    args = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+            "--hostname", "sandbox", "--clearenv"]
+    for system in ("/usr", "/bin", "/lib", "/lib32", "/lib64", "/libx32", "/etc/alternatives", "/etc/ld.so.cache"):
+        args += ["--ro-bind-try", system, system]
+    for folder in _runtime() + _site_directories():
+        args += ["--ro-bind", folder, folder]
+    args += ["--proc", "/proc", "--dev", "/dev", "--size", str(limits.tmp_bytes), "--tmpfs", "/tmp",
+             "--ro-bind", str(package), str(INSIDE / "package" / "minitransformer"),
+             "--ro-bind", str(specs), str(INSIDE / "specs.json")]
+    for site in _site_directories():   # an installed copy of the teacher's package would hold every solution
+        for name in ("minitransformer",):
+            if os.path.isdir(os.path.join(site, name)):
+                args += ["--tmpfs", os.path.join(site, name)]
+    for secret in secrets:             # the teacher's repository and cases, should a bound folder hold them
+        bound = [Path(f) for f in ["/usr", "/bin", "/lib", "/lib64", *(_runtime() + _site_directories())]]
+        if any(secret.resolve().is_relative_to(b) for b in bound):
+            args += _hidden(secret.resolve())
+    return args + ["--chdir", "/tmp"]
+
+
+@lru_cache(maxsize=1)
+def bubblewrap_problem() -> str | None:
+    """None when bubblewrap runs here; else why not, in words."""
+    if shutil.which("bwrap") is None:
+        return "bubblewrap (bwrap) is not installed: apt-get install bubblewrap (Debian, Ubuntu) or dnf install bubblewrap"
+    try:
+        probe = subprocess.run(["bwrap", "--unshare-all", "--die-with-parent", "--cap-drop", "ALL",
+                                "--ro-bind", "/", "/", "--", "true"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return f"bubblewrap does not start: {error}"
+    if probe.returncode != 0:
+        return f"bubblewrap cannot make a sandbox here: {probe.stderr.strip()[:300]} (user namespaces may be off)"
+    return None
+
+
+def _limit(limits: Limits):
+    def apply() -> None:
+        os.setsid()
+        resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_seconds, limits.cpu_seconds + 5))
+        resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
+        if os.getuid() != 0:      # counted per user: meaningful for an unprivileged grader only
+            resource.setrlimit(resource.RLIMIT_NPROC, (256, 256))
+    return apply
+
+
+def _drain(stream, keep: int, into: list, cut: list) -> None:
+    """Read ``stream`` to its end, keeping the first ``keep`` bytes."""
+    total = 0
+    while True:
+        chunk = stream.read(65536)
+        if not chunk:
+            break
+        if total < keep:
+            into.append(chunk[:keep - total])
+        elif not cut:
+            cut.append(True)
+        total += len(chunk)
+
+
+def decode_record(line: bytes) -> tuple[str, dict]:
+    """One case's record (a JSON line) as plain data: (case id, {"outputs": {name: array}, "error", "seconds"})."""
+    return decode_result(json.loads(line))
+
+
+def decode_result(record) -> tuple[str, dict]:
+    """A decoded JSON record checked and turned into plain data; ValueError for anything else."""
+    if not isinstance(record, dict) or not isinstance(record.get("id"), str):
+        raise ValueError("a record without a case id")
+    outputs = {}
+    for name, encoded in (record.get("outputs") or {}).items():
+        if not isinstance(name, str) or not NAME.match(name) or not isinstance(encoded, str):
+            raise ValueError(f"a malformed output name {str(name)[:40]!r}")
+        array = np.load(io.BytesIO(base64.b64decode(encoded, validate=True)), allow_pickle=False)
+        if not isinstance(array, np.ndarray) or array.dtype.kind not in "biuf" or array.size > 10 ** 7:
+            raise ValueError(f"output {name} is not a plain array of numbers")
+        outputs[name] = array
+    error = record.get("error")
+    if error is not None:
+        if not isinstance(error, dict):
+            raise ValueError("a malformed error")
+        error = {"type": str(error.get("type", "Error"))[:80], "message": str(error.get("message", ""))[:500],
+                 "exercise": error.get("exercise") if isinstance(error.get("exercise"), str) else None,
+                 "frames": [{"file": str(f.get("file", ""))[:200], "line": int(f.get("line") or 0),
+                             "function": str(f.get("function", ""))[:80], "code": str(f.get("code", ""))[:300]}
+                            for f in (error.get("frames") or [])[:8] if isinstance(f, dict)]}
+    seconds = record.get("seconds")
+    return record["id"], {"outputs": outputs, "error": error,
+                          "seconds": float(seconds) if isinstance(seconds, (int, float)) else None}
+
+
+def run_cases(package: Path, specs: list[dict], *, unsafe: bool = False, secrets: list[Path] = (),
+              limits: Limits | None = None) -> Run:
+    """Run ``specs`` on the package folder ``package`` (a ``minitransformer/``) in a sandbox; decode what came back."""
+    limits = limits or Limits()
+    if not unsafe:
+        problem = bubblewrap_problem()
+        if problem:
+            raise SandboxUnavailable(problem)
+    package = Path(package).resolve()
+    run = Run()
+    with tempfile.TemporaryDirectory(prefix="mt-sandbox-") as scratch:
+        spec_file = Path(scratch) / "specs.json"
+        spec_file.write_text(json.dumps(specs), encoding="utf-8")
+        if unsafe:
+            root, command = package.parent, []
+            spec_path = str(spec_file)
+        else:
+            root, spec_path = INSIDE / "package", str(INSIDE / "specs.json")
+            command = bwrap_arguments(package, spec_file, list(secrets), limits)
+            for name, value in _environment(root).items():
+                command += ["--setenv", name, value]
+            command.append("--")
+        read_end, write_end = os.pipe()
+        command += [_python(), "-S", "-s", "-B", "-m", "minitransformer.exercises.cases", spec_path, "--fd",
+                    str(write_end)]
+        started = time.monotonic()
+        process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                   pass_fds=(write_end,), preexec_fn=_limit(limits),
+                                   env=_environment(root) if unsafe else {"PATH": "/usr/bin:/bin"})
+        os.close(write_end)
+        stream = os.fdopen(read_end, "rb")
+        parts: dict[str, list] = {"records": [], "stdout": [], "stderr": []}
+        cut: dict[str, list] = {name: [] for name in parts}
+        threads = [threading.Thread(target=_drain, args=(source, keep, parts[name], cut[name]), daemon=True)
+                   for name, source, keep in (("records", stream, limits.output_bytes),
+                                              ("stdout", process.stdout, limits.log_bytes),
+                                              ("stderr", process.stderr, limits.log_bytes))]
+        for thread in threads:
+            thread.start()
+        try:
+            run.returncode = process.wait(timeout=limits.wall_seconds)
+        except subprocess.TimeoutExpired:
+            run.timed_out = True
+            _kill(process)
+            run.returncode = process.wait()
+        for thread in threads:
+            thread.join(timeout=10)
+        stream.close()
+        run.seconds = time.monotonic() - started
+    run.output_cut = bool(cut["records"])
+    run.stdout = b"".join(parts["stdout"]).decode("utf-8", "replace")
+    run.stderr = b"".join(parts["stderr"]).decode("utf-8", "replace")
+    data = b"".join(parts["records"])
+    lines = data.split(b"\n")
+    if run.output_cut:
+        lines = lines[:-1]          # the last line may be cut short
+    seen: set[str] = set()
+    for line in lines:
+        if not line.strip():
+            continue
+        try:
+            case_id, result = decode_record(line)
+        except Exception as error:            # never trusted: a record that does not decode counts for nothing
+            run.problems.append(f"a record that does not decode ({type(error).__name__}: {str(error)[:120]})")
+            continue
+        if case_id in seen:                   # a second record for a case: someone else wrote one
+            run.problems.append(f"two records for case {case_id}")
+            run.results[case_id] = {"outputs": {}, "seconds": None, "error": {
+                "type": "GradingError", "message": "two results were written for this case (only the grader writes "
+                "them)", "exercise": None, "frames": []}}
+            continue
+        seen.add(case_id)
+        run.results[case_id] = result
+    return run
+
+
+def _environment(root: Path) -> dict[str, str]:
+    return {"PYTHONPATH": os.pathsep.join([str(root), *_site_directories()]), "PYTHONNOUSERSITE": "1",
+            "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0", "OPENBLAS_NUM_THREADS": "1",
+            "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "MPLBACKEND": "Agg", "HOME": "/tmp",
+            "LANG": "C.UTF-8", "PATH": "/usr/bin:/bin"}
+
+
+def _kill(process: subprocess.Popen) -> None:
+    try:
+        os.killpg(process.pid, 9)
+    except ProcessLookupError:
+        pass
