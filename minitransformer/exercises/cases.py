@@ -11,7 +11,7 @@ the ones the teacher's reference gave for the same case, in its own process. Pub
 inputs of the public tests (tests/test_exercises.py); hidden cases are drawn from the teacher's secret
 seed (casebook.py), with sizes and settings the public tests do not show.
 
-    python -m minitransformer.exercises.cases SPECS.json --fd N      # what the sandbox runs
+    python -m minitransformer.exercises.cases RUN.json --fd N        # what the sandbox runs
 
 writes one JSON line per case to file descriptor N, as soon as the case is done: its outputs (arrays
 as base64 ``.npy``, saved without pickle), or the error and where in the package it was raised.
@@ -463,18 +463,6 @@ def probe_linear_attention(rng, shape) -> dict:
 
 PROBES = {name.removeprefix("probe_"): value for name, value in list(globals().items()) if name.startswith("probe_")}
 
-# what each output is, in words (an output not listed is named by itself)
-LABELS = {"out": "the output", "numeric": "your numerical gradient", "weights": "the attention weights",
-          "mask": "the mask", "split": "split_heads(x)", "merged": "merge_heads(x)", "table": "the table",
-          "rate": "the rate", "step": "the rates step() returns", "optimizer lr": "the optimizer's lr after step()",
-          "tokens": "the best outputs' tokens", "log_prob": "their log-probabilities",
-          "matches and totals": "(clipped matches, total)", "merged lengths": "the merged lengths",
-          "aer": "the AER", "reduced": "unbroadcast(g, shape)", "flops": "the FLOPs", "log_sum_exp": "the log-sum-exp L", "delta": "D",
-          "num": "num", "den": "den", "lengths": "the merged lengths",
-          "passes a right backward": "gradcheck's verdict on a right backward",
-          "passes a wrong backward": "gradcheck's verdict on a wrong backward"}
-
-
 # -- the public cases: the inputs of the public tests --------------------------------------------------------------
 def _case(exercise: str, name: str, probe: str, **params) -> dict:
     return {"exercise": exercise, "name": name, "probe": probe, "params": params}
@@ -756,7 +744,7 @@ class CaseTimeout(BaseException):
 
 
 def _on_alarm(signum, frame):
-    raise CaseTimeout(f"the case took more than {CASE_SECONDS} s of CPU time")
+    raise CaseTimeout("the case ran past its time limit")
 
 
 def run_case(spec: dict) -> dict[str, np.ndarray]:
@@ -805,7 +793,7 @@ def record(case_id: str, outputs: dict | None, error: dict | None, seconds: floa
             ).encode("utf-8")
 
 
-def run_all(specs: list[dict], stream) -> None:
+def run_all(specs: list[dict], stream, case_seconds: float = CASE_SECONDS) -> None:
     """Run every case in order, writing each one's record to the binary ``stream`` as soon as it is done.
 
     After STOP_AFTER_TIMEOUTS cases in a row ran out of time the rest are recorded as not run: an
@@ -821,7 +809,7 @@ def run_all(specs: list[dict], stream) -> None:
             stream.flush()
             continue
         try:
-            signal.setitimer(signal.ITIMER_REAL, CASE_SECONDS)
+            signal.setitimer(signal.ITIMER_REAL, case_seconds)
             try:
                 outputs = run_case(spec)
             finally:
@@ -840,9 +828,9 @@ def main(argv: list[str] | None = None) -> int:
     if len(argv) != 3 or argv[1] != "--fd":
         print("usage: python -m minitransformer.exercises.cases SPECS.json --fd N", file=sys.stderr)
         return 2
-    specs = json.loads(Path(argv[0]).read_text(encoding="utf-8"))
+    run = json.loads(Path(argv[0]).read_text(encoding="utf-8"))     # {"case_seconds": s, "specs": [...]}
     with os.fdopen(int(argv[2]), "wb") as stream:
-        run_all(specs, stream)
+        run_all(run["specs"], stream, run["case_seconds"])
     return 0
 
 

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .cases import NAME
+from .cases import CASE_SECONDS, NAME
 
 INSIDE = Path("/sandbox")
 
@@ -44,7 +44,8 @@ class SandboxUnavailable(RuntimeError):
 
 @dataclass
 class Limits:
-    cpu_seconds: int = 120                 # CPU time of the whole run (each case also has cases.CASE_SECONDS)
+    cpu_seconds: int = 120                 # CPU time of the whole run
+    case_seconds: float = CASE_SECONDS     # wall-clock time of one case
     wall_seconds: float = 300              # wall-clock time of the whole run
     memory_bytes: int = 3 * 2 ** 30        # address space (RLIMIT_AS)
     file_bytes: int = 16 * 2 ** 20         # the largest file the student's code may write (in its own /tmp)
@@ -217,7 +218,7 @@ def run_cases(package: Path, specs: list[dict], *, unsafe: bool = False, secrets
     run = Run()
     with tempfile.TemporaryDirectory(prefix="mt-sandbox-") as scratch:
         spec_file = Path(scratch) / "specs.json"
-        spec_file.write_text(json.dumps(specs), encoding="utf-8")
+        spec_file.write_text(json.dumps({"case_seconds": limits.case_seconds, "specs": specs}), encoding="utf-8")
         if unsafe:
             root, command = package.parent, []
             spec_path = str(spec_file)
