@@ -207,7 +207,8 @@ class CaseVerdict:
 
 
 def _same_error(a: dict | None, b: dict | None) -> bool:
-    return bool(a and b and a.get("type") == b.get("type") and a.get("exercise") == b.get("exercise"))
+    """The same exception: its type, the exercise it names, and its message (which carries the case's shapes)."""
+    return bool(a and b and all(a.get(key) == b.get(key) for key in ("type", "exercise", "message")))
 
 
 def judge_case(spec: dict, want: dict, got: dict | None, exercise_id: str,
