@@ -76,14 +76,14 @@ def test_only_plain_arrays_come_back_from_the_sandbox():
 
     buffer = io.BytesIO()
     np.save(buffer, np.arange(3.0), allow_pickle=False)
-    case_id, result = sandbox.decode_record(line(buffer.getvalue()))
+    case_id, result = judge.decode_record(line(buffer.getvalue()))
     assert case_id == "public-01" and result["outputs"]["out"].tolist() == [0.0, 1.0, 2.0]
     pickled = io.BytesIO()
     np.save(pickled, np.array([object()], dtype=object), allow_pickle=True)   # what an object would need
     with pytest.raises(ValueError):
-        sandbox.decode_record(line(pickled.getvalue()))
+        judge.decode_record(line(pickled.getvalue()))
     with pytest.raises(ValueError):
-        sandbox.decode_result({"id": "public-01", "outputs": {"../../x": ""}})
+        judge.decode_result({"id": "public-01", "outputs": {"../../x": ""}})
 
 
 def test_the_students_code_is_found_between_the_header_and_the_code_after_the_stub():

@@ -145,13 +145,20 @@ def command_nbgrader(args) -> int:
     from .nbgrader import write_course
 
     root = _root(args.root)
-    only = None
-    if args.only:
-        only = {part.strip().removeprefix("ex_").replace("_", ".") for part in args.only.split(",") if part.strip()}
-        unknown = only - {e.id for e in load_exercises(root)}
-        if unknown:
-            raise SystemExit(f"unknown exercises {sorted(unknown)}")
-    folders = write_course(root, args.course_dir, only)
+    known = {e.id for e in load_exercises(root)}
+    only = set(_ids([args.only])) if args.only else None
+    assignments = None
+    if args.assignment:
+        assignments = {}
+        for given in args.assignment:
+            name, _, ids = given.partition("=")
+            if not ids:
+                raise SystemExit(f"--assignment {given!r}: write it as NAME=IDS, e.g. week-2=2.1,2.2,2.3")
+            assignments[name.strip()] = _ids([ids])
+    unknown = (only or set()) | {i for ids in (assignments or {}).values() for i in ids}
+    if unknown - known:
+        raise SystemExit(f"unknown exercises {sorted(unknown - known)}; the exercises are {sorted(known)}")
+    folders = write_course(root, args.course_dir, only, assignments, args.cases)
     course = Path(args.course_dir).resolve()
     print(f"wrote {len(folders)} nbgrader assignment{'s' * (len(folders) != 1)} to {course / 'source'}: "
           + ", ".join(f.name for f in folders))
@@ -190,9 +197,13 @@ def main(argv: list[str] | None = None) -> int:
     cases.add_argument("--cases", help="the casebook folder (default: .hidden-cases/ in this repository)")
     cases.add_argument("--hidden", type=int, default=8, help="hidden cases per exercise (default 8)")
     cases.add_argument("--new-seed", action="store_true", help="draw new hidden cases (a new secret seed)")
-    course = commands.add_parser("nbgrader", help="write an nbgrader course: source/ex_X/ for each exercise")
+    course = commands.add_parser("nbgrader", help="write an nbgrader course: source/ex_X/ for each exercise, or "
+                                                 "assignments of several")
     course.add_argument("course_dir", help="the nbgrader course folder (source/ must be new or empty)")
     course.add_argument("--only", help="comma-separated exercise ids (default: all)")
+    course.add_argument("--assignment", action="append", help="NAME=IDS: one assignment of several exercises, "
+                                                              "e.g. week-2=2.1,2.2,2.3 (repeat for more)")
+    course.add_argument("--cases", help="the casebook folder (default: .hidden-cases/ in this repository)")
     args = parser.parse_args(argv)
     try:
         return {"list": command_list, "student": command_student, "check": command_check, "grade": command_grade,

@@ -34,7 +34,7 @@ from pathlib import Path
 from .cases import NEEDS, hidden_cases, numbered, public_cases
 from .edition import HIDDEN_CASES, write_edition
 from .registry import Exercise, ExerciseError, load_exercises
-from .sandbox import decode_result
+from .judge import decode_result
 
 HIDDEN_PER_EXERCISE = 8
 VERSION = 1

@@ -23,7 +23,6 @@ import io
 import json
 import math
 import os
-import re
 import signal
 import sys
 import time
@@ -33,10 +32,11 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from .judge import NAME
+
 EPS = 1e-6                 # the central-difference step of every fd:i output
 CASE_SECONDS = 10          # seconds one case may take before it is stopped
 STOP_AFTER_TIMEOUTS = 2    # after this many cases in a row ran out of time, the others are not run
-NAME = re.compile(r"^[A-Za-z0-9_.: -]{1,64}$")   # an output's name, also its file's name
 
 # the exercises whose solutions the package must hold for an exercise's cases to run (besides its own):
 # unbroadcast (2.1) in backwards that broadcast, masking (6.1) in attention, the online softmax (13.1)
@@ -581,8 +581,11 @@ def _shape(rng, ndim: int, low: int = 1, high: int = 5) -> list[int]:
 
 
 def _broadcast_pair(rng) -> tuple[list[int], list[int]]:
+    """Two shapes that really broadcast: the smaller lacks leading axes or has a 1 where the other does not."""
     target = _shape(rng, int(rng.integers(1, 5)), 2, 4)
-    small = [1 if rng.random() < 0.4 else n for n in target][int(rng.integers(0, len(target) + 1)):]
+    small = target
+    while small == target:
+        small = [1 if rng.random() < 0.4 else n for n in target][int(rng.integers(0, len(target) + 1)):]
     return small, target
 
 
@@ -759,11 +762,18 @@ def run_case(spec: dict) -> dict[str, np.ndarray]:
     return plain
 
 
+NOTEBOOK_CELL = "<your cell>"
+
+
 def _package_frames(error: BaseException) -> list[dict]:
-    """Where in the package an error passed, innermost last: file (relative), line, function and the line's code."""
+    """Where in the package (or a notebook's cell) an error passed, innermost last: file, line, function, code."""
     frames = []
     for frame in traceback.extract_tb(error.__traceback__):
         path = Path(frame.filename)
+        if "ipykernel_" in frame.filename or frame.filename.startswith("<ipython-input"):   # a notebook's cell
+            frames.append({"file": NOTEBOOK_CELL, "line": frame.lineno, "function": frame.name,
+                           "code": (frame.line or "")[:300]})
+            continue
         if "minitransformer" not in path.parts or "exercises" in path.parts:
             continue
         relative = "/".join(path.parts[len(path.parts) - path.parts[::-1].index("minitransformer") - 1:])

@@ -10,11 +10,16 @@ Only NumPy is imported, so that an nbgrader course can carry a copy of this file
 """
 from __future__ import annotations
 
+import base64
+import io
+import json
+import re
 from dataclasses import dataclass
 
 import numpy as np
 
 EPS = 1e-6          # the step of the fd:i values (cases.EPS)
+NAME = re.compile(r"^[A-Za-z0-9_.: -]{1,64}$")   # an output's name
 RTOL, ATOL = 1e-6, 1e-9
 GRAD_ATOL = 1e-8
 
@@ -247,3 +252,35 @@ def judge_case(spec: dict, want: dict, got: dict | None, exercise_id: str,
         name, verdict = matched[0]
         return CaseVerdict(False, f"{why}\nA known mistake — {verdict}", name)
     return CaseVerdict(False, why)
+
+
+# -- records: what crosses from the student's process to the grader's ------------------------------------------
+def decode_record(line: bytes) -> tuple[str, dict]:
+    """One case's record (a JSON line) as plain data: (case id, {"outputs": {name: array}, "error", "seconds"})."""
+    return decode_result(json.loads(line))
+
+
+def decode_result(record) -> tuple[str, dict]:
+    """A decoded JSON record checked and turned into plain data; ValueError for anything else."""
+    if not isinstance(record, dict) or not isinstance(record.get("id"), str):
+        raise ValueError("a record without a case id")
+    outputs = {}
+    for name, encoded in (record.get("outputs") or {}).items():
+        if not isinstance(name, str) or not NAME.match(name) or not isinstance(encoded, str):
+            raise ValueError(f"a malformed output name {str(name)[:40]!r}")
+        array = np.load(io.BytesIO(base64.b64decode(encoded, validate=True)), allow_pickle=False)
+        if not isinstance(array, np.ndarray) or array.dtype.kind not in "biuf" or array.size > 10 ** 7:
+            raise ValueError(f"output {name} is not a plain array of numbers")
+        outputs[name] = array
+    error = record.get("error")
+    if error is not None:
+        if not isinstance(error, dict):
+            raise ValueError("a malformed error")
+        error = {"type": str(error.get("type", "Error"))[:80], "message": str(error.get("message", ""))[:500],
+                 "exercise": error.get("exercise") if isinstance(error.get("exercise"), str) else None,
+                 "frames": [{"file": str(f.get("file", ""))[:200], "line": int(f.get("line") or 0),
+                             "function": str(f.get("function", ""))[:80], "code": str(f.get("code", ""))[:300]}
+                            for f in (error.get("frames") or [])[:8] if isinstance(f, dict)]}
+    seconds = record.get("seconds")
+    return record["id"], {"outputs": outputs, "error": error,
+                          "seconds": float(seconds) if isinstance(seconds, (int, float)) else None}

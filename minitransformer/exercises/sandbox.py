@@ -15,25 +15,20 @@ Without bubblewrap the grader refuses, unless the teacher asks for ``unsafe=True
 """
 from __future__ import annotations
 
-import base64
-import io
 import json
 import os
 import resource
-import shutil
 import subprocess
-import sys
-import sysconfig
 import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 
-import numpy as np
 
-from .cases import CASE_SECONDS, NAME
+from . import bwrap
+from .cases import CASE_SECONDS
+from .judge import decode_record
 
 INSIDE = Path("/sandbox")
 
@@ -83,69 +78,9 @@ class Run:
         return ""
 
 
-def _python() -> str:
-    return os.path.realpath(sys.executable)
-
-
-def _site_directories() -> list[str]:
-    """The folders the graded process imports installed packages from (NumPy, ...)."""
-    paths = []
-    for scheme_path in ("purelib", "platlib"):
-        path = sysconfig.get_paths().get(scheme_path)
-        if path and os.path.isdir(path) and path not in paths:
-            paths.append(path)
-    for path in sys.path:     # e.g. a base interpreter's site-packages seen through a venv
-        if path.endswith(("site-packages", "dist-packages")) and os.path.isdir(path) and path not in paths:
-            paths.append(path)
-    return paths
-
-
-def _runtime() -> list[str]:
-    """The folders of the Python runtime itself: its prefix (stdlib, lib-dynload) and where its binary lives."""
-    folders = {sys.base_prefix, sys.prefix, os.path.dirname(_python())}
-    return sorted(f for f in folders if f and os.path.isdir(f))
-
-
-def _hidden(path: Path) -> list[str]:
-    """tmpfs over ``path`` when it lies inside something the sandbox sees (so it stays out of sight)."""
-    return ["--tmpfs", str(path)] if path.exists() else []
-
-
-def bwrap_arguments(package: Path, specs: Path, secrets: list[Path], limits: Limits) -> list[str]:
-    """bubblewrap's arguments: read-only system, runtime and package; no network, no capabilities."""
-    args = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
-            "--hostname", "sandbox", "--clearenv"]
-    for system in ("/usr", "/bin", "/lib", "/lib32", "/lib64", "/libx32", "/etc/alternatives", "/etc/ld.so.cache"):
-        args += ["--ro-bind-try", system, system]
-    for folder in _runtime() + _site_directories():
-        args += ["--ro-bind", folder, folder]
-    args += ["--proc", "/proc", "--dev", "/dev", "--size", str(limits.tmp_bytes), "--tmpfs", "/tmp",
-             "--ro-bind", str(package), str(INSIDE / "package" / "minitransformer"),
-             "--ro-bind", str(specs), str(INSIDE / "specs.json")]
-    for site in _site_directories():   # an installed copy of the teacher's package would hold every solution
-        for name in ("minitransformer",):
-            if os.path.isdir(os.path.join(site, name)):
-                args += ["--tmpfs", os.path.join(site, name)]
-    for secret in secrets:             # the teacher's repository and cases, should a bound folder hold them
-        bound = [Path(f) for f in ["/usr", "/bin", "/lib", "/lib64", *(_runtime() + _site_directories())]]
-        if any(secret.resolve().is_relative_to(b) for b in bound):
-            args += _hidden(secret.resolve())
-    return args + ["--chdir", "/tmp"]
-
-
-@lru_cache(maxsize=1)
 def bubblewrap_problem() -> str | None:
     """None when bubblewrap runs here; else why not, in words."""
-    if shutil.which("bwrap") is None:
-        return "bubblewrap (bwrap) is not installed: apt-get install bubblewrap (Debian, Ubuntu) or dnf install bubblewrap"
-    try:
-        probe = subprocess.run(["bwrap", "--unshare-all", "--die-with-parent", "--cap-drop", "ALL",
-                                "--ro-bind", "/", "/", "--", "true"], capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired) as error:
-        return f"bubblewrap does not start: {error}"
-    if probe.returncode != 0:
-        return f"bubblewrap cannot make a sandbox here: {probe.stderr.strip()[:300]} (user namespaces may be off)"
-    return None
+    return bwrap.problem()
 
 
 def _limit(limits: Limits):
@@ -175,37 +110,6 @@ def _drain(stream, keep: int, into: list, cut: list) -> None:
         total += len(chunk)
 
 
-def decode_record(line: bytes) -> tuple[str, dict]:
-    """One case's record (a JSON line) as plain data: (case id, {"outputs": {name: array}, "error", "seconds"})."""
-    return decode_result(json.loads(line))
-
-
-def decode_result(record) -> tuple[str, dict]:
-    """A decoded JSON record checked and turned into plain data; ValueError for anything else."""
-    if not isinstance(record, dict) or not isinstance(record.get("id"), str):
-        raise ValueError("a record without a case id")
-    outputs = {}
-    for name, encoded in (record.get("outputs") or {}).items():
-        if not isinstance(name, str) or not NAME.match(name) or not isinstance(encoded, str):
-            raise ValueError(f"a malformed output name {str(name)[:40]!r}")
-        array = np.load(io.BytesIO(base64.b64decode(encoded, validate=True)), allow_pickle=False)
-        if not isinstance(array, np.ndarray) or array.dtype.kind not in "biuf" or array.size > 10 ** 7:
-            raise ValueError(f"output {name} is not a plain array of numbers")
-        outputs[name] = array
-    error = record.get("error")
-    if error is not None:
-        if not isinstance(error, dict):
-            raise ValueError("a malformed error")
-        error = {"type": str(error.get("type", "Error"))[:80], "message": str(error.get("message", ""))[:500],
-                 "exercise": error.get("exercise") if isinstance(error.get("exercise"), str) else None,
-                 "frames": [{"file": str(f.get("file", ""))[:200], "line": int(f.get("line") or 0),
-                             "function": str(f.get("function", ""))[:80], "code": str(f.get("code", ""))[:300]}
-                            for f in (error.get("frames") or [])[:8] if isinstance(f, dict)]}
-    seconds = record.get("seconds")
-    return record["id"], {"outputs": outputs, "error": error,
-                          "seconds": float(seconds) if isinstance(seconds, (int, float)) else None}
-
-
 def run_cases(package: Path, specs: list[dict], *, unsafe: bool = False, secrets: list[Path] = (),
               limits: Limits | None = None) -> Run:
     """Run ``specs`` on the package folder ``package`` (a ``minitransformer/``) in a sandbox; decode what came back."""
@@ -224,12 +128,11 @@ def run_cases(package: Path, specs: list[dict], *, unsafe: bool = False, secrets
             spec_path = str(spec_file)
         else:
             root, spec_path = INSIDE / "package", str(INSIDE / "specs.json")
-            command = bwrap_arguments(package, spec_file, list(secrets), limits)
-            for name, value in _environment(root).items():
-                command += ["--setenv", name, value]
-            command.append("--")
+            command = bwrap.arguments(read_only=[(package, INSIDE / "package" / "minitransformer"),
+                                                 (spec_file, spec_path)], secrets=secrets,
+                                      environment=_environment(root), tmp_bytes=limits.tmp_bytes)
         read_end, write_end = os.pipe()
-        command += [_python(), "-S", "-s", "-B", "-m", "minitransformer.exercises.cases", spec_path, "--fd",
+        command += [bwrap.python(), "-S", "-s", "-B", "-m", "minitransformer.exercises.cases", spec_path, "--fd",
                     str(write_end)]
         started = time.monotonic()
         process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -283,7 +186,7 @@ def run_cases(package: Path, specs: list[dict], *, unsafe: bool = False, secrets
 
 
 def _environment(root: Path) -> dict[str, str]:
-    return {"PYTHONPATH": os.pathsep.join([str(root), *_site_directories()]), "PYTHONNOUSERSITE": "1",
+    return {"PYTHONPATH": os.pathsep.join([str(root), *bwrap.site_directories()]), "PYTHONNOUSERSITE": "1",
             "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0", "OPENBLAS_NUM_THREADS": "1",
             "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "MPLBACKEND": "Agg", "HOME": "/tmp",
             "LANG": "C.UTF-8", "PATH": "/usr/bin:/bin"}
