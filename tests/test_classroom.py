@@ -19,7 +19,6 @@ import ast
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -409,93 +408,6 @@ def test_a_numpy_mismatch_is_summarised_not_printed_as_arrays():
     explained = explain_failure("E   AssertionError: ...", exception=text, exercise_id="1.1")
     assert "Mismatched elements: 5 / 6" in explained and "Max absolute difference" in explained, explained
     assert "array(" not in explained and "ACTUAL" not in explained
-
-
-# -- the nbgrader route, proven with nbgrader itself ---------------------------------------------------------------
-@pytest.fixture
-def nbgrader_path(monkeypatch):
-    """nbgrader installed, and the scripts next to this Python (alembic, which nbgrader's gradebook runs) on PATH."""
-    pytest.importorskip("nbgrader", reason="nbgrader is not installed (.ci/run installs it after the main suite)")
-    monkeypatch.setenv("PATH", str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""))
-
-
-def _nbgrader(course: Path, *args: str) -> subprocess.CompletedProcess:
-    result = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=course, capture_output=True, text=True,
-                            env=_environment(ROOT))
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    return result
-
-
-def _hand_in(course: Path, assignment: str, student: str, solutions: list[str] | None) -> None:
-    """Copy the released assignment to submitted/STUDENT/, its solution cells replaced by ``solutions``."""
-    folder = course / "submitted" / student / assignment
-    shutil.copytree(course / "release" / assignment, folder)
-    path = folder / f"{assignment}.ipynb"
-    notebook = json.loads(path.read_text(encoding="utf-8"))
-    cells = [c for c in notebook["cells"] if c["metadata"].get("nbgrader", {}).get("solution")]
-    assert cells and (solutions is None or len(solutions) == len(cells))
-    for cell, source in zip(cells, solutions or []):
-        cell["source"] = source
-    path.write_text(json.dumps(notebook), encoding="utf-8")
-
-
-def _scores(course: Path, assignment: str, students) -> dict[str, tuple[float, float]]:
-    from nbgrader.api import Gradebook
-
-    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
-        return {s: (gradebook.find_submission(assignment, s).score,
-                    gradebook.find_submission(assignment, s).max_score) for s in students}
-
-
-def _source_solutions(course: Path, assignment: str) -> list[str]:
-    notebook = json.loads((course / "source" / assignment / f"{assignment}.ipynb").read_text(encoding="utf-8"))
-    return ["".join(c["source"]) for c in notebook["cells"] if c["metadata"].get("nbgrader", {}).get("solution")]
-
-
-@pytest.mark.later
-@pytest.mark.slow
-def test_nbgrader_generates_and_autogrades_the_course(tmp_path, nbgrader_path):
-    from minitransformer.exercises.nbgrader import write_course
-
-    course = tmp_path / "course"
-    write_course(ROOT, course, {"10.1", "2.1"})
-    _nbgrader(course, "generate_assignment", "ex_10_1", "--force")
-    [solution] = _source_solutions(course, "ex_10_1")
-    body = "    return self.factor * self.d_model ** -0.5 * min(step ** -0.5, step * self.warmup ** -1.5)\n"
-    assert body.strip() in solution
-    stub = "    # YOUR CODE HERE\n    raise NotImplementedError()"
-    released = solution.split("### BEGIN SOLUTION")[0].rsplit("\n", 1)[0] + "\n" + stub
-    submissions = {"correct": solution, "wrong": released.replace(stub, body.replace("self.factor * ", "")),
-                   "blank": None, "syntax-error": released.replace(stub, "    return self.factor * * 2")}
-    for student, source in submissions.items():
-        _hand_in(course, "ex_10_1", student, None if source is None else [source])
-    _nbgrader(course, "autograde", "ex_10_1")
-    assert _scores(course, "ex_10_1", submissions) == {"correct": (3, 3), "wrong": (2, 3), "blank": (0, 3),
-                                                       "syntax-error": (0, 3)}
-    # a module-level function imported by name elsewhere (unbroadcast): the student's code still runs everywhere
-    _nbgrader(course, "generate_assignment", "ex_2_1", "--force")
-    _hand_in(course, "ex_2_1", "correct", _source_solutions(course, "ex_2_1"))
-    _hand_in(course, "ex_2_1", "blank", None)
-    _nbgrader(course, "autograde", "ex_2_1")
-    scores = _scores(course, "ex_2_1", ["correct", "blank"])
-    assert scores["correct"][0] == scores["correct"][1] > 0 and scores["blank"][0] == 0, scores
-
-
-@pytest.mark.later
-@pytest.mark.slow
-def test_nbgrader_gives_every_assignment_full_marks_for_the_teachers_solution(tmp_path, nbgrader_path):
-    from minitransformer.exercises.nbgrader import assignment_name, write_course
-
-    course = tmp_path / "course"
-    write_course(ROOT, course)
-    assignments = [assignment_name(e.id) for e in EXERCISES]
-    _nbgrader(course, "generate_assignment", "ex_*", "--force")       # nbgrader takes a glob: every assignment
-    for assignment in assignments:
-        _hand_in(course, assignment, "teacher", _source_solutions(course, assignment))
-    _nbgrader(course, "autograde", "ex_*")
-    for assignment in assignments:
-        [(score, max_score)] = _scores(course, assignment, ["teacher"]).values()
-        assert score == max_score > 0, f"{assignment}: {score} of {max_score}"
 
 
 # -- the book gives no answers away -------------------------------------------------------------------------------

@@ -42,7 +42,7 @@ class SandboxedKernelManager(AsyncKernelManager):
     """A kernel in bubblewrap: read-only runtime and notebook folder, its sockets in a folder of its own."""
 
     unsafe = Bool(False, config=True, help="run kernels without bubblewrap (they then see this machine)")
-    cpu_seconds = Integer(900, config=True, help="CPU time of one kernel")
+    cpu_seconds = Integer(300, config=True, help="CPU time of one kernel")
     memory_mb = Integer(3072, config=True, help="memory of one kernel")
 
     def __init__(self, **kwargs):
@@ -75,11 +75,23 @@ class SandboxedKernelManager(AsyncKernelManager):
 
 
 class SandboxedExecute(Execute):
-    """nbgrader's Execute preprocessor with the kernel in bubblewrap."""
+    """nbgrader's Execute preprocessor with the kernel in bubblewrap.
+
+    A kernel that dies (killed at its CPU or memory limit, or ended by the student's code) or stops
+    answering leaves the cells it did not run without a result: they score 0, and the others count.
+    """
 
     def __init__(self, *args, **kwargs):
         kwargs["kernel_manager_class"] = SandboxedKernelManager    # Execute would set its own otherwise
         super().__init__(*args, **kwargs)
+
+    def preprocess(self, nb, resources=None, km=None):
+        try:
+            return super().preprocess(nb, resources, km)
+        except Exception as error:                  # the notebook keeps the outputs of the cells that ran
+            self.log.warning("the kernel stopped before the end of the notebook (%s: %s); the cells it did not "
+                             "run score 0", type(error).__name__, str(error)[:200])
+            return nb, resources
 
 
 class JudgeCases(NbGraderPreprocessor):

@@ -45,7 +45,7 @@ from mt_grading import AUTOGRADE  # noqa: E402  (the course's grading: kernels i
 
 c = get_config()  # noqa: F821
 c.CourseDirectory.course_id = "minitransformer"
-c.Execute.timeout = 300             # seconds per cell
+c.Execute.timeout = 60              # seconds per cell (a kernel also stops at 300 s of CPU time)
 c.Autograde.autograde_preprocessors = AUTOGRADE
 c.JudgeCases.grading_dir = os.path.join(HERE, "grading")
 # Only where bubblewrap cannot run: kernels without a sandbox (they then see this machine and your files)
