@@ -19,10 +19,10 @@ import ast
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
-import textwrap
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -410,83 +410,34 @@ def test_a_numpy_mismatch_is_summarised_not_printed_as_arrays():
     assert "array(" not in explained and "ACTUAL" not in explained
 
 
-# -- the book gives no answers away -------------------------------------------------------------------------------
-def _code_blocks(text: str) -> list[str]:
-    """The fenced Python listings of a Markdown text."""
-    return [m.group(1) for m in re.finditer(r"^```python\n(.*?)^```", text, re.S | re.M)]
+# -- the student edition gives no answers away (tests/leak_proof.py) -------------------------------------------------
+@pytest.mark.later
+@pytest.mark.slow
+def test_no_piece_of_code_in_any_file_of_the_student_edition_solves_an_exercise(student_edition, tmp_path):
+    from leak_proof import find_leaks
 
-
-def _pastes(stub_text: str, exercise_id: str, listing: str) -> list[str]:
-    """The ways a student could paste ``listing`` into the stub of ``exercise_id``: in place of its raise, or, when
-    the listing defines the function that holds the stub, in place of that whole function."""
-    lines = stub_text.splitlines(keepends=True)
-    listing = textwrap.dedent(listing)
-    stubs = [n for n, line in enumerate(lines) if line.lstrip().startswith(f'raise NotImplementedError("Exercise '
-                                                                            f'{exercise_id}:')]
-    attempts = []
-    for n in stubs:
-        indent = lines[n][:len(lines[n]) - len(lines[n].lstrip())]
-        attempts.append("".join(lines[:n]) + textwrap.indent(listing, indent) + "\n" + "".join(lines[n + 1:]))
-    defined = re.findall(r"^def (\w+)\(", listing, re.M)
-    holders = [node for node in ast.walk(ast.parse(stub_text)) if isinstance(node, ast.FunctionDef)
-               and node.name in defined and any(node.lineno < n + 1 <= node.end_lineno for n in stubs)]
-    if holders:
-        replaced = list(lines)
-        for node in sorted(holders, key=lambda node: -node.lineno):     # bottom up: line numbers stay valid
-            own = re.search(rf"^def {node.name}\(.*?(?=^\S|\Z)", listing, re.S | re.M).group(0)
-            first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
-            replaced[first - 1:node.end_lineno] = [textwrap.indent(own, " " * node.col_offset) + "\n"]
-        attempts.append("".join(replaced))
-    return attempts
-
-
-def _listing_solves(edition: Path, exercise, path: str, text: str) -> bool:
-    """Do the exercise's grading tests all pass with ``text`` as ``path`` in ``edition``?"""
-    original = (edition / path).read_text(encoding="utf-8")
-    try:
-        compile(text, path, "exec")
-    except SyntaxError:
-        return False
-    (edition / path).write_text(text, encoding="utf-8")
-    try:
-        result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-m",
-                                 exercise.grading_marker, GRADING_FILE], cwd=edition, capture_output=True,
-                                text=True, env=_environment(edition), timeout=60)
-        return result.returncode == 0
-    except subprocess.TimeoutExpired:        # a listing that loops forever solves nothing
-        return False
-    finally:
-        (edition / path).write_text(original, encoding="utf-8")
-
-
-def listings_that_solve(edition_root: Path, book_root: Path) -> list[str]:
-    """"chapter: listing n solves Exercise X" for every listing of the book under ``book_root`` that solves the
-    exercise of its chapter (or any exercise, for TEACHING.md) when pasted into the stub, in an edition at
-    ``edition_root`` per exercise (only that exercise taken out)."""
-    found = []
-    for exercise in EXERCISES:
-        books = [exercise.chapter, "TEACHING.md"]
-        listings = [(book, n, listing) for book in books if (book_root / book).exists()
-                    for n, listing in enumerate(_code_blocks((book_root / book).read_text(encoding="utf-8")), 1)]
-        if not listings:
-            continue
-        edition = edition_root / exercise.marker
-        write_edition(ROOT, edition, {exercise.id})
-        for path in exercise.files:
-            stub_text = (edition / path).read_text(encoding="utf-8")
-            for book, n, listing in listings:
-                if any(_listing_solves(edition, exercise, path, text)
-                       for text in _pastes(stub_text, exercise.id, listing)):
-                    found.append(f"{book}: listing {n} solves Exercise {exercise.id} pasted into {path}")
-    return found
+    leaks = find_leaks(student_edition, tmp_path)
+    assert not leaks, "these pieces of the student edition solve an exercise: mark a listing <!-- BEGIN SOLUTION " \
+                      "X.Y --> ... <!-- END SOLUTION -->, rewrite a check so that it states no answer, or have the " \
+                      "code call the exercise's own function:\n" + "\n".join(leaks)
 
 
 @pytest.mark.later
 @pytest.mark.slow
-def test_no_listing_of_the_student_editions_book_solves_an_exercise(student_edition, tmp_path):
-    found = listings_that_solve(tmp_path, student_edition)
-    assert not found, "mark these listings <!-- BEGIN SOLUTION X.Y --> ... <!-- END SOLUTION -->:\n" + \
-                      "\n".join(found)
+def test_the_leak_proof_finds_an_answer_hidden_in_a_test_and_in_a_notebook(student_edition, tmp_path):
+    from leak_proof import find_leaks
+
+    edition = tmp_path / "edition"
+    shutil.copytree(student_edition, edition, ignore=shutil.ignore_patterns(".venv", "__pycache__"))
+    (edition / "tests/test_planted.py").write_text(
+        "def test_aer(weights, links, partners):\n"       # the AER of 12.1, written out, under other names
+        "    gold = {(s, t) for t, sources in partners.items() if len(sources) == 1 for s in sources}\n"
+        "    argmax = {(int(np.argmax(weights[t])), t) for t in partners}\n"
+        "    linked = {(s, t) for t, sources in partners.items() for s in sources}\n"
+        "    assert aer(weights, links) == 1.0 - (len(argmax & gold) + len(argmax & linked)) / (len(argmax) + "
+        "len(gold))\n", encoding="utf-8")
+    leaks = find_leaks(edition, tmp_path / "scratch", exercises={"12.1"})
+    assert any(leak.startswith("tests/test_planted.py") for leak in leaks), leaks
 
 
 def test_teaching_md_states_the_prerequisites_the_map_implies_and_retypes_no_counts():

@@ -39,9 +39,9 @@ CASE_SECONDS = 10          # seconds one case may take before it is stopped
 STOP_AFTER_TIMEOUTS = 2    # after this many cases in a row ran out of time, the others are not run
 
 # the exercises whose solutions the package must hold for an exercise's cases to run (besides its own):
-# unbroadcast (2.1) in backwards that broadcast, masking (6.1) in attention, the online softmax (13.1)
-# in the flash forward. Everything else in the graded package is the student edition's stub.
-NEEDS = {"2.2": {"2.1"}, "6.2": {"2.1", "6.1"}, "6.3": {"6.1"}, "13.2": {"2.1", "13.1"}}
+# unbroadcast (2.1) in backwards that broadcast, masking (6.1) in attention and in flash attention's
+# causal tiles, the online softmax (13.1) in the flash forward. Everything else in the graded package is the student edition's stub.
+NEEDS = {"2.2": {"2.1"}, "6.2": {"2.1", "6.1"}, "6.3": {"6.1"}, "13.2": {"2.1", "6.1", "13.1"}}
 
 
 # -- the probes: one per kind of case; each returns {name: array} -------------------------------------------------

@@ -103,9 +103,9 @@ CATALOGUE: dict[str, list[Mistake]] = {
     ],
     "6.1": [
         _m("mask inverted", "the mask is inverted: True means the key MAY be attended to, so the scores to hide are "
-           "where the mask is False (~mask)", ("~self.mask", "self.mask")),
+           "where the mask is False (~mask)", ("~mask", "mask")),
         _m("mask forgotten", "the mask is not applied: the scores of masked keys must become −∞ before the softmax",
-           ("xp.copyto(scores, -xp.inf, where=~self.mask)", "pass")),
+           ("xp.copyto(scores, -xp.inf, where=~mask)", "pass")),
         _m("a large negative number, not −∞", "with a finite number such as −1e9, a query whose every key is masked "
            "attends to all of them equally instead of getting zeros: use −∞", ("-xp.inf", "-1e9")),
     ],
