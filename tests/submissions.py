@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import textwrap
 from pathlib import Path
 
@@ -9,7 +10,9 @@ from minitransformer.exercises.edition import repository_files, strip_python
 from minitransformer.exercises.registry import get_exercise, parse_file
 
 ROOT = Path(__file__).resolve().parents[1]
-BLANK = None   # a submission that leaves the stub as it is
+# where the grader's sandbox must be tested (.ci/run sets it), a missing bubblewrap fails its tests instead of
+# skipping them
+REQUIRE_SANDBOX = os.environ.get("MT_REQUIRE_SANDBOX") == "1"
 
 
 def stub_line(exercise_id: str) -> str:

@@ -65,6 +65,23 @@ def test_there_are_at_least_15_exercises_in_at_least_8_chapters():
     assert all(e.has_solution for e in EXERCISES)
 
 
+NUMBER_WORDS = {word: n for n, word in enumerate(
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen "
+    "eighteen nineteen twenty".split())}
+NUMBER_WORDS.update({f"twenty-{word}": 20 + n for word, n in list(NUMBER_WORDS.items())[1:10]})
+NUMBER_WORDS.update({f"thirty-{word}": 30 + n for word, n in list(NUMBER_WORDS.items())[1:10]}, thirty=30)
+
+
+def test_readme_and_teaching_md_quote_the_registrys_counts():
+    counts = (len(EXERCISES), len({e.chapter for e in EXERCISES}))
+    found = re.search(r"(\d+) graded exercises in (\d+) chapters", (ROOT / "README.md").read_text(encoding="utf-8"))
+    assert found and (int(found[1]), int(found[2])) == counts, f"README.md: the registry holds {counts}"
+    found = re.search(r"([A-Za-z-]+) graded exercises, spread over (\w+)\s+chapters",
+                      (ROOT / "TEACHING.md").read_text(encoding="utf-8"))
+    assert found and (NUMBER_WORDS.get(found[1].lower()), NUMBER_WORDS.get(found[2].lower())) == counts, \
+        f"TEACHING.md: the registry holds {counts}"
+
+
 def test_solution_blocks_stay_small():
     for exercise in EXERCISES:
         for block in exercise.blocks:

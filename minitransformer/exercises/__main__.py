@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -41,7 +42,25 @@ def _graded_root(given: str | None) -> Path:
     return root
 
 
+def _grading_cases(root: Path, grading: dict[str, list[str]]) -> dict[str, int]:
+    """Exercise -> how many test cases its grading tests are (parametrized ones counted once per case)."""
+    import subprocess
+
+    owner = {function: exercise for exercise, functions in grading.items() for function in functions}
+    result = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", "-m",
+                             " or ".join(f"grades_{i.replace('.', '_')}" for i in grading), "tests/test_exercises.py"],
+                            cwd=root, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(root)})
+    counts: dict[str, int] = {}
+    for line in result.stdout.splitlines():
+        exercise = owner.get(line.strip().split("[")[0])
+        if exercise:
+            counts[exercise] = counts.get(exercise, 0) + 1
+    return counts
+
+
 def command_list(args) -> int:
+    from .cases import public_cases
+    from .casebook import HIDDEN_PER_EXERCISE
     from .grading import grading_tests, prerequisites
 
     root = _root(args.root)
@@ -49,21 +68,27 @@ def command_list(args) -> int:
     exercise_map = load_map(root)
     grading = grading_tests(root)
     needs = prerequisites(exercise_map, grading)
-    rows = [("id", "title", "chapter", "marker", "grading", "tests", "needs", "file")]
+    cases = _grading_cases(root, grading)
+    rows = [("id", "title", "chapter", "marker", "grading", "graded", "tests", "needs", "file")]
     for e in exercises:
         count = len(exercise_map.get(e.id, []))
         state = "" if e.has_solution else "  (unsolved here)" if e.unsolved else "  (attempted here)"
         prerequisite = ", ".join(sorted(needs.get(e.id, ()), key=lambda i: tuple(map(int, i.split("."))))) or "—"
-        rows.append((e.id, e.title, e.chapter, f"-m {e.marker}", str(len(grading.get(e.id, []))),
+        try:
+            graded = f"{len(public_cases(e.id))}+{HIDDEN_PER_EXERCISE}"
+        except KeyError:
+            graded = "?"
+        rows.append((e.id, e.title, e.chapter, f"-m {e.marker}", str(cases.get(e.id, "?")), graded,
                      str(count) if count else "?", prerequisite, e.file + state))
-    widths = [max(len(row[i]) for row in rows) for i in range(7)]
+    widths = [max(len(row[i]) for row in rows) for i in range(8)]
     for row in rows:
-        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[7])
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[8])
     chapters = len({e.chapter for e in exercises})
-    print(f"\n{len(exercises)} exercises in {chapters} chapters. grading: its grading test functions "
-          f"(-m grades_X); tests: every test that needs it (-m ex_X); needs: the exercises its grading tests "
-          "use.\nA student checks one with `python -m minitransformer.exercises check ID`; a teacher scores one "
-          "with `python -m minitransformer.exercises grade ID --submission DIR`.")
+    print(f"\n{len(exercises)} exercises in {chapters} chapters. grading: the test cases of its grading tests "
+          "(pytest -m grades_X tests/test_exercises.py), what check runs; graded: the cases grade scores, public + "
+          "hidden; tests: every test that needs it (-m ex_X); needs: the exercises its grading tests use.\n"
+          "A student checks one with `python -m minitransformer.exercises check ID`; a teacher scores one with "
+          "`python -m minitransformer.exercises grade ID --submission DIR`.")
     return 0
 
 
@@ -205,6 +230,14 @@ def main(argv: list[str] | None = None) -> int:
                                                               "e.g. week-2=2.1,2.2,2.3 (repeat for more)")
     course.add_argument("--cases", help="the casebook folder (default: .hidden-cases/ in this repository)")
     args = parser.parse_args(argv)
+    try:
+        return _run(args)
+    except BrokenPipeError:               # `list | head`: the reader left; say nothing more
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+
+
+def _run(args) -> int:
     try:
         return {"list": command_list, "student": command_student, "check": command_check, "grade": command_grade,
                 "cases": command_cases, "nbgrader": command_nbgrader}[args.command](args)
