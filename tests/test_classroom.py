@@ -313,6 +313,7 @@ def test_a_backward_that_raises_is_reported_with_its_own_error(tmp_path):
     verdict, text = check("2.2", edition, workers=0)
     assert not verdict.solved
     assert "your backward raised ValueError: cannot reshape array" in text, text
+    assert "at minitransformer/ops/matmul.py:" in text and "reshape(3, 7)" in text, text     # the student's line
     assert "{type(error).__name__}" not in text, "the grader quoted the source line pytest echoes, not the error"
 
 

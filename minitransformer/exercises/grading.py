@@ -104,7 +104,7 @@ def _error_summary(text: str) -> str:
 
 
 def explain_failure(message: str, exception: str | None = None, ratio: float | None = None,
-                    exercise_id: str | None = None) -> str:
+                    exercise_id: str | None = None, where: str | None = None) -> str:
     """One or two readable lines about why a test failed: the gradient that is wrong and by how much.
 
     ``exception`` is "Type: message" of the exception itself (see pytest_results); without it the ``E``
@@ -137,7 +137,7 @@ def explain_failure(message: str, exception: str | None = None, ratio: float | N
         return why
     match = BACKWARD_FAILED.search(text)
     if match:
-        return f"your backward raised {match['error']}"
+        return f"your backward raised {match['error']}" + (f"\n      at {where}" if where else "")
     lines = [line.strip() for line in message.splitlines() if line.strip()]
     for line in lines:   # the report of tests/conftest.py for a test that waits for an unsolved exercise
         if line.startswith("needs Exercise") or line.endswith("this test grades it."):
@@ -148,7 +148,8 @@ def explain_failure(message: str, exception: str | None = None, ratio: float | N
 
 
 def _explain(entry: dict, exercise_id: str | None = None) -> str:
-    return explain_failure(entry.get("message", ""), entry.get("exception"), entry.get("ratio"), exercise_id)
+    return explain_failure(entry.get("message", ""), entry.get("exception"), entry.get("ratio"), exercise_id,
+                           entry.get("where"))
 
 
 # -- whose code is wrong -------------------------------------------------------------------------------------

@@ -33,6 +33,24 @@ _skipped_modules: list[str] = []
 _collection_errors: dict[str, str] = {}
 
 
+def where_raised(error: BaseException) -> str | None:
+    """"file:line:  code" of the package line that raised the innermost cause of ``error`` (a backward's own
+    line, not the gradient check that reported it), or None."""
+    import traceback
+    from pathlib import Path
+
+    seen = set()
+    while error.__cause__ is not None and id(error) not in seen:
+        seen.add(id(error))
+        error = error.__cause__
+    for frame in reversed(traceback.extract_tb(error.__traceback__)):
+        parts = Path(frame.filename).parts
+        if "minitransformer" in parts and "exercises" not in parts:
+            relative = "/".join(parts[len(parts) - parts[::-1].index("minitransformer") - 1:])
+            return f"{relative}:{frame.lineno}:  {(frame.line or '').strip()}"
+    return None
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     outcome = yield
@@ -41,6 +59,7 @@ def pytest_runtest_makereport(item, call):
         return
     error = call.excinfo.value
     report.mt_exception = f"{type(error).__name__}: {error}"[:_MESSAGE_LIMIT]
+    report.mt_where = where_raised(error)
     if hasattr(error, "analytic") and hasattr(error, "numeric"):   # a GradcheckError
         try:
             report.mt_ratio = constant_ratio(error.analytic, error.numeric)
@@ -63,6 +82,7 @@ def pytest_runtest_logreport(report) -> None:
             entry["message"] = report.longreprtext[-_MESSAGE_LIMIT:]
             entry["exception"] = getattr(report, "mt_exception", None)
             entry["ratio"] = getattr(report, "mt_ratio", None)
+            entry["where"] = getattr(report, "mt_where", None)
     elif report.skipped and entry["outcome"] == "passed":
         entry["outcome"] = "skipped"
 
