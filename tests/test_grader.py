@@ -6,6 +6,7 @@ route take minutes and run with ``-m later`` (tests/test_cheats.py, tests/test_c
 from __future__ import annotations
 
 import base64
+import importlib.util
 import io
 import json
 import subprocess
@@ -27,6 +28,7 @@ pytestmark = pytest.mark.skipif(not any(e.has_solution for e in load_exercises(R
 NEEDS_BWRAP = pytest.mark.skipif(sandbox.bubblewrap_problem() is not None and not REQUIRE_SANDBOX,
                                  reason=f"no sandbox here: {sandbox.bubblewrap_problem()}")
 
+CATALOGUE_HERE = importlib.util.find_spec("minitransformer.exercises.mistakes") is not None
 NOAM = {   # what a student puts in place of the stub of 10.1 -> how it must score
     "correct": "return self.factor * self.d_model ** -0.5 * min(step ** -0.5, step * self.warmup ** -1.5)",
     "wrong": "return self.d_model ** -0.5 * min(step ** -0.5, step * self.warmup ** -1.5)",     # no factor
@@ -116,8 +118,9 @@ def test_grade_scores_correct_wrong_blank_and_syntax_error_submissions(tmp_path,
         if kind == "blank":
             assert all("not attempted" in c.why for c in score.cases)
         if kind == "wrong":
-            assert any(c.mistake == "factor forgotten" for c in score.cases), grade.text()
             assert score.count("public") == (2, 3)      # the public tests' own score: 2 of 3
+            if CATALOGUE_HERE:
+                assert any(c.mistake == "factor forgotten" for c in score.cases), grade.text()
     full = points["correct"]
     assert points == {"correct": full, "wrong": points["wrong"], "blank": 0, "syntax-error": 0}
     assert 0 < points["wrong"] < full
@@ -190,7 +193,8 @@ def test_every_exercise_has_public_and_hidden_cases_and_public_seeds_are_fixed()
 
 
 def test_the_catalogue_names_two_or_three_mistakes_per_exercise_and_each_still_applies():
-    from minitransformer.exercises.mistakes import CATALOGUE, mutate
+    mistakes = pytest.importorskip("minitransformer.exercises.mistakes", reason="a copy without the catalogue")
+    CATALOGUE, mutate = mistakes.CATALOGUE, mistakes.mutate
 
     exercises = load_exercises(ROOT)
     assert set(CATALOGUE) == {e.id for e in exercises}

@@ -108,7 +108,8 @@ def fingerprint(root: Path, exercise: Exercise, seed: int, hidden: int) -> str:
     digest = hashlib.sha256(f"{VERSION}:{seed}:{hidden}".encode())
     here = Path(__file__).resolve().parent
     for name in ("cases.py", "mistakes.py"):
-        digest.update((here / name).read_bytes())
+        if (here / name).exists():
+            digest.update((here / name).read_bytes())
     wanted = kept_exercises(exercise.id) | {exercise.id}
     for other in load_exercises(root):
         if other.id in wanted:
@@ -118,11 +119,20 @@ def fingerprint(root: Path, exercise: Exercise, seed: int, hidden: int) -> str:
     return digest.hexdigest()
 
 
+def _catalogue():
+    """The catalogue of mistakes and its mutate(), or ({}, None) in a copy without it (it is the teacher's only)."""
+    try:
+        from .mistakes import CATALOGUE, mutate
+    except ImportError:
+        return {}, None
+    return CATALOGUE, mutate
+
+
 def _mutants(package: Path, exercise: Exercise) -> dict[str, list[dict]]:
     """mistake name -> [{"module", "text", "functions"}]: each catalogued mistake made in the graded package's files."""
-    from .mistakes import CATALOGUE, mutate
     from .trial import enclosing_functions, module_name
 
+    CATALOGUE, mutate = _catalogue()
     texts = {path: (package.parent / path).read_text(encoding="utf-8") for path in exercise.files}
     lines = {path: [b.begin + 1 for b in exercise.blocks if b.path == path] for path in exercise.files}
     found = {}
@@ -135,8 +145,7 @@ def _mutants(package: Path, exercise: Exercise) -> dict[str, list[dict]]:
 
 def generate(root: Path, cases_dir: Path, exercise: Exercise, seed: int, hidden: int) -> Casebook:
     """Run the reference and every catalogued mistake on the exercise's cases; write and return the casebook."""
-    from .mistakes import CATALOGUE
-
+    CATALOGUE, _ = _catalogue()
     specs = specs_for(exercise.id, seed, hidden)
     with tempfile.TemporaryDirectory(prefix="mt-casebook-") as scratch:
         package = graded_package(root, Path(scratch) / "edition", exercise, keep_own=True) / "minitransformer"
