@@ -336,6 +336,34 @@ def test_a_failure_is_blamed_on_the_exercise_whose_code_is_wrong(tmp_path):
     assert "yours is 2 × the true one" in text, text        # a constant factor is named in the verdict
 
 
+def test_a_verdict_orders_exercises_as_the_book_does_and_names_what_the_code_should_not_need():
+    from minitransformer.exercises.grading import Verdict, format_verdict
+
+    div = next(e for e in EXERCISES if e.id == "1.2")
+    grading = "tests/test_exercises.py::test_div_by_a_number_and_of_a_number"
+    verdict = Verdict(div, waiting={"13.1": ["tests/test_x.py::test_a"], "2.1": [grading]}, grading={grading},
+                      prerequisites={"1.1"})
+    text = format_verdict(verdict, {"2.1": "unbroadcast", "13.1": "the online-softmax merge"})
+    assert text.index("Exercise 2.1 (unbroadcast)") < text.index("Exercise 13.1")
+    assert "reaches Exercise 2.1, which its reference solution does not need" in text and "requires_grad" in text
+    assert "solve Exercise 2.1 first" not in text, text
+    verdict.prerequisites = {"1.1", "2.1"}            # an exercise it does need: then it waits for it
+    assert "solve Exercise 2.1 first" in format_verdict(verdict, {})
+
+
+def test_a_planted_mutant_and_a_syntax_error_are_reported_as_what_they_are():
+    from minitransformer.exercises.grading import CollectionError, _shown
+
+    shown = _shown("tests/test_mutations.py::test_a_broken_backward_is_caught[Div: gb with the wrong sign]")
+    assert "plants a bug on purpose, 'Div: gb with the wrong sign'" in shown
+    error = CollectionError({"tests/test_x.py": 'E     File "/course/minitransformer/bleu.py", line 146\n'
+                                                "E       matches = = 0\nE   SyntaxError: invalid syntax"})
+    explained = error.explain()
+    assert 'at File "/course/minitransformer/bleu.py", line 146' in explained and "at E" not in explained, explained
+    assert explain_failure("E  backward() failed: ValueError: no", where="minitransformer/ops/matmul.py:42:  x") == \
+        "your backward raised ValueError: no\n      at minitransformer/ops/matmul.py:42:  x"
+
+
 def test_a_constant_factor_is_recognised_and_named():
     from minitransformer.exercises.grading import factor_in_words
     from minitransformer.exercises.pytest_results import constant_ratio
