@@ -23,14 +23,14 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import textwrap
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from minitransformer.exercises.edition import repository_files, strip_notebook, strip_python, write_edition
+from minitransformer.exercises.edition import (TEACHER_ONLY, repository_files, shipped, strip_notebook, strip_python,
+                                              write_edition)
 from minitransformer.exercises.grading import GRADING_FILE, SUITE_ARGS, explain_failure, grading_tests, run_pytest
 from minitransformer.exercises.pytest_support import load_map
 from minitransformer.exercises.registry import (BEGIN, END, RAISED, ExerciseError, find_blocks, load_exercises,
@@ -63,6 +63,23 @@ def test_there_are_at_least_15_exercises_in_at_least_8_chapters():
     assert len(EXERCISES) >= 15
     assert len({e.chapter for e in EXERCISES}) >= 8
     assert all(e.has_solution for e in EXERCISES)
+
+
+NUMBER_WORDS = {word: n for n, word in enumerate(
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen "
+    "eighteen nineteen twenty".split())}
+NUMBER_WORDS.update({f"twenty-{word}": 20 + n for word, n in list(NUMBER_WORDS.items())[1:10]})
+NUMBER_WORDS.update({f"thirty-{word}": 30 + n for word, n in list(NUMBER_WORDS.items())[1:10]}, thirty=30)
+
+
+def test_readme_and_teaching_md_quote_the_registrys_counts():
+    counts = (len(EXERCISES), len({e.chapter for e in EXERCISES}))
+    found = re.search(r"(\d+) graded exercises in (\d+) chapters", (ROOT / "README.md").read_text(encoding="utf-8"))
+    assert found and (int(found[1]), int(found[2])) == counts, f"README.md: the registry holds {counts}"
+    found = re.search(r"([A-Za-z-]+) graded exercises, spread over (\w+)\s+chapters",
+                      (ROOT / "TEACHING.md").read_text(encoding="utf-8"))
+    assert found and (NUMBER_WORDS.get(found[1].lower()), NUMBER_WORDS.get(found[2].lower())) == counts, \
+        f"TEACHING.md: the registry holds {counts}"
 
 
 def test_solution_blocks_stay_small():
@@ -166,8 +183,9 @@ def test_list_command_names_every_exercise_and_marker():
 def test_the_student_edition_has_every_solution_replaced_and_everything_else_identical(tmp_path):
     student_edition = tmp_path / "edition"
     write_edition(ROOT, student_edition)
-    files = repository_files(ROOT)
+    files = [name for name in repository_files(ROOT) if shipped(name)]
     assert sorted(repository_files(student_edition)) == sorted(files)
+    assert not set(repository_files(ROOT)) - set(files) - TEACHER_ONLY, "only the teacher's own files stay behind"
     changed = set()
     for name in files:
         original, copy = (ROOT / name).read_bytes(), (student_edition / name).read_bytes()
@@ -202,6 +220,7 @@ def test_the_student_edition_imports_cleanly(student_edition):
     assert result.stdout.startswith(str(student_edition)), "the edition's own package must be the one imported"
 
 
+@pytest.mark.later
 @pytest.mark.slow
 def test_the_student_edition_fails_exactly_the_tests_of_the_exercises(student_edition):
     results, process = run_pytest(student_edition, ["-q", *SUITE_ARGS], workers=2, timeout=600)
@@ -261,6 +280,7 @@ def _grade_one(exercise) -> list[str]:
     return problems
 
 
+@pytest.mark.later
 @pytest.mark.slow
 def test_each_exercise_fails_without_its_solution_and_passes_with_it():
     with ThreadPoolExecutor(max_workers=2) as pool:
@@ -293,9 +313,11 @@ def test_a_backward_that_raises_is_reported_with_its_own_error(tmp_path):
     verdict, text = check("2.2", edition, workers=0)
     assert not verdict.solved
     assert "your backward raised ValueError: cannot reshape array" in text, text
+    assert "at minitransformer/ops/matmul.py:" in text and "reshape(3, 7)" in text, text     # the student's line
     assert "{type(error).__name__}" not in text, "the grader quoted the source line pytest echoes, not the error"
 
 
+@pytest.mark.later
 @pytest.mark.slow
 def test_a_failure_is_blamed_on_the_exercise_whose_code_is_wrong(tmp_path):
     from minitransformer.exercises.grading import check
@@ -312,6 +334,34 @@ def test_a_failure_is_blamed_on_the_exercise_whose_code_is_wrong(tmp_path):
     assert not verdict.solved and "tests/test_exercises.py::test_matmul_backward_when_only_one_side_needs_it" \
         in verdict.grading_failed
     assert "yours is 2 × the true one" in text, text        # a constant factor is named in the verdict
+
+
+def test_a_verdict_orders_exercises_as_the_book_does_and_names_what_the_code_should_not_need():
+    from minitransformer.exercises.grading import Verdict, format_verdict
+
+    div = next(e for e in EXERCISES if e.id == "1.2")
+    grading = "tests/test_exercises.py::test_div_by_a_number_and_of_a_number"
+    verdict = Verdict(div, waiting={"13.1": ["tests/test_x.py::test_a"], "2.1": [grading]}, grading={grading},
+                      prerequisites={"1.1"})
+    text = format_verdict(verdict, {"2.1": "unbroadcast", "13.1": "the online-softmax merge"})
+    assert text.index("Exercise 2.1 (unbroadcast)") < text.index("Exercise 13.1")
+    assert "reaches Exercise 2.1, which its reference solution does not need" in text and "requires_grad" in text
+    assert "solve Exercise 2.1 first" not in text, text
+    verdict.prerequisites = {"1.1", "2.1"}            # an exercise it does need: then it waits for it
+    assert "solve Exercise 2.1 first" in format_verdict(verdict, {})
+
+
+def test_a_planted_mutant_and_a_syntax_error_are_reported_as_what_they_are():
+    from minitransformer.exercises.grading import CollectionError, _shown
+
+    shown = _shown("tests/test_mutations.py::test_a_broken_backward_is_caught[Div: gb with the wrong sign]")
+    assert "plants a bug on purpose, 'Div: gb with the wrong sign'" in shown
+    error = CollectionError({"tests/test_x.py": 'E     File "/course/minitransformer/bleu.py", line 146\n'
+                                                "E       matches = = 0\nE   SyntaxError: invalid syntax"})
+    explained = error.explain()
+    assert 'at File "/course/minitransformer/bleu.py", line 146' in explained and "at E" not in explained, explained
+    assert explain_failure("E  backward() failed: ValueError: no", where="minitransformer/ops/matmul.py:42:  x") == \
+        "your backward raised ValueError: no\n      at minitransformer/ops/matmul.py:42:  x"
 
 
 def test_a_constant_factor_is_recognised_and_named():
@@ -406,222 +456,34 @@ def test_a_numpy_mismatch_is_summarised_not_printed_as_arrays():
     assert "array(" not in explained and "ACTUAL" not in explained
 
 
-# -- grading a submission: the pytest/JUnit/Gradescope route --------------------------------------------------------
-NOAM_STUB = 'raise NotImplementedError("Exercise 10.1: the warm-up schedule, eq. 3 — see chapters/10-training.md")'
-NOAM_SUBMISSIONS = {   # what a student puts in place of the stub -> the points it must get, of 3
-    "correct": ("return self.factor * self.d_model ** -0.5 * min(step ** -0.5, step * self.warmup ** -1.5)", 3),
-    "wrong": ("return self.d_model ** -0.5 * min(step ** -0.5, step * self.warmup ** -1.5)", 2),   # no factor
-    "blank": (NOAM_STUB, 0),
-    "syntax-error": ("return self.factor * * self.d_model", 0),
-}
-
-
-def _submission(folder: Path, replacement: str) -> Path:
-    """A student's repository as handed in: the student edition's optim.py with the stub replaced."""
-    text = strip_python((ROOT / "minitransformer/optim.py").read_text(encoding="utf-8"), "minitransformer/optim.py")
-    assert NOAM_STUB in text
-    (folder / "minitransformer").mkdir(parents=True)
-    (folder / "minitransformer/optim.py").write_text(text.replace(NOAM_STUB, replacement), encoding="utf-8")
-    return folder
-
-
+# -- the student edition gives no answers away (tests/leak_proof.py) -------------------------------------------------
+@pytest.mark.later
 @pytest.mark.slow
-@pytest.mark.parametrize("kind", list(NOAM_SUBMISSIONS))
-def test_grade_scores_a_submission_on_the_exercises_grading_tests_only(kind, tmp_path):
-    import xml.etree.ElementTree as ElementTree
+def test_no_piece_of_code_in_any_file_of_the_student_edition_solves_an_exercise(student_edition, tmp_path):
+    from leak_proof import find_leaks
 
-    replacement, points = NOAM_SUBMISSIONS[kind]
-    submission = _submission(tmp_path / "submission", replacement)
-    (tmp_path / "submission/tests").mkdir()
-    (tmp_path / "submission/tests/test_exercises.py").write_text("def test_nothing():\n    pass\n")  # ignored
-    junit, gradescope = tmp_path / "junit.xml", tmp_path / "results.json"
-    result = subprocess.run([sys.executable, "-m", "minitransformer.exercises", "grade", "10.1", "--submission",
-                             str(submission / "minitransformer"), "--junitxml", str(junit), "--gradescope",
-                             str(gradescope)], cwd=ROOT, capture_output=True, text=True, env=_environment(ROOT))
-    assert result.returncode == (0 if points == 3 else 1), result.stdout + result.stderr
-    assert f"{points} of 3 grading tests pass" in result.stdout, result.stdout
-    cases = ElementTree.parse(junit).getroot().findall(".//testcase")
-    assert len(cases) == 3 and sum(case.find("failure") is None for case in cases) == points
-    assert all(case.find("properties/property[@name='exercise']").get("value") == "10.1" for case in cases)
-    results = json.loads(gradescope.read_text(encoding="utf-8"))
-    assert (results["score"], results["max_score"]) == (points, 3)
-    assert sorted(t["status"] for t in results["tests"]) == sorted(["passed"] * points + ["failed"] * (3 - points))
-    if kind == "syntax-error":
-        assert "does not import" in result.stdout and "SyntaxError" in result.stdout, result.stdout
+    leaks = find_leaks(student_edition, tmp_path)
+    assert not leaks, "these pieces of the student edition solve an exercise: mark a listing <!-- BEGIN SOLUTION " \
+                      "X.Y --> ... <!-- END SOLUTION -->, rewrite a check so that it states no answer, or have the " \
+                      "code call the exercise's own function:\n" + "\n".join(leaks)
 
 
-def test_the_students_code_is_found_between_the_header_and_the_code_after_the_stub():
-    from minitransformer.exercises.submission import transplant
-
-    stub = strip_python(_function("    y = 2 * x"), "minitransformer/fake.py", {"3.1"})
-    submitted = stub.replace('    raise NotImplementedError("Exercise 3.1: a title — see chapters/03-cpu-gpu.md")\n',
-                             "    z = x + 1\n    y = z * 2\n").replace("def f(x):", "def f(x):  # edited elsewhere")
-    graded = transplant(stub, submitted, "3.1")
-    assert "    z = x + 1\n    y = z * 2\n    return y\n" in graded and "NotImplementedError" not in graded
-    assert "# edited elsewhere" not in graded       # the rest of the file is the teacher's
-
-
-# -- the nbgrader route, proven with nbgrader itself ---------------------------------------------------------------
-@pytest.fixture
-def nbgrader_path(monkeypatch):
-    """nbgrader installed, and the scripts next to this Python (alembic, which nbgrader's gradebook runs) on PATH."""
-    pytest.importorskip("nbgrader", reason="nbgrader is not installed (.ci/run installs it after the main suite)")
-    monkeypatch.setenv("PATH", str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""))
-
-
-def _nbgrader(course: Path, *args: str) -> subprocess.CompletedProcess:
-    result = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=course, capture_output=True, text=True,
-                            env=_environment(ROOT))
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    return result
-
-
-def _hand_in(course: Path, assignment: str, student: str, solutions: list[str] | None) -> None:
-    """Copy the released assignment to submitted/STUDENT/, its solution cells replaced by ``solutions``."""
-    folder = course / "submitted" / student / assignment
-    shutil.copytree(course / "release" / assignment, folder)
-    path = folder / f"{assignment}.ipynb"
-    notebook = json.loads(path.read_text(encoding="utf-8"))
-    cells = [c for c in notebook["cells"] if c["metadata"].get("nbgrader", {}).get("solution")]
-    assert cells and (solutions is None or len(solutions) == len(cells))
-    for cell, source in zip(cells, solutions or []):
-        cell["source"] = source
-    path.write_text(json.dumps(notebook), encoding="utf-8")
-
-
-def _scores(course: Path, assignment: str, students) -> dict[str, tuple[float, float]]:
-    from nbgrader.api import Gradebook
-
-    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
-        return {s: (gradebook.find_submission(assignment, s).score,
-                    gradebook.find_submission(assignment, s).max_score) for s in students}
-
-
-def _source_solutions(course: Path, assignment: str) -> list[str]:
-    notebook = json.loads((course / "source" / assignment / f"{assignment}.ipynb").read_text(encoding="utf-8"))
-    return ["".join(c["source"]) for c in notebook["cells"] if c["metadata"].get("nbgrader", {}).get("solution")]
-
-
+@pytest.mark.later
 @pytest.mark.slow
-def test_nbgrader_generates_and_autogrades_the_course(tmp_path, nbgrader_path):
-    from minitransformer.exercises.nbgrader import write_course
+def test_the_leak_proof_finds_an_answer_hidden_in_a_test_and_in_a_notebook(student_edition, tmp_path):
+    from leak_proof import find_leaks
 
-    course = tmp_path / "course"
-    write_course(ROOT, course, {"10.1", "2.1"})
-    _nbgrader(course, "generate_assignment", "ex_10_1", "--force")
-    [solution] = _source_solutions(course, "ex_10_1")
-    body = "    return self.factor * self.d_model ** -0.5 * min(step ** -0.5, step * self.warmup ** -1.5)\n"
-    assert body.strip() in solution
-    stub = "    # YOUR CODE HERE\n    raise NotImplementedError()"
-    released = solution.split("### BEGIN SOLUTION")[0].rsplit("\n", 1)[0] + "\n" + stub
-    submissions = {"correct": solution, "wrong": released.replace(stub, body.replace("self.factor * ", "")),
-                   "blank": None, "syntax-error": released.replace(stub, "    return self.factor * * 2")}
-    for student, source in submissions.items():
-        _hand_in(course, "ex_10_1", student, None if source is None else [source])
-    _nbgrader(course, "autograde", "ex_10_1")
-    assert _scores(course, "ex_10_1", submissions) == {"correct": (3, 3), "wrong": (2, 3), "blank": (0, 3),
-                                                       "syntax-error": (0, 3)}
-    # a module-level function imported by name elsewhere (unbroadcast): the student's code still runs everywhere
-    _nbgrader(course, "generate_assignment", "ex_2_1", "--force")
-    _hand_in(course, "ex_2_1", "correct", _source_solutions(course, "ex_2_1"))
-    _hand_in(course, "ex_2_1", "blank", None)
-    _nbgrader(course, "autograde", "ex_2_1")
-    scores = _scores(course, "ex_2_1", ["correct", "blank"])
-    assert scores["correct"][0] == scores["correct"][1] > 0 and scores["blank"][0] == 0, scores
-
-
-@pytest.mark.slow
-def test_nbgrader_gives_every_assignment_full_marks_for_the_teachers_solution(tmp_path, nbgrader_path):
-    from minitransformer.exercises.nbgrader import assignment_name, write_course
-
-    course = tmp_path / "course"
-    write_course(ROOT, course)
-    assignments = [assignment_name(e.id) for e in EXERCISES]
-    _nbgrader(course, "generate_assignment", "ex_*", "--force")       # nbgrader takes a glob: every assignment
-    for assignment in assignments:
-        _hand_in(course, assignment, "teacher", _source_solutions(course, assignment))
-    _nbgrader(course, "autograde", "ex_*")
-    for assignment in assignments:
-        [(score, max_score)] = _scores(course, assignment, ["teacher"]).values()
-        assert score == max_score > 0, f"{assignment}: {score} of {max_score}"
-
-
-# -- the book gives no answers away -------------------------------------------------------------------------------
-def _code_blocks(text: str) -> list[str]:
-    """The fenced Python listings of a Markdown text."""
-    return [m.group(1) for m in re.finditer(r"^```python\n(.*?)^```", text, re.S | re.M)]
-
-
-def _pastes(stub_text: str, exercise_id: str, listing: str) -> list[str]:
-    """The ways a student could paste ``listing`` into the stub of ``exercise_id``: in place of its raise, or, when
-    the listing defines the function that holds the stub, in place of that whole function."""
-    lines = stub_text.splitlines(keepends=True)
-    listing = textwrap.dedent(listing)
-    stubs = [n for n, line in enumerate(lines) if line.lstrip().startswith(f'raise NotImplementedError("Exercise '
-                                                                            f'{exercise_id}:')]
-    attempts = []
-    for n in stubs:
-        indent = lines[n][:len(lines[n]) - len(lines[n].lstrip())]
-        attempts.append("".join(lines[:n]) + textwrap.indent(listing, indent) + "\n" + "".join(lines[n + 1:]))
-    defined = re.findall(r"^def (\w+)\(", listing, re.M)
-    holders = [node for node in ast.walk(ast.parse(stub_text)) if isinstance(node, ast.FunctionDef)
-               and node.name in defined and any(node.lineno < n + 1 <= node.end_lineno for n in stubs)]
-    if holders:
-        replaced = list(lines)
-        for node in sorted(holders, key=lambda node: -node.lineno):     # bottom up: line numbers stay valid
-            own = re.search(rf"^def {node.name}\(.*?(?=^\S|\Z)", listing, re.S | re.M).group(0)
-            first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
-            replaced[first - 1:node.end_lineno] = [textwrap.indent(own, " " * node.col_offset) + "\n"]
-        attempts.append("".join(replaced))
-    return attempts
-
-
-def _listing_solves(edition: Path, exercise, path: str, text: str) -> bool:
-    """Do the exercise's grading tests all pass with ``text`` as ``path`` in ``edition``?"""
-    original = (edition / path).read_text(encoding="utf-8")
-    try:
-        compile(text, path, "exec")
-    except SyntaxError:
-        return False
-    (edition / path).write_text(text, encoding="utf-8")
-    try:
-        result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-m",
-                                 exercise.grading_marker, GRADING_FILE], cwd=edition, capture_output=True,
-                                text=True, env=_environment(edition), timeout=60)
-        return result.returncode == 0
-    except subprocess.TimeoutExpired:        # a listing that loops forever solves nothing
-        return False
-    finally:
-        (edition / path).write_text(original, encoding="utf-8")
-
-
-def listings_that_solve(edition_root: Path, book_root: Path) -> list[str]:
-    """"chapter: listing n solves Exercise X" for every listing of the book under ``book_root`` that solves the
-    exercise of its chapter (or any exercise, for TEACHING.md) when pasted into the stub, in an edition at
-    ``edition_root`` per exercise (only that exercise taken out)."""
-    found = []
-    for exercise in EXERCISES:
-        books = [exercise.chapter, "TEACHING.md"]
-        listings = [(book, n, listing) for book in books if (book_root / book).exists()
-                    for n, listing in enumerate(_code_blocks((book_root / book).read_text(encoding="utf-8")), 1)]
-        if not listings:
-            continue
-        edition = edition_root / exercise.marker
-        write_edition(ROOT, edition, {exercise.id})
-        for path in exercise.files:
-            stub_text = (edition / path).read_text(encoding="utf-8")
-            for book, n, listing in listings:
-                if any(_listing_solves(edition, exercise, path, text)
-                       for text in _pastes(stub_text, exercise.id, listing)):
-                    found.append(f"{book}: listing {n} solves Exercise {exercise.id} pasted into {path}")
-    return found
-
-
-@pytest.mark.slow
-def test_no_listing_of_the_student_editions_book_solves_an_exercise(student_edition, tmp_path):
-    found = listings_that_solve(tmp_path, student_edition)
-    assert not found, "mark these listings <!-- BEGIN SOLUTION X.Y --> ... <!-- END SOLUTION -->:\n" + \
-                      "\n".join(found)
+    edition = tmp_path / "edition"
+    shutil.copytree(student_edition, edition, ignore=shutil.ignore_patterns(".venv", "__pycache__"))
+    (edition / "tests/test_planted.py").write_text(
+        "def test_aer(weights, links, partners):\n"       # the AER of 12.1, written out, under other names
+        "    gold = {(s, t) for t, sources in partners.items() if len(sources) == 1 for s in sources}\n"
+        "    argmax = {(int(np.argmax(weights[t])), t) for t in partners}\n"
+        "    linked = {(s, t) for t, sources in partners.items() for s in sources}\n"
+        "    assert aer(weights, links) == 1.0 - (len(argmax & gold) + len(argmax & linked)) / (len(argmax) + "
+        "len(gold))\n", encoding="utf-8")
+    leaks = find_leaks(edition, tmp_path / "scratch", exercises={"12.1"})
+    assert any(leak.startswith("tests/test_planted.py") for leak in leaks), leaks
 
 
 def test_teaching_md_states_the_prerequisites_the_map_implies_and_retypes_no_counts():

@@ -15,6 +15,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -104,18 +105,45 @@ def mpi_env() -> dict:
     return env
 
 
+# Each rank writes its stderr to a file of its own: a rank that fails prints why and calls MPI_Abort, and the
+# launcher, torn down by the abort, may drop what that rank had written to it but not yet passed on.
+RANK_STDERR = """\
+import os, runpy, sys
+rank = os.environ.get("PMI_RANK") or os.environ.get("OMPI_COMM_WORLD_RANK") or "0"
+os.dup2(os.open(os.path.join(sys.argv[1], f"rank-{rank}.stderr"), os.O_WRONLY | os.O_CREAT | os.O_APPEND), 2)
+if sys.argv[2] == "-m":
+    sys.argv = sys.argv[3:]
+    runpy.run_module(sys.argv[0], run_name="__main__", alter_sys=True)
+else:
+    sys.argv = sys.argv[2:]
+    runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
 def run_ranks(n: int, *args, timeout: int = TIMEOUT) -> subprocess.CompletedProcess:
-    """``mpiexec -n N python ARGS``; past ``timeout`` every process it started is killed and the test fails."""
-    command = [require_mpi(), "-n", str(n), sys.executable, *map(str, args)]
-    process = subprocess.Popen(command, cwd=ROOT, env=mpi_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True, start_new_session=True)         # one process group: the launcher and ranks
-    try:
-        stdout, stderr = process.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        stdout, stderr = process.communicate()
-        pytest.fail(f"{' '.join(command[3:])} on {n} ranks did not end within {timeout} s (a hang):\n{stderr[-2000:]}")
+    """``mpiexec -n N python ARGS``; past ``timeout`` every process it started is killed and the test fails.
+
+    The result's stderr is the launcher's followed by each rank's own, whole.
+    """
+    with tempfile.TemporaryDirectory(prefix="mt-ranks-") as logs:
+        command = [require_mpi(), "-n", str(n), sys.executable, "-c", RANK_STDERR, logs, *map(str, args)]
+        process = subprocess.Popen(command, cwd=ROOT, env=mpi_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                   text=True, start_new_session=True)     # one process group: the launcher and ranks
+        try:
+            stdout, stderr = process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            stdout, stderr = process.communicate()
+            stderr += _rank_stderr(Path(logs))
+            pytest.fail(f"{' '.join(map(str, args))} on {n} ranks did not end within {timeout} s (a hang):\n"
+                        f"{stderr[-2000:]}")
+        stderr += _rank_stderr(Path(logs))
     return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
+
+
+def _rank_stderr(logs: Path) -> str:
+    return "".join(f"[rank {path.stem.split('-')[1]}] {path.read_text(encoding='utf-8', errors='replace')}"
+                   for path in sorted(logs.glob("rank-*.stderr")) if path.stat().st_size)
 
 
 def cli(*args, timeout: int = TIMEOUT) -> subprocess.CompletedProcess:

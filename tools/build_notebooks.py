@@ -49,7 +49,7 @@ import pathlib, sys
 _here = pathlib.Path.cwd().resolve()
 sys.path.insert(0, str(next((p for p in (_here, *_here.parents) if (p / "minitransformer").is_dir()), _here)))
 from minitransformer.exercises.notebook import report as _report
-_report(needs={needs}, chapter={chapter!r}{language})"""
+_unsolved = _report(needs={needs}, chapter={chapter!r}{language})"""
 # a translated notebook runs the English notebook's code, which reads files relative to notebooks/
 TRANSLATED_SETUP = """
 import os   # the code below is the English notebook's: it reads files relative to notebooks/

@@ -28,7 +28,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
-DOCUMENTS = ("README.md", "chapters/*.md", "benchmarks/README.md",
+DOCUMENTS = ("README.md", "chapters/*.md", "benchmarks/README.md", "TEACHING.md",
              "README.ja.md", "chapters/ja/*.md")          # a re-measured figure changes in both languages
 
 NUMBER = r"-?\d[\d,]*(?:\.\d+)?"

@@ -207,25 +207,12 @@ class BPETokenizer(Tokenizer):
 
 
 def _merge_word(symbols: list[int], pair: tuple[int, int], new_id: int) -> list[int]:
-    """Replace every occurrence of ``pair`` in ``symbols`` (left to right) by ``new_id``."""
-    out, i, n = [], 0, len(symbols)
-    while i < n:
-        if i + 1 < n and symbols[i] == pair[0] and symbols[i + 1] == pair[1]:
-            out.append(new_id)
-            i += 2
-        else:
-            out.append(symbols[i])
-            i += 1
-    return out
+    """Replace every occurrence of ``pair`` in ``symbols`` (left to right) by ``new_id``: the raw-text BPE's merge
+    step (``raw_bpe.merge_pair``, Exercise 11.3), which both tokenizers share."""
+    from .raw_bpe import merge_pair      # raw_bpe imports this module, so the import waits until here
+    return merge_pair(symbols, pair, new_id)
 
 
 def _merge_strings(symbols: list[str], pair: tuple[str, str]) -> list[str]:
-    out, i, n = [], 0, len(symbols)
-    while i < n:
-        if i + 1 < n and symbols[i] == pair[0] and symbols[i + 1] == pair[1]:
-            out.append(pair[0] + pair[1])
-            i += 2
-        else:
-            out.append(symbols[i])
-            i += 1
-    return out
+    """The same on symbols spelled as strings: the pair becomes its concatenation."""
+    return _merge_word(symbols, pair, pair[0] + pair[1])

@@ -1,7 +1,8 @@
-"""python -m minitransformer.exercises {list, student, check, grade, nbgrader}: the classroom from the command line."""
+"""python -m minitransformer.exercises {list, student, check, grade, cases, nbgrader}: the classroom from the command line."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -41,7 +42,25 @@ def _graded_root(given: str | None) -> Path:
     return root
 
 
+def _grading_cases(root: Path, grading: dict[str, list[str]]) -> dict[str, int]:
+    """Exercise -> how many test cases its grading tests are (parametrized ones counted once per case)."""
+    import subprocess
+
+    owner = {function: exercise for exercise, functions in grading.items() for function in functions}
+    result = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", "-m",
+                             " or ".join(f"grades_{i.replace('.', '_')}" for i in grading), "tests/test_exercises.py"],
+                            cwd=root, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(root)})
+    counts: dict[str, int] = {}
+    for line in result.stdout.splitlines():
+        exercise = owner.get(line.strip().split("[")[0])
+        if exercise:
+            counts[exercise] = counts.get(exercise, 0) + 1
+    return counts
+
+
 def command_list(args) -> int:
+    from .cases import public_cases
+    from .casebook import HIDDEN_PER_EXERCISE
     from .grading import grading_tests, prerequisites
 
     root = _root(args.root)
@@ -49,21 +68,27 @@ def command_list(args) -> int:
     exercise_map = load_map(root)
     grading = grading_tests(root)
     needs = prerequisites(exercise_map, grading)
-    rows = [("id", "title", "chapter", "marker", "grading", "tests", "needs", "file")]
+    cases = _grading_cases(root, grading)
+    rows = [("id", "title", "chapter", "marker", "grading", "graded", "tests", "needs", "file")]
     for e in exercises:
         count = len(exercise_map.get(e.id, []))
         state = "" if e.has_solution else "  (unsolved here)" if e.unsolved else "  (attempted here)"
         prerequisite = ", ".join(sorted(needs.get(e.id, ()), key=lambda i: tuple(map(int, i.split("."))))) or "—"
-        rows.append((e.id, e.title, e.chapter, f"-m {e.marker}", str(len(grading.get(e.id, []))),
+        try:
+            graded = f"{len(public_cases(e.id))}+{HIDDEN_PER_EXERCISE}"
+        except KeyError:
+            graded = "?"
+        rows.append((e.id, e.title, e.chapter, f"-m {e.marker}", str(cases.get(e.id, "?")), graded,
                      str(count) if count else "?", prerequisite, e.file + state))
-    widths = [max(len(row[i]) for row in rows) for i in range(7)]
+    widths = [max(len(row[i]) for row in rows) for i in range(8)]
     for row in rows:
-        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[7])
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[8])
     chapters = len({e.chapter for e in exercises})
-    print(f"\n{len(exercises)} exercises in {chapters} chapters. grading: its grading test functions "
-          f"(-m grades_X); tests: every test that needs it (-m ex_X); needs: the exercises its grading tests "
-          "use.\nA student checks one with `python -m minitransformer.exercises check ID`; a teacher scores one "
-          "with `python -m minitransformer.exercises grade ID --submission DIR`.")
+    print(f"\n{len(exercises)} exercises in {chapters} chapters. grading: the test cases of its grading tests "
+          "(pytest -m grades_X tests/test_exercises.py), what check runs; graded: the cases grade scores, public + "
+          "hidden; tests: every test that needs it (-m ex_X); needs: the exercises its grading tests use.\n"
+          "A student checks one with `python -m minitransformer.exercises check ID`; a teacher scores one with "
+          "`python -m minitransformer.exercises grade ID --submission DIR`.")
     return 0
 
 
@@ -100,27 +125,65 @@ def command_check(args) -> int:
     return 0 if verdict.solved else 1
 
 
+def _ids(parts: list[str]) -> list[str]:
+    """"2.1,2.2" "ex_2_3" -> ["2.1", "2.2", "2.3"]."""
+    return [p.strip().removeprefix("ex_").replace("_", ".") for part in parts for p in part.split(",") if p.strip()]
+
+
 def command_grade(args) -> int:
+    from .sandbox import Limits, SandboxUnavailable
     from .submission import grade_submission, write_reports
 
     root = _root(args.root)
-    score = grade_submission(args.exercise, args.submission, root)
-    write_reports(score, args.junitxml, args.gradescope)
-    print(score.text())
-    return 0 if score.points == score.max_points else 1
+    limits = Limits(cpu_seconds=args.cpu_seconds, wall_seconds=args.wall_seconds,
+                    memory_bytes=args.memory_mb * 2 ** 20)
+    try:
+        grade = grade_submission(_ids(args.exercise), args.submission, root, args.cases,
+                                 unsafe=args.unsafe_no_sandbox, limits=limits)
+    except SandboxUnavailable as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    write_reports(grade, args.junitxml, args.gradescope)
+    print(grade.text())
+    return 0 if grade.points == grade.max_points else 1
+
+
+def command_cases(args) -> int:
+    from . import casebook
+
+    root = _root(args.root)
+    exercises = load_exercises(root)
+    if args.exercise:
+        wanted = _ids(args.exercise)
+        exercises = [e for e in exercises if e.id in wanted]
+    folder = casebook.folder(root, args.cases)
+    if args.new_seed:
+        casebook.secret_seed(folder, new=True)
+    books = casebook.load(root, folder, exercises, hidden=args.hidden, refresh=True)
+    counts = ", ".join(f"{i}: {sum(s['kind'] == 'public' for s in b.specs)}+"
+                       f"{sum(s['kind'] == 'hidden' for s in b.specs)}" for i, b in books.items())
+    print(f"wrote the casebook of {len(books)} exercises to {folder} (public+hidden cases: {counts}); keep it private")
+    return 0
 
 
 def command_nbgrader(args) -> int:
     from .nbgrader import write_course
 
     root = _root(args.root)
-    only = None
-    if args.only:
-        only = {part.strip().removeprefix("ex_").replace("_", ".") for part in args.only.split(",") if part.strip()}
-        unknown = only - {e.id for e in load_exercises(root)}
-        if unknown:
-            raise SystemExit(f"unknown exercises {sorted(unknown)}")
-    folders = write_course(root, args.course_dir, only)
+    known = {e.id for e in load_exercises(root)}
+    only = set(_ids([args.only])) if args.only else None
+    assignments = None
+    if args.assignment:
+        assignments = {}
+        for given in args.assignment:
+            name, _, ids = given.partition("=")
+            if not ids:
+                raise SystemExit(f"--assignment {given!r}: write it as NAME=IDS, e.g. week-2=2.1,2.2,2.3")
+            assignments[name.strip()] = _ids([ids])
+    unknown = (only or set()) | {i for ids in (assignments or {}).values() for i in ids}
+    if unknown - known:
+        raise SystemExit(f"unknown exercises {sorted(unknown - known)}; the exercises are {sorted(known)}")
+    folders = write_course(root, args.course_dir, only, assignments, args.cases)
     course = Path(args.course_dir).resolve()
     print(f"wrote {len(folders)} nbgrader assignment{'s' * (len(folders) != 1)} to {course / 'source'}: "
           + ", ".join(f.name for f in folders))
@@ -141,19 +204,43 @@ def main(argv: list[str] | None = None) -> int:
     checker = commands.add_parser("check", help="run one exercise's tests (pytest -m ex_X) and explain the result")
     checker.add_argument("exercise", help="an exercise id such as 5.1")
     checker.add_argument("--workers", type=int, default=2, help="pytest-xdist workers for large test sets")
-    grader = commands.add_parser("grade", help="score a submission's code for one exercise on its grading tests "
-                                               "(in a fresh copy of this, the teacher's, edition)")
-    grader.add_argument("exercise", help="an exercise id such as 5.1")
+    grader = commands.add_parser("grade", help="score a submission's code for one exercise or an assignment of several "
+                                               "on their public and hidden cases, in a sandbox")
+    grader.add_argument("exercise", nargs="+", help="exercise ids such as 5.1, or an assignment: 2.1,2.2,2.3")
     grader.add_argument("--submission", required=True, help="the student's repository (or its minitransformer/)")
-    grader.add_argument("--junitxml", help="also write JUnit XML here (each test case tagged with the exercise)")
+    grader.add_argument("--cases", help="the casebook folder (default: .hidden-cases/ in this repository)")
+    grader.add_argument("--junitxml", help="also write JUnit XML here (each case tagged with its exercise)")
     grader.add_argument("--gradescope", help="also write Gradescope's results.json here")
-    course = commands.add_parser("nbgrader", help="write an nbgrader course: source/ex_X/ for each exercise")
+    grader.add_argument("--unsafe-no-sandbox", action="store_true",
+                        help="run the student's code without bubblewrap (it then sees this machine and your files)")
+    grader.add_argument("--cpu-seconds", type=int, default=120, help="CPU time of one exercise's run (default 120)")
+    grader.add_argument("--wall-seconds", type=float, default=300, help="wall-clock time of one run (default 300)")
+    grader.add_argument("--memory-mb", type=int, default=3072, help="memory of one run (default 3072)")
+    cases = commands.add_parser("cases", help="(re)make the teacher's casebook: public and hidden cases with the "
+                                              "reference's outputs, and what each known mistake gives")
+    cases.add_argument("exercise", nargs="*", help="exercise ids (default: all)")
+    cases.add_argument("--cases", help="the casebook folder (default: .hidden-cases/ in this repository)")
+    cases.add_argument("--hidden", type=int, default=8, help="hidden cases per exercise (default 8)")
+    cases.add_argument("--new-seed", action="store_true", help="draw new hidden cases (a new secret seed)")
+    course = commands.add_parser("nbgrader", help="write an nbgrader course: source/ex_X/ for each exercise, or "
+                                                 "assignments of several")
     course.add_argument("course_dir", help="the nbgrader course folder (source/ must be new or empty)")
     course.add_argument("--only", help="comma-separated exercise ids (default: all)")
+    course.add_argument("--assignment", action="append", help="NAME=IDS: one assignment of several exercises, "
+                                                              "e.g. week-2=2.1,2.2,2.3 (repeat for more)")
+    course.add_argument("--cases", help="the casebook folder (default: .hidden-cases/ in this repository)")
     args = parser.parse_args(argv)
     try:
-        return {"list": command_list, "student": command_student, "check": command_check,
-                "grade": command_grade, "nbgrader": command_nbgrader}[args.command](args)
+        return _run(args)
+    except BrokenPipeError:               # `list | head`: the reader left; say nothing more
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+
+
+def _run(args) -> int:
+    try:
+        return {"list": command_list, "student": command_student, "check": command_check, "grade": command_grade,
+                "cases": command_cases, "nbgrader": command_nbgrader}[args.command](args)
     except (ExerciseError, FileExistsError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

@@ -26,6 +26,7 @@ tests that depend on it.
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import os
 import re
@@ -36,9 +37,13 @@ from pathlib import Path
 
 from .registry import BEGIN, HEADER, ExerciseError, find_blocks, load_exercises, parse_file
 
+# the teacher's own files: never copied into an edition (the catalogue of mistakes quotes the solutions;
+# the hidden cases' folder holds the expected outputs and the secret seed)
+TEACHER_ONLY = {"minitransformer/exercises/mistakes.py"}
+HIDDEN_CASES = ".hidden-cases"
 # walked past when the repository is not a git checkout
 SKIPPED_DIRS = {".git", ".venv", "venv", "__pycache__", ".pytest_cache", ".hypothesis", ".ipynb_checkpoints",
-                "build", "dist", "runs", ".mypy_cache", ".ruff_cache"}
+                "build", "dist", "runs", ".mypy_cache", ".ruff_cache", HIDDEN_CASES}
 NBGRADER_CODE = ("# YOUR CODE HERE", "raise NotImplementedError()")
 NBGRADER_MARKDOWN = "YOUR ANSWER HERE"
 
@@ -134,8 +139,10 @@ def block_returns(text: str, begin: int, end: int) -> bool:
     return any(isinstance(node, ast.Return) and begin < node.lineno < end for node in ast.walk(tree))
 
 
-def stub_notes(text: str, begin: int, end: int, exercise_id: str | None) -> list[str]:
-    """The comment lines the student edition puts between an exercise's header and its raise."""
+@functools.lru_cache(maxsize=4096)
+def stub_notes(text: str, begin: int, end: int, exercise_id: str | None) -> tuple[str, ...]:
+    """The comment lines the student edition puts between an exercise's header and its raise (remembered per text:
+    the grader writes the same editions many times)."""
     notes = [f"# (keep the comment line above: it is how `check {exercise_id}` finds this exercise)"]
     produced = names_produced(text, begin, end)
     if block_returns(text, begin, end):
@@ -143,7 +150,7 @@ def stub_notes(text: str, begin: int, end: int, exercise_id: str | None) -> list
     elif produced:
         notes.append(f"# Replace the raise with code that sets {', '.join(produced)} (the lines below use "
                      f"{'it' if len(produced) == 1 else 'them'}).")
-    return notes
+    return tuple(notes)
 
 
 def strip_python(text: str, path: str, remove: set[str] | None = None, report: Edition | None = None) -> str:
@@ -284,11 +291,19 @@ def strip_markdown(text: str, path: str, remove: set[str] | None = None, report:
     return "".join(out)
 
 
-def write_edition(root: str | Path, out_dir: str | Path, remove: set[str] | None = None) -> Edition:
+def shipped(name: str) -> bool:
+    """Does the file ``name`` (relative, forward slashes) go into an edition? Not the teacher's own files."""
+    return name not in TEACHER_ONLY and HIDDEN_CASES not in name.split("/")
+
+
+def write_edition(root: str | Path, out_dir: str | Path, remove: set[str] | None = None,
+                  only: tuple[str, ...] | None = None) -> Edition:
     """Copy the repository at ``root`` to ``out_dir`` with the solutions of ``remove`` (default all) taken out.
 
     ``out_dir`` must not exist or be empty. Files under ``out_dir`` are never
-    copied into themselves when it lies inside ``root``.
+    copied into themselves when it lies inside ``root``. ``only``: copy just the
+    files under these prefixes (``("minitransformer/",)``: the package). The
+    teacher's own files (TEACHER_ONLY, the hidden cases) are never copied.
     """
     root, out_dir = Path(root).resolve(), Path(out_dir).resolve()
     if out_dir == root:
@@ -302,7 +317,8 @@ def write_edition(root: str | Path, out_dir: str | Path, remove: set[str] | None
         files = {}
     skip_prefix = out_dir.relative_to(root).as_posix() + "/" if out_dir.is_relative_to(root) else None
     for name in repository_files(root):
-        if skip_prefix and name.startswith(skip_prefix):
+        if skip_prefix and name.startswith(skip_prefix) or not shipped(name) or \
+                only is not None and not name.startswith(only):
             continue
         source, target = root / name, out_dir / name
         target.parent.mkdir(parents=True, exist_ok=True)

@@ -12,13 +12,16 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .judge import factor_in_words
 from .pytest_results import ENVIRONMENT
 from .pytest_support import MAP_FILE, load_map
 from .registry import RAISED, Exercise, load_exercises
 
 GRADING_FILE = "tests/test_exercises.py"
-# the suite as the exercise map sees it: no notebooks (they run whole chapters), no classroom tests, no GPU
-SUITE_ARGS = ["-m", "not gpu", "--ignore=tests/test_notebooks.py", "--ignore=tests/test_classroom.py", "tests"]
+# the suite as the exercise map sees it: no notebooks (they run whole chapters), no classroom tests, no GPU, and
+# not the proofs that take minutes (marker later: they grade and prove editions, they do not use the exercises)
+SUITE_ARGS = ["-m", "not gpu and not later", "--ignore=tests/test_notebooks.py", "--ignore=tests/test_classroom.py",
+              "tests"]
 
 GRADCHECK = re.compile(
     r"gradient of input (?P<input>\d+)(?: \((?P<name>[^)]*)\))? with shape (?P<shape>\([^)]*\)) is wrong at "
@@ -89,20 +92,6 @@ def unsolved_exercise(message: str) -> str | None:
     return match.group(1) if match else None
 
 
-def factor_in_words(ratio: float) -> str:
-    """2.0 -> "2", 0.5 -> "1/2", 2.8284 -> "√8", -1.0 -> "-1": the plainest name of a constant factor."""
-    sign, size = ("-" if ratio < 0 else ""), abs(ratio)
-    if size == 0:
-        return "0"
-    n, m, s, r = round(size), round(1 / size), round(size ** 2), round(size ** -2)
-    candidates = [(f"{n}", n) if n >= 1 else None, (f"1/{m}", 1 / m) if m >= 2 else None,
-                  (f"√{s}", s ** 0.5) if s >= 2 else None, (f"1/√{r}", r ** -0.5) if r >= 2 else None]
-    for name, value in filter(None, candidates):
-        if abs(size - value) <= 1e-3 * size:
-            return sign + name
-    return f"{ratio:.4g}"
-
-
 def _error_summary(text: str) -> str:
     """The readable part of an exception's text: numpy's mismatch summary, not the arrays printed after it."""
     lines = [line.strip() for line in text.splitlines()]
@@ -115,7 +104,7 @@ def _error_summary(text: str) -> str:
 
 
 def explain_failure(message: str, exception: str | None = None, ratio: float | None = None,
-                    exercise_id: str | None = None) -> str:
+                    exercise_id: str | None = None, where: str | None = None) -> str:
     """One or two readable lines about why a test failed: the gradient that is wrong and by how much.
 
     ``exception`` is "Type: message" of the exception itself (see pytest_results); without it the ``E``
@@ -148,7 +137,7 @@ def explain_failure(message: str, exception: str | None = None, ratio: float | N
         return why
     match = BACKWARD_FAILED.search(text)
     if match:
-        return f"your backward raised {match['error']}"
+        return f"your backward raised {match['error']}" + (f"\n      at {where}" if where else "")
     lines = [line.strip() for line in message.splitlines() if line.strip()]
     for line in lines:   # the report of tests/conftest.py for a test that waits for an unsolved exercise
         if line.startswith("needs Exercise") or line.endswith("this test grades it."):
@@ -159,7 +148,8 @@ def explain_failure(message: str, exception: str | None = None, ratio: float | N
 
 
 def _explain(entry: dict, exercise_id: str | None = None) -> str:
-    return explain_failure(entry.get("message", ""), entry.get("exception"), entry.get("ratio"), exercise_id)
+    return explain_failure(entry.get("message", ""), entry.get("exception"), entry.get("ratio"), exercise_id,
+                           entry.get("where"))
 
 
 # -- whose code is wrong -------------------------------------------------------------------------------------
@@ -212,6 +202,7 @@ class Verdict:
     skipped: int = 0
     grading: set[str] = field(default_factory=set)                  # the exercise's own grading tests
     ratios: list[float] = field(default_factory=list)               # constant analytic/numeric factors seen
+    prerequisites: set[str] | None = None                            # what its grading tests need (None: unknown)
 
     @property
     def solved(self) -> bool:
@@ -241,7 +232,7 @@ def grade(exercise: Exercise, results: dict, functions: list[str], exercise_map:
     needs = prerequisites(exercise_map, all_grading)
     states = exercise_states(results, all_grading)
     mine = set(exercise_map.get(exercise.id, []))
-    verdict = Verdict(exercise)
+    verdict = Verdict(exercise, prerequisites=needs.get(exercise.id) if exercise_map else None)
     for test, entry in sorted(results["tests"].items()):
         grading = is_grading_test(test, functions)
         if not grading and exercise_map and test not in mine:
@@ -298,34 +289,43 @@ def format_verdict(verdict: Verdict, titles: dict[str, str], root: Path | None =
     if failed:
         out += ["", "  Failing because of this exercise:"]
         for test, why in list(failed.items())[:12]:
-            out += [f"    ✗ {test}", f"      {why}"]
+            out += [f"    ✗ {_shown(test)}", f"      {why}"]
         if len(failed) > 12:
             out.append(f"    ... and {len(failed) - 12} more")
     if verdict.blamed:
         out += ["", "  Failing because of another exercise's code (not counted against this one):"]
-        for other, tests in sorted(verdict.blamed.items()):
+        for other, tests in sorted(verdict.blamed.items(), key=lambda item: _number(item[0])):
             out.append(f"    Exercise {other} ({titles.get(other, '?')}): its own grading tests fail; "
                        f"{len(tests)} test{'s' * (len(tests) != 1)} here — run check {other}")
             test, why = next(iter(tests.items()))
-            out += [f"      e.g. ✗ {test}", f"        {why}"]
+            out += [f"      e.g. ✗ {_shown(test)}", f"        {why}"]
     if verdict.waiting:
         out += ["", "  Waiting for other exercises (not counted against this one):"]
-        for other, tests in sorted(verdict.waiting.items()):
+        for other, tests in sorted(verdict.waiting.items(), key=lambda item: _number(item[0])):
             out.append(f"    Exercise {other} ({titles.get(other, '?')}): {len(tests)} test{'s' * (len(tests) != 1)}")
+    strangers = _unneeded(verdict)
+    if strangers:
+        hint = (" (a backward computes a gradient only for the inputs that need one: self.inputs[i].requires_grad)"
+                if "backward" in e.title else "")
+        out += ["", f"  Your code for Exercise {e.id} reaches Exercise {', '.join(strangers)}, which its reference "
+                    f"solution does not need: look for a computation it does not have to make{hint}."]
     out.append("")
     n_failed = len(failed) + len(verdict.unsolved)
     if verdict.solved:
         out.append(f"Verdict: Exercise {e.id} is solved ✓" +
                    (" (some tests that also use it wait for other exercises)"
                     if verdict.waiting or verdict.blamed else ""))
+    elif strangers and not (verdict.grading_failed or verdict.unsolved):
+        out.append(f"Verdict: not yet — your code for Exercise {e.id} needs Exercise {', '.join(strangers)}, which "
+                   f"Exercise {e.id} itself does not need.")
     elif verdict.waiting_grading and not (verdict.grading_failed or verdict.unsolved):
         waiting = {o for o, ts in verdict.waiting.items() if any(t in verdict.grading for t in ts)}
         wrong = {o for o, ts in verdict.blamed.items() if any(t in verdict.grading for t in ts)}
         steps = []
         if waiting:
-            steps.append("solve Exercise " + ", ".join(sorted(waiting)))
+            steps.append("solve Exercise " + ", ".join(sorted(waiting, key=_number)))
         if wrong:
-            steps.append("fix Exercise " + ", ".join(sorted(wrong)) + " (its grading tests fail)")
+            steps.append("fix Exercise " + ", ".join(sorted(wrong, key=_number)) + " (its grading tests fail)")
         out.append(f"Verdict: not gradable yet — {' and '.join(steps)} first.")
     elif verdict.unsolved and not failed:
         out.append(f"Verdict: not attempted yet — replace the raise in {e.file} with your code.")
@@ -333,6 +333,32 @@ def format_verdict(verdict: Verdict, titles: dict[str, str], root: Path | None =
         out.append(f"Verdict: not yet — {n_failed} test{'s' * (n_failed != 1)} fail because of Exercise {e.id}."
                    + _constant_factor_note(verdict))
     return "\n".join(out)
+
+
+def _number(exercise_id: str) -> tuple[int, ...]:
+    """"13.1" -> (13, 1): exercises in the book's order, 2.1 before 13.1."""
+    return tuple(int(part) for part in exercise_id.split("."))
+
+
+MUTATIONS_FILE = "tests/test_mutations.py"
+
+
+def _shown(test: str) -> str:
+    """A test id as a student should read it: a mutation test's bracket names a bug planted on purpose, not theirs."""
+    if test.startswith(MUTATIONS_FILE + "::") and "[" in test:
+        name, planted = test.split("[", 1)
+        return f"{name} (it plants a bug on purpose, {planted.rstrip(']')!r}, and checks that the gradient checks " \
+               "catch it: it fails when they do not)"
+    return test
+
+
+def _unneeded(verdict: Verdict) -> list[str]:
+    """Exercises the checked exercise's own grading tests wait for although its reference needs none of them."""
+    needs = verdict.prerequisites
+    if needs is None:
+        return []
+    waiting = {o for o, ts in verdict.waiting.items() if any(t in verdict.grading for t in ts)}
+    return sorted(waiting - needs, key=_number)
 
 
 def _constant_factor_note(verdict: Verdict) -> str:
@@ -388,7 +414,8 @@ class CollectionError(RuntimeError):
         """The error as a student needs it: the file, the line and what Python says is wrong there."""
         text = "\n".join(self.errors.values())
         lines = [line for line in text.splitlines() if line.strip()]
-        where = next((line.strip() for line in lines if re.search(r'File ".*", line \d+', line)), None)
+        where = next((re.sub(r"^E\s+", "", line.strip()) for line in lines if re.search(r'File ".*", line \d+', line)),
+                     None)
         errors = [line[1:].strip() for line in lines if line.startswith("E ")]
         error = next((line for line in reversed(errors) if re.match(r"\w+(Error|Exception)\b", line)),
                      errors[-1] if errors else lines[-1] if lines else "unknown error")

@@ -1,33 +1,32 @@
-"""An nbgrader course, one assignment per exercise: ``python -m minitransformer.exercises nbgrader COURSE_DIR``.
+"""An nbgrader course: ``python -m minitransformer.exercises nbgrader COURSE_DIR [--only IDS] [--assignment NAME=IDS]``.
 
-For Exercise X the generator writes ``COURSE_DIR/source/ex_X/`` holding
+Each assignment (one exercise, ``ex_X``, or a week's work of several, ``--assignment week-2=2.1,2.2``)
+is written to ``COURSE_DIR/source/NAME/``:
 
-* ``ex_X.ipynb``: a setup cell (locked) that imports the package shipped with
-  the assignment; the function that holds the exercise, dedented, as the
-  solution cell (nbgrader's ``### BEGIN SOLUTION`` / ``### END SOLUTION`` are
-  the markers the package uses already); a locked cell that installs the
-  student's function into the package (``install`` below); and one autograded
-  cell per grading test case (one point each), run in-process by pytest;
-* ``minitransformer/``: the package with Exercise X and every exercise that is
-  not a prerequisite of X taken out (so a submission whose cell does not even
-  compile is graded on the stub, never on the teacher's solution, and the
-  assignment gives away only the prerequisites' solutions);
-* ``tests/`` and ``pytest.ini``: the grading tests; nbgrader's autograde
-  copies these files from ``source/`` over whatever the student submitted.
+* one notebook per exercise, ``ex_X.ipynb``: a locked setup cell that imports the package shipped with
+  the assignment; the function that holds the exercise, dedented, as the solution cell (nbgrader's
+  ``### BEGIN SOLUTION`` / ``### END SOLUTION`` are the markers the package uses already); a locked
+  cell that installs the student's function into the package (``install`` below); and one graded cell
+  per case, one point each: the public cases in the open, the hidden ones between nbgrader's
+  ``### BEGIN HIDDEN TESTS`` / ``### END HIDDEN TESTS`` (gone from the released notebook, put back
+  when it is graded). A case cell only runs the case and shows its outputs as plain data;
+* ``minitransformer/``: the package with every exercise taken out except the prerequisites of the
+  assignment's exercises that are not in it (cases.NEEDS); a prerequisite that is in the assignment
+  is the student's own, installed from its notebook;
+* ``public_cases.jsonl``: the right outputs of the public cases, so that a student sees ✓ or why not.
 
-Then ``nbgrader generate_assignment ex_X`` and ``nbgrader autograde ex_X``
-work as usual (tests/test_classroom.py runs both on generated submissions).
+Outside ``source/``, where no kernel looks: ``grading/X/`` (the teacher's casebook of each exercise:
+the expected outputs of every case), ``mt_grading/`` (the judge and the sandbox, course_grading.py)
+and ``nbgrader_config.py``, which runs every kernel of ``nbgrader autograde`` in bubblewrap and judges
+each case cell in nbgrader's own process (TEACHING.md).
 """
 from __future__ import annotations
 
 import ast
 import importlib
 import json
-import os
 import re
 import shutil
-import subprocess
-import sys
 import tempfile
 import textwrap
 from pathlib import Path
@@ -35,14 +34,25 @@ from pathlib import Path
 from .edition import write_edition
 from .registry import Exercise, ExerciseError, load_exercises
 
-GRADING_FILE = "tests/test_exercises.py"
 CONFIG = '''\
 # nbgrader configuration written by python -m minitransformer.exercises nbgrader
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from mt_grading import AUTOGRADE  # noqa: E402  (the course's grading: kernels in bubblewrap, a judge outside them)
+
 c = get_config()  # noqa: F821
 c.CourseDirectory.course_id = "minitransformer"
-c.Execute.timeout = 600            # a gradient check of a slow solution may take a while
+c.Execute.timeout = 60              # seconds per cell (a kernel also stops at 300 s of CPU time)
+c.Autograde.autograde_preprocessors = AUTOGRADE
+c.JudgeCases.grading_dir = os.path.join(HERE, "grading")
+# Only where bubblewrap cannot run: kernels without a sandbox (they then see this machine and your files)
+# c.SandboxedKernelManager.unsafe = True
 '''
-PYTEST_INI = "[pytest]\naddopts = -p no:cacheprovider\n"
+MIME = "application/vnd.minitransformer.case+json"
+PUBLIC = "public_cases.jsonl"
 
 
 def assignment_name(exercise_id: str) -> str:
@@ -56,20 +66,29 @@ def install(namespace: dict, targets: dict[str, str]) -> None:
     The function's code object is replaced in place, so every module that imported the function
     (``from .broadcasting import unbroadcast``) runs the student's code too, with the module's globals.
     """
+    from .trial import resolve
+
     for name, target in targets.items():
         student = namespace.get(name)
-        if not callable(student):
-            raise NameError(f"{name} is not defined: run the cell with your {name} first (it must define it "
-                            "without errors)")
         module_name, qualname = target.split(":")
-        owner = importlib.import_module(module_name)
-        *path, attribute = qualname.split(".")
-        for part in path:
-            owner = getattr(owner, part)
-        function = vars(owner)[attribute] if isinstance(owner, type) else getattr(owner, attribute)
-        function = getattr(function, "__func__", function)      # a staticmethod or classmethod
+        function = resolve(importlib.import_module(module_name), qualname)
+        if not callable(student) or getattr(student, "__module__", None) == module_name:
+            raise NameError(f"your cell did not define {name} (did it stop with an error, a SyntaxError?): run the "
+                            f"cell with your {name} first; the package keeps its own {name} until then")
         function.__code__ = student.__code__
         print(f"installed your {name} as {module_name}.{qualname}")
+
+
+def install_notebook(path: str, targets: dict[str, str], modules: list[str]) -> None:
+    """Install the student's functions from another notebook of the assignment (an exercise this one needs)."""
+    notebook = json.loads(Path(path).read_text(encoding="utf-8"))
+    namespace: dict = {}
+    use_module_names(namespace, modules)
+    for cell in notebook["cells"]:
+        if cell.get("metadata", {}).get("nbgrader", {}).get("solution") and cell["cell_type"] == "code":
+            source = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+            exec(compile(source, path, "exec"), namespace)
+    install(namespace, targets)
 
 
 def use_module_names(namespace: dict, modules: list[str]) -> None:
@@ -80,17 +99,58 @@ def use_module_names(namespace: dict, modules: list[str]) -> None:
                           if not k.startswith("__")})
 
 
-def run_test(test_id: str) -> None:
-    """Run one grading test in this process (where the student's code is installed); fail the cell if it fails."""
-    import pytest
+def show_case(spec_json: str) -> None:
+    """Run one case on the installed code and show its outputs as plain data (what the grader judges).
 
-    code = pytest.main(["-q", "--no-header", "-p", "no:cacheprovider", test_id])
-    assert code == 0, f"{test_id} did not pass"
+    For a public case, also compare them with the right outputs shipped with the assignment: ✓, or an
+    AssertionError that says why.
+    """
+    import time
+
+    from IPython.display import display
+
+    from .cases import describe_error, record, run_case
+    from .judge import decode_result, judge_case
+
+    spec = json.loads(spec_json)
+    started = time.process_time()
+    try:
+        line = record(spec["id"], run_case(spec), None, time.process_time() - started)
+    except Exception as error:
+        line = record(spec["id"], None, describe_error(error), time.process_time() - started)
+    data = json.loads(line)
+    expected = _public_expected(spec["exercise"]).get(spec["id"])
+    verdict = None
+    if expected is not None:
+        verdict = judge_case(spec, expected, decode_result(data)[1], spec["exercise"],
+                             own={"<your cell>": (1, 10 ** 9)})
+    text = f"{spec['id']}: " + ("ran; the grader compares its outputs" if verdict is None else
+                                "✓" if verdict.passed else "✗")
+    display({MIME: data, "text/plain": text}, raw=True)
+    if verdict is not None and not verdict.passed:
+        raise AssertionError(f"{spec['id']} ({spec['name']}): {verdict.why}")
+
+
+def _public_expected(exercise_id: str) -> dict[str, dict]:
+    from .judge import decode_result
+
+    path = Path(PUBLIC)
+    if not path.exists():
+        return {}
+    found = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        entry = json.loads(line) if line.strip() else None
+        if entry and entry["exercise"] == exercise_id:
+            case_id, outcome = decode_result(entry["record"])
+            found[case_id] = outcome
+    return found
 
 
 # -- writing the course ----------------------------------------------------------------------------------------
 def _enclosing_functions(root: Path, exercise: Exercise) -> list[tuple[str, str, str]]:
     """(module:qualname, name, dedented source) of each function that holds a block of ``exercise``."""
+    from .trial import module_name
+
     found = []
     for block in exercise.blocks:
         text = (root / block.path).read_text(encoding="utf-8")
@@ -114,29 +174,16 @@ def _enclosing_functions(root: Path, exercise: Exercise) -> list[tuple[str, str,
         last = max([function.end_lineno, *(b.end for b in exercise.blocks               # a closing marker
                                            if b.path == block.path and function.lineno < b.begin <= function.end_lineno)])
         lines = text.splitlines(keepends=True)[first - 1:last]
-        module = block.path.removesuffix(".py").replace("/", ".").removesuffix(".__init__")
         qualname = ".".join(n.name for n in chain)
         source = textwrap.dedent("".join(lines))
         source = "\n".join(line for line in source.splitlines() if not line.startswith("@"))  # staticmethod etc.
-        entry = (f"{module}:{qualname}", function.name, source)
+        entry = (f"{module_name(block.path)}:{qualname}", function.name, source)
         if entry not in found:
             found.append(entry)
     names = [name for _, name, _ in found]
     if len(set(names)) != len(names):
         raise ExerciseError(f"Exercise {exercise.id}: two of its functions share a name ({names})")
     return found
-
-
-def _grading_cases(edition: Path, exercise: Exercise) -> list[str]:
-    """The grading test cases of ``exercise`` as pytest ids, collected in ``edition``."""
-    result = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
-                             "-m", exercise.grading_marker, GRADING_FILE], cwd=edition, capture_output=True,
-                            text=True, env={**os.environ, "PYTHONPATH": str(edition)})
-    cases = [line.strip() for line in result.stdout.splitlines() if line.startswith(GRADING_FILE + "::")]
-    if not cases:
-        raise ExerciseError(f"Exercise {exercise.id}: no grading tests collected:\n{result.stdout[-2000:]}"
-                            f"{result.stderr[-2000:]}")
-    return cases
 
 
 def _cell(kind: str, source: str, cell_id: str, **nbgrader) -> dict:
@@ -148,77 +195,130 @@ def _cell(kind: str, source: str, cell_id: str, **nbgrader) -> dict:
     return cell
 
 
-def assignment_notebook(exercise: Exercise, functions: list[tuple[str, str, str]], cases: list[str]) -> dict:
-    modules = sorted({target.split(":")[0] for target, _, _ in functions})
+def _chapter_title(root: Path, exercise: Exercise) -> str:
+    path = root / exercise.chapter
+    first = path.read_text(encoding="utf-8").splitlines()[0] if path.exists() else ""
+    return first.lstrip("# ").strip() or exercise.chapter
+
+
+def _modules(functions) -> list[str]:
+    return sorted({target.split(":")[0] for target, _, _ in functions})
+
+
+def _targets(functions) -> str:
+    return "{" + ", ".join(f"{name!r}: {target!r}" for target, name, _ in functions) + "}"
+
+
+def assignment_notebook(root: Path, exercise: Exercise, functions, specs: list[dict],
+                        from_notebooks: list[tuple[str, list]] = ()) -> dict:
+    """The notebook of one exercise; ``from_notebooks``: (notebook, functions) of the assignment's exercises it needs."""
+    names = ", ".join(f"`{name}`" for _, name, _ in functions)
+    public = sum(s["kind"] == "public" for s in specs)
+    intro = (f"# Exercise {exercise.id} — {exercise.title}\n\n"
+             f"Read *{_chapter_title(root, exercise)}* of the course book first (`{exercise.chapter}` in the "
+             f"course's repository). Replace `raise NotImplementedError()` in {names} below with your code; the "
+             "rest of the function is given. Then run every cell: each case cell below runs your code on one "
+             f"case and scores one point. The {public} public cases tell you at once whether your code is right; "
+             f"the {len(specs) - public} hidden ones run when your notebook is graded.")
     setup = ("# Setup (locked): the package shipped with this assignment, whatever else is installed\n"
              "import os, sys\n"
              "os.environ.setdefault('OPENBLAS_NUM_THREADS', '1')\n"
              "sys.path.insert(0, os.getcwd())\n"
              "import minitransformer\n"
-             "from minitransformer.exercises.nbgrader import install, run_test, use_module_names\n"
-             f"use_module_names(globals(), {modules!r})   # the names the functions below use\n"
+             "from minitransformer.exercises.nbgrader import install, install_notebook, use_module_names\n"
+             f"use_module_names(globals(), {_modules(functions)!r})   # the names the functions below use\n"
              "print('minitransformer from', os.path.dirname(minitransformer.__file__))")
-    names = ", ".join(f"`{name}`" for _, name, _ in functions)
-    intro = (f"# Exercise {exercise.id} — {exercise.title}\n\n"
-             f"Read `{exercise.chapter}` first. Replace `raise NotImplementedError()` in {names} below with your "
-             "code; the rest of the function is given. Then run every cell: the last cells run the grading "
-             f"tests (one point each) against your code, installed into `{exercise.file}`.")
     cells = [_cell("markdown", intro, "intro"), _cell("code", setup, "setup", locked=True)]
+    for notebook, needed in from_notebooks:
+        cells.append(_cell("code", f"# Locked: this exercise uses your answer in {notebook}\n"
+                                   f"install_notebook({notebook!r}, {_targets(needed)}, {_modules(needed)!r})",
+                           f"uses-{Path(notebook).stem}", locked=True))
     for number, (_, name, source) in enumerate(functions):
         cells.append(_cell("code", source, f"solution-{number}" if len(functions) > 1 else "solution",
                            solution=True))
-    targets = "{" + ", ".join(f"{name!r}: {target!r}" for target, name, _ in functions) + "}"
-    cells.append(_cell("code", f"# Locked: your function(s) replace the package's\ninstall(globals(), {targets})",
-                       "install", locked=True))
-    for number, case in enumerate(cases):
-        name = re.sub(r"[^A-Za-z0-9_-]+", "-", case.split("::", 1)[1]).strip("-")[:48]
-        cells.append(_cell("code", f"run_test({case!r})", f"test-{number:02d}-{name}", grade=True, locked=True,
-                           points=1))
+    cells.append(_cell("code", f"# Locked: your function(s) replace the package's\ninstall(globals(), "
+                               f"{_targets(functions)})", "install", locked=True))
+    prefix = assignment_name(exercise.id)
+    for spec in specs:
+        call = f"from minitransformer.exercises.nbgrader import show_case\nshow_case({json.dumps(spec)!r})"
+        if spec["kind"] == "public":
+            source = f"# {spec['id']}: {spec['name']} (one point)\n{call}"
+        else:
+            source = f"# {spec['id']}: a hidden case (one point)\n### BEGIN HIDDEN TESTS\n{call}\n### END HIDDEN TESTS"
+        cells.append(_cell("code", source, f"{prefix}-{spec['id']}", grade=True, locked=True, points=1))
     return {"cells": cells, "metadata": {"kernelspec": {"display_name": "Python 3", "language": "python",
                                                         "name": "python3"},
                                          "language_info": {"name": "python"}},
             "nbformat": 4, "nbformat_minor": 5}
 
 
-def prerequisites_of(root: Path) -> dict[str, set[str]]:
-    from .grading import grading_tests, prerequisites
-    from .pytest_support import load_map
+def _course_grading(course: Path) -> None:
+    """The course's own grading package, mt_grading/: course_grading.py with the judge and the sandbox's command."""
+    here = Path(__file__).resolve().parent
+    target = course / "mt_grading"
+    target.mkdir(exist_ok=True)
+    shutil.copyfile(here / "course_grading.py", target / "__init__.py")
+    for name in ("judge.py", "bwrap.py"):
+        shutil.copyfile(here / name, target / name)
 
-    return prerequisites(load_map(root), grading_tests(root))
 
+def write_course(root: Path, course_dir: str | Path, only: set[str] | None = None,
+                 assignments: dict[str, list[str]] | None = None, cases_dir: str | Path | None = None) -> list[Path]:
+    """Write ``course_dir``; return the assignment folders.
 
-def write_course(root: Path, course_dir: str | Path, only: set[str] | None = None) -> list[Path]:
-    """Write ``course_dir`` (nbgrader_config.py and source/ex_X/ for each exercise); return the assignment folders."""
+    ``assignments``: name -> exercise ids (a week's work); default: one assignment ``ex_X`` per exercise of
+    ``only`` (default: every exercise).
+    """
+    from . import casebook
+    from .cases import NEEDS
+
     root, course = Path(root).resolve(), Path(course_dir).resolve()
-    exercises = [e for e in load_exercises(root) if only is None or e.id in only]
-    if not exercises:
-        raise ExerciseError(f"no exercises to write (asked for {sorted(only or [])})")
-    missing = [e.id for e in exercises if not e.has_solution]
+    every = {e.id: e for e in load_exercises(root)}
+    if assignments is None:
+        assignments = {assignment_name(i): [i] for i in every if only is None or i in only}
+    unknown = {i for ids in assignments.values() for i in ids} - set(every)
+    if unknown or not assignments:
+        raise ExerciseError(f"no exercises to write (unknown: {sorted(unknown)}); the exercises are {sorted(every)}")
+    missing = [i for ids in assignments.values() for i in ids if not every[i].has_solution]
     if missing:
         raise ExerciseError(f"{root} holds no solution of {missing}: the course is written from the teacher's edition")
     if (course / "source").exists() and any((course / "source").iterdir()):
         raise FileExistsError(f"{course / 'source'} is not empty; give a new course folder")
     course.mkdir(parents=True, exist_ok=True)
-    if not (course / "nbgrader_config.py").exists():
-        (course / "nbgrader_config.py").write_text(CONFIG, encoding="utf-8")
-    every = {e.id for e in load_exercises(root)}
-    needs = prerequisites_of(root)
+    (course / "nbgrader_config.py").write_text(CONFIG, encoding="utf-8")
+    _course_grading(course)
+    wanted = sorted({i for ids in assignments.values() for i in ids}, key=lambda i: tuple(map(int, i.split("."))))
+    books = casebook.load(root, casebook.folder(root, cases_dir), [every[i] for i in wanted])
+    for exercise_id in wanted:
+        shutil.copytree(casebook.folder(root, cases_dir) / exercise_id, course / "grading" / exercise_id,
+                        dirs_exist_ok=True)
     written = []
-    for exercise in exercises:
-        folder = course / "source" / assignment_name(exercise.id)
+    for name, ids in assignments.items():
+        if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
+            raise ExerciseError(f"assignment name {name!r}: use letters, digits, - _ and . only")
+        ids = sorted(ids, key=lambda i: tuple(map(int, i.split("."))))
+        kept = set().union(*(NEEDS.get(i, set()) for i in ids)) - set(ids)
+        folder = course / "source" / name
         with tempfile.TemporaryDirectory(prefix="mt-nbgrader-") as scratch:
             edition = Path(scratch) / "edition"
-            write_edition(root, edition, every - needs.get(exercise.id, set()))
-            cases = _grading_cases(edition, exercise)
+            write_edition(root, edition, set(every) - kept, only=("minitransformer/",))
             folder.mkdir(parents=True)
             shutil.copytree(edition / "minitransformer", folder / "minitransformer",
                             ignore=shutil.ignore_patterns("__pycache__"))
-            (folder / "tests").mkdir()
-            for name in ("conftest.py", "test_exercises.py"):
-                shutil.copy2(edition / "tests" / name, folder / "tests" / name)
-        (folder / "pytest.ini").write_text(PYTEST_INI, encoding="utf-8")
-        notebook = assignment_notebook(exercise, _enclosing_functions(root, exercise), cases)
-        (folder / f"{assignment_name(exercise.id)}.ipynb").write_text(
-            json.dumps(notebook, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        public_lines = []
+        for exercise_id in ids:
+            exercise = every[exercise_id]
+            functions = _enclosing_functions(root, exercise)
+            from_notebooks = [(f"{assignment_name(other)}.ipynb", _enclosing_functions(root, every[other]))
+                              for other in ids if other in NEEDS.get(exercise_id, set())]
+            notebook = assignment_notebook(root, exercise, functions, books[exercise_id].specs, from_notebooks)
+            (folder / f"{assignment_name(exercise_id)}.ipynb").write_text(
+                json.dumps(notebook, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+            public = {s["id"] for s in books[exercise_id].specs if s["kind"] == "public"}
+            for line in (casebook.folder(root, cases_dir) / exercise_id / "expected.jsonl").read_text(
+                    encoding="utf-8").splitlines():
+                if line.strip() and json.loads(line)["record"]["id"] in public:
+                    public_lines.append(json.dumps({"exercise": exercise_id, "record": json.loads(line)["record"]}))
+        (folder / PUBLIC).write_text("\n".join(public_lines) + "\n", encoding="utf-8")
         written.append(folder)
     return written

@@ -23,6 +23,8 @@ import os
 
 import pytest
 
+from .judge import constant_ratio
+
 ENVIRONMENT = "MT_EXERCISE_RESULTS"
 _MESSAGE_LIMIT = 6000
 
@@ -31,22 +33,22 @@ _skipped_modules: list[str] = []
 _collection_errors: dict[str, str] = {}
 
 
-def constant_ratio(analytic, numeric) -> float | None:
-    """analytic ÷ numeric when it is one number at every position where the gradient is not ~0, else None."""
-    import numpy as np
+def where_raised(error: BaseException) -> str | None:
+    """"file:line:  code" of the package line that raised the innermost cause of ``error`` (a backward's own
+    line, not the gradient check that reported it), or None."""
+    import traceback
+    from pathlib import Path
 
-    analytic, numeric = np.asarray(analytic, dtype=float).ravel(), np.asarray(numeric, dtype=float).ravel()
-    if analytic.shape != numeric.shape or not numeric.size:
-        return None
-    scale = np.abs(numeric).max()
-    large = np.abs(numeric) > 1e-3 * scale if scale > 0 else np.zeros_like(numeric, dtype=bool)
-    if large.sum() < 2 or not np.isfinite(analytic[large]).all():
-        return None
-    ratios = analytic[large] / numeric[large]
-    ratio = float(np.median(ratios))
-    if abs(ratio - 1) < 1e-3 or not np.allclose(ratios, ratio, rtol=1e-3, atol=1e-6):
-        return None
-    return ratio
+    seen = set()
+    while error.__cause__ is not None and id(error) not in seen:
+        seen.add(id(error))
+        error = error.__cause__
+    for frame in reversed(traceback.extract_tb(error.__traceback__)):
+        parts = Path(frame.filename).parts
+        if "minitransformer" in parts and "exercises" not in parts:
+            relative = "/".join(parts[len(parts) - parts[::-1].index("minitransformer") - 1:])
+            return f"{relative}:{frame.lineno}:  {(frame.line or '').strip()}"
+    return None
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -57,6 +59,7 @@ def pytest_runtest_makereport(item, call):
         return
     error = call.excinfo.value
     report.mt_exception = f"{type(error).__name__}: {error}"[:_MESSAGE_LIMIT]
+    report.mt_where = where_raised(error)
     if hasattr(error, "analytic") and hasattr(error, "numeric"):   # a GradcheckError
         try:
             report.mt_ratio = constant_ratio(error.analytic, error.numeric)
@@ -79,6 +82,7 @@ def pytest_runtest_logreport(report) -> None:
             entry["message"] = report.longreprtext[-_MESSAGE_LIMIT:]
             entry["exception"] = getattr(report, "mt_exception", None)
             entry["ratio"] = getattr(report, "mt_ratio", None)
+            entry["where"] = getattr(report, "mt_where", None)
     elif report.skipped and entry["outcome"] == "passed":
         entry["outcome"] = "skipped"
 

@@ -20,6 +20,8 @@ blocks (split and merge of heads), each under its own identical header.
 from __future__ import annotations
 
 import ast
+import copy
+import functools
 import io
 import re
 import tokenize
@@ -110,6 +112,13 @@ def comment_lines(text: str) -> dict[int, str] | None:
     an example block (like this module's) is not mistaken for one. None when the
     text does not tokenize (then every line is a candidate).
     """
+    found = _comment_lines(text)
+    return None if found is None else dict(found)
+
+
+@functools.lru_cache(maxsize=1024)
+def _comment_lines(text: str) -> tuple | None:
+    """comment_lines, remembered per text (the grader reads the same files many times)."""
     found = {}
     try:
         for token in tokenize.generate_tokens(io.StringIO(text).readline):
@@ -117,7 +126,7 @@ def comment_lines(text: str) -> dict[int, str] | None:
                 found[token.start[0]] = token.string
     except (tokenize.TokenError, SyntaxError, IndentationError):
         return None
-    return found
+    return tuple(found.items())
 
 
 def find_blocks(text: str, path: str = "<text>", python: bool = True) -> list[tuple[int, int, str]]:
@@ -215,8 +224,16 @@ def package_sources(root: Path) -> list[Path]:
 def load_exercises(root: str | Path | None = None) -> list[Exercise]:
     """All exercises of the package under ``root`` (default: the repository holding this package), by id."""
     root = Path(root) if root is not None else repository_root()
+    sources = package_sources(root)
+    state = tuple((str(p), p.stat().st_mtime_ns, p.stat().st_size) for p in sources)
+    return copy.deepcopy(_load_exercises(root, state))
+
+
+@functools.lru_cache(maxsize=64)
+def _load_exercises(root: Path, state: tuple) -> list[Exercise]:
+    """load_exercises, remembered while no file of the package changes (``state``: their paths, times and sizes)."""
     exercises: dict[str, Exercise] = {}
-    for source in package_sources(root):
+    for source in (Path(path) for path, _, _ in state):
         text = source.read_text(encoding="utf-8")
         if "# Exercise " not in text:
             continue

@@ -38,6 +38,19 @@ from .dropout import Generator, check_generator, default_generator
 from .rows import row_max, row_sum
 
 
+def mask_scores(scores, mask) -> None:
+    """Set the attention scores to −∞ in place wherever ``mask`` (boolean, broadcasting against them) is False.
+
+    Their weight after the softmax is then exactly 0. Flash attention masks its tiles with this too.
+    """
+    xp = xp_of(scores)
+    # in place: scores where mask is False become −∞ (their weight is then exactly 0)
+    # Exercise 6.1 — masking the attention scores (chapters/06-attention.md; graded by pytest -m ex_6_1)
+    ### BEGIN SOLUTION
+    xp.copyto(scores, -xp.inf, where=~mask)                 # masked: weight exactly 0 after exp
+    ### END SOLUTION
+
+
 class ScaledDotProductAttention(Function):
     """softmax(q kᵀ / √d_k) v with a mask and optional dropout on the weights.
 
@@ -62,11 +75,7 @@ class ScaledDotProductAttention(Function):
         scores = q @ k.swapaxes(-1, -2)                         # (B, h, T, S)
         scores *= self.scale
         if self.mask is not None:
-            # in place: scores where self.mask is False become −∞ (their weight is then exactly 0)
-            # Exercise 6.1 — masking the attention scores (chapters/06-attention.md; graded by pytest -m ex_6_1)
-            ### BEGIN SOLUTION
-            xp.copyto(scores, -xp.inf, where=~self.mask)        # masked: weight exactly 0 after exp
-            ### END SOLUTION
+            mask_scores(scores, self.mask)
         # softmax over the keys, in place (chapter 4: subtract the row maximum first); rows.py computes the
         # maximum and the sum of the many short rows faster than .max(axis=-1) and .sum(axis=-1)
         maximum = row_max(scores)                               # (B, h, T, 1)

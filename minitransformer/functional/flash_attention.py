@@ -38,6 +38,7 @@ from ..backend import xp_of
 from ..ops.broadcasting import unbroadcast
 from ..tensor import Function, Tensor
 from .checks import broadcast_leading, check_attention_operands
+from .attention import mask_scores
 
 
 class FlashAttention(Function):
@@ -99,7 +100,7 @@ class FlashAttention(Function):
         scores = q_rows @ k_cols.swapaxes(-1, -2)                           # (..., bq, bk)
         allowed = self._allowed(xp, rows, cols, n_queries, n_keys)
         if allowed is not None:
-            scores = xp.where(allowed, scores, -xp.inf)
+            mask_scores(scores, allowed)                                    # Exercise 6.1's masking, in place
         return scores
 
     # -- forward: the online softmax ------------------------------------------------------------------

@@ -63,8 +63,7 @@ class Mean(Function):
         count = 1
         for a in self.axes:
             count *= self.shape[a]
-        gy = _restore_reduced_axes(gy, self.axes, self.keepdims) / count
-        return xp_of(gy).broadcast_to(gy, self.shape)
+        return Sum.backward(self, gy / count)   # a mean is a sum divided by the count: Sum's backward, scaled
 
 
 class Max(Function):

@@ -1,0 +1,61 @@
+"""The cheat suite: every cheat in tests/cheats.py scores 0 with ``grade`` and touches none of the grader's files,
+while correct, wrong, blank and syntax-error submissions score full, partial, 0 and 0. One exercise each from
+chapters 2, 12 and 13. (The nbgrader route's cheats: tests/test_nbgrader_route.py.)"""
+from __future__ import annotations
+
+import pytest
+
+from cheats import CHEATS, TARGETS, cheat_code
+from minitransformer.exercises import sandbox
+from submissions import REQUIRE_SANDBOX
+from minitransformer.exercises.registry import get_exercise, load_exercises
+from minitransformer.exercises.submission import grade_submission
+from submissions import ROOT, fingerprint_of_files, make_submission, solution_bodies
+
+# the catalogue quotes the solutions: the teacher's edition only (a student edition skips this file)
+mistakes = pytest.importorskip("minitransformer.exercises.mistakes", reason="a student edition: no catalogue")
+CATALOGUE, mutate = mistakes.CATALOGUE, mistakes.mutate
+
+pytestmark = [pytest.mark.later,
+              pytest.mark.skipif(not any(e.has_solution for e in load_exercises(ROOT)),
+                                 reason="a student edition: there are no solutions to grade with"),
+              pytest.mark.skipif(sandbox.bubblewrap_problem() is not None and not REQUIRE_SANDBOX,
+                                 reason=f"no sandbox here: {sandbox.bubblewrap_problem()}")]
+LIMITS = sandbox.Limits(cpu_seconds=15, case_seconds=3, wall_seconds=60, memory_bytes=2 * 2 ** 30)
+
+
+def honest_submissions(exercise_id: str) -> dict:
+    """correct, wrong (the first catalogued mistake), blank and syntax-error bodies for the exercise's stubs."""
+    exercise = get_exercise(exercise_id, ROOT)
+    texts = {path: (ROOT / path).read_text(encoding="utf-8") for path in exercise.files}
+    wrong = mutate(texts, exercise_id, CATALOGUE[exercise_id][0])
+    return {"correct": solution_bodies(exercise_id), "wrong": solution_bodies(exercise_id, wrong), "blank": None,
+            "syntax-error": "x = = 1"}
+
+
+@pytest.fixture(scope="module")
+def cases_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("casebook")
+
+
+@pytest.mark.parametrize("exercise_id", sorted(TARGETS))
+def test_every_cheat_scores_zero_and_honest_submissions_score_as_they_should(exercise_id, tmp_path, cases_dir):
+    target = TARGETS[exercise_id]
+    sentinel = tmp_path / "written-by-a-submission"
+    scores = {}
+    for kind, code in honest_submissions(exercise_id).items():
+        [score] = grade_submission(exercise_id, make_submission(tmp_path / kind, exercise_id, code), ROOT, cases_dir,
+                                   limits=LIMITS).scores
+        scores[kind] = (score.points, score.max_points)
+    before = fingerprint_of_files(ROOT, cases_dir)
+    for name in CHEATS:
+        code = cheat_code(name, target, ROOT, cases_dir, sentinel)
+        submission = make_submission(tmp_path / name.replace(" ", "-"), exercise_id, code)
+        grade = grade_submission(exercise_id, submission, ROOT, cases_dir, limits=LIMITS)
+        scores[name] = (grade.points, grade.max_points)
+        assert grade.points == 0, f"{name}: {grade.text()}"
+    assert fingerprint_of_files(ROOT, cases_dir) == before, "a submission changed the grader's files"
+    assert not sentinel.exists(), "a submission wrote outside the sandbox"
+    full = scores["correct"][1]
+    assert scores["correct"] == (full, full) and 0 < scores["wrong"][0] < full, scores
+    assert scores["blank"][0] == scores["syntax-error"][0] == 0, scores

@@ -1,0 +1,209 @@
+"""The grader (``python -m minitransformer.exercises grade``): sandboxed runs, judged outside, on hidden cases.
+
+The quick checks run with the suite; the cheat suite, the catalogue of mistakes and the nbgrader
+route take minutes and run with ``-m later`` (tests/test_cheats.py, tests/test_catalogue.py).
+"""
+from __future__ import annotations
+
+import base64
+import importlib.util
+import io
+import json
+import subprocess
+import sys
+import xml.etree.ElementTree as ElementTree
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from minitransformer.exercises import casebook, judge, sandbox
+from submissions import REQUIRE_SANDBOX
+from minitransformer.exercises.registry import get_exercise, load_exercises
+from minitransformer.exercises.submission import grade_submission, gradescope_results, junit_xml, transplant
+from submissions import ROOT, make_submission
+
+pytestmark = pytest.mark.skipif(not any(e.has_solution for e in load_exercises(ROOT)),
+                                reason="a student edition: there are no solutions to grade with")
+NEEDS_BWRAP = pytest.mark.skipif(sandbox.bubblewrap_problem() is not None and not REQUIRE_SANDBOX,
+                                 reason=f"no sandbox here: {sandbox.bubblewrap_problem()}")
+
+CATALOGUE_HERE = importlib.util.find_spec("minitransformer.exercises.mistakes") is not None
+NOAM = {   # what a student puts in place of the stub of 10.1 -> how it must score
+    "correct": "return self.factor * self.d_model ** -0.5 * min(step ** -0.5, step * self.warmup ** -1.5)",
+    "wrong": "return self.d_model ** -0.5 * min(step ** -0.5, step * self.warmup ** -1.5)",     # no factor
+    "blank": None,
+    "syntax-error": "return self.factor * * self.d_model",
+}
+
+
+@pytest.fixture(scope="module")
+def cases_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("casebook")
+
+
+# -- the judge: plain data in, a verdict out ------------------------------------------------------------------------
+def test_a_wrong_gradient_is_explained_against_the_central_differences_of_the_students_forward():
+    want = np.array([[1.0, -2.0], [0.5, 4.0]])
+    x_plus, x_minus = want.ravel() * 1e-6, -want.ravel() * 1e-6     # the forward's values at x ± ε e_k
+    why = judge.explain_output("grad:1", 2 * want, want, "gradient", fd=np.stack([x_plus, x_minus]))
+    assert "the gradient of input 1 (b), shape (2, 2), is wrong at 4 of 4 positions" in why
+    assert "your backward gives 8, the numerical gradient of the forward 4" in why
+    assert "your backward is 2 × the true gradient at every position" in why
+    assert judge.explain_output("grad:1", want + 1e-12, want, "gradient") is None
+
+
+def test_a_wrong_forward_is_not_called_a_backward():
+    why = judge.explain_output("num", np.zeros((2, 3)), np.ones((2, 3)), "causal_prefix")
+    assert why.startswith("num is wrong at 6 of 6 positions") and "backward" not in why
+    assert "has shape (3, 2), expected (2, 3)" in judge.explain_output("num", np.ones((3, 2)), np.ones((2, 3)),
+                                                                       "causal_prefix")
+    assert "dtype float32, expected float64" in judge.explain_output("num", np.ones(3, np.float32), np.ones(3), "x")
+
+
+def test_an_exception_is_shown_with_the_students_own_line():
+    error = {"type": "ValueError", "message": "matmul: mismatch", "exercise": None, "frames": [
+        {"file": "minitransformer/ops/matmul.py", "line": 42, "function": "backward", "code": "ga = gy @ b2"}]}
+    why = judge.explain_error(error, "2.2", own={"minitransformer/ops/matmul.py": (40, 44)})
+    assert why == "your code raised ValueError: matmul: mismatch\nin your code, minitransformer/ops/matmul.py:42:  " \
+                  "ga = gy @ b2"
+    other = {"type": "NotImplementedError", "message": "Exercise 2.1: unbroadcast", "exercise": "2.1", "frames": []}
+    assert "reached Exercise 2.1 (unbroadcast), which this exercise does not need" in \
+        judge.explain_error(other, "1.2", titles={"2.1": "unbroadcast"})
+
+
+def test_only_plain_arrays_come_back_from_the_sandbox():
+    def line(array_bytes: bytes) -> bytes:
+        return json.dumps({"id": "public-01", "outputs": {"out": base64.b64encode(array_bytes).decode()},
+                           "error": None}).encode()
+
+    buffer = io.BytesIO()
+    np.save(buffer, np.arange(3.0), allow_pickle=False)
+    case_id, result = judge.decode_record(line(buffer.getvalue()))
+    assert case_id == "public-01" and result["outputs"]["out"].tolist() == [0.0, 1.0, 2.0]
+    pickled = io.BytesIO()
+    np.save(pickled, np.array([object()], dtype=object), allow_pickle=True)   # what an object would need
+    with pytest.raises(ValueError):
+        judge.decode_record(line(pickled.getvalue()))
+    with pytest.raises(ValueError):
+        judge.decode_result({"id": "public-01", "outputs": {"../../x": ""}})
+
+
+def test_the_students_code_is_found_between_the_header_and_the_code_after_the_stub():
+    from minitransformer.exercises.edition import strip_python
+    from minitransformer.exercises.registry import BEGIN, END
+
+    text = "\n".join(["def f(x):", "    y = x", "    # Exercise 3.1 — a title (chapters/03-cpu-gpu.md; graded by "
+                      "pytest -m ex_3_1)", "    " + BEGIN, "    y = 2 * x", "    " + END, "    return y", ""])
+    stub = strip_python(text, "minitransformer/fake.py", {"3.1"})
+    submitted = stub.replace('    raise NotImplementedError("Exercise 3.1: a title — see chapters/03-cpu-gpu.md")\n',
+                             "    z = x + 1\n    y = z * 2\n").replace("def f(x):", "def f(x):  # edited elsewhere")
+    graded = transplant(stub, submitted, "3.1")
+    assert "    z = x + 1\n    y = z * 2\n    return y\n" in graded and "NotImplementedError" not in graded
+    assert "# edited elsewhere" not in graded       # the rest of the file is the teacher's
+
+
+# -- grading, end to end (the student's code in the sandbox) ---------------------------------------------------------
+@NEEDS_BWRAP
+def test_grade_scores_correct_wrong_blank_and_syntax_error_submissions(tmp_path, cases_dir):
+    points = {}
+    for kind, code in NOAM.items():
+        grade = grade_submission("10.1", make_submission(tmp_path / kind, "10.1", code), ROOT, cases_dir)
+        [score] = grade.scores
+        points[kind] = score.points
+        assert score.max_points == grade.max_points > score.count("public")[1] > 0
+        if kind == "syntax-error":
+            assert "your code does not compile: SyntaxError" in score.note and "optim.py:" in score.note
+            assert "  E " not in grade.text() and "at E" not in grade.text()
+        if kind == "blank":
+            assert all("not attempted" in c.why for c in score.cases)
+        if kind == "wrong":
+            assert score.count("public") == (2, 3)      # the public tests' own score: 2 of 3
+            if CATALOGUE_HERE:
+                assert any(c.mistake == "factor forgotten" for c in score.cases), grade.text()
+    full = points["correct"]
+    assert points == {"correct": full, "wrong": points["wrong"], "blank": 0, "syntax-error": 0}
+    assert 0 < points["wrong"] < full
+
+
+@NEEDS_BWRAP
+def test_the_sandbox_cannot_read_the_teachers_repository_or_casebook(tmp_path, cases_dir):
+    reads = f"""
+        for path in [{str(ROOT / 'minitransformer/optim.py')!r}, {str(cases_dir / 'secret.json')!r}]:
+            open(path).read()
+        return self.factor * self.d_model ** -0.5 * min(step ** -0.5, step * self.warmup ** -1.5)
+    """
+    [score] = grade_submission("10.1", make_submission(tmp_path / "reads", "10.1", reads), ROOT, cases_dir).scores
+    assert score.points == 0 and "FileNotFoundError" in score.cases[0].why, score.text()
+
+
+def test_without_bubblewrap_grade_refuses_unless_told_it_is_unsafe(tmp_path, cases_dir, monkeypatch):
+    monkeypatch.setattr(sandbox, "bubblewrap_problem", lambda: "bubblewrap (bwrap) is not installed")
+    submission = make_submission(tmp_path / "correct", "10.1", NOAM["correct"])
+    with pytest.raises(sandbox.SandboxUnavailable, match="--unsafe-no-sandbox"):
+        grade_submission("10.1", submission, ROOT, cases_dir)
+    grade = grade_submission("10.1", submission, ROOT, cases_dir, unsafe=True)
+    assert grade.points == grade.max_points
+
+
+def test_the_command_refuses_without_bubblewrap_and_names_the_flag(tmp_path):
+    submission = make_submission(tmp_path / "correct", "10.1", NOAM["correct"])
+    script = ("import sys; from minitransformer.exercises import sandbox, __main__ as m\n"
+              "sandbox.bubblewrap_problem = lambda: 'bubblewrap (bwrap) is not installed'\n"
+              f"sys.exit(m.main(['grade', '10.1', '--submission', {str(submission)!r}]))")
+    result = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True,
+                            env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    assert result.returncode == 2 and "--unsafe-no-sandbox" in result.stderr, result.stdout + result.stderr
+
+
+# -- reports: JUnit XML and Gradescope ----------------------------------------------------------------------------------
+def _grade_of(passes: dict[str, list[bool]]):
+    from minitransformer.exercises.submission import CaseResult, Grade, Score
+
+    return Grade([Score(get_exercise(i, ROOT), [CaseResult(f"{'public' if n < 2 else 'hidden'}-{n:02d}",
+                                                           "public" if n < 2 else "hidden", f"case {n}", ok,
+                                                           "" if ok else "wrong", seconds=0.25)
+                                                for n, ok in enumerate(flags)]) for i, flags in passes.items()])
+
+
+def test_an_assignment_reports_each_exercise_and_the_total():
+    grade = _grade_of({"2.1": [True, True, False], "2.2": [True, False, False, False]})
+    assert (grade.points, grade.max_points) == (3, 7)
+    assert "Total: 3 of 7 (2.1: 2 of 3, 2.2: 1 of 4)" in grade.text()
+    results = gradescope_results(grade)
+    numbers = [t["number"] for t in results["tests"]]
+    assert len(set(numbers)) == len(numbers) == 7 and numbers[:2] == ["2.1.1", "2.1.2"]
+    assert (results["score"], results["max_score"]) == (3, 7)
+    suites = ElementTree.fromstring(junit_xml(grade).split("\n", 1)[1]).findall("testsuite")
+    assert [s.get("tests") for s in suites] == ["3", "4"]
+    assert all(case.get("time") == "0.250" for s in suites for case in s.findall("testcase"))
+    assert {p.get("value") for p in suites[1].findall(".//property[@name='exercise']")} == {"2.2"}
+
+
+def test_every_exercise_has_public_and_hidden_cases_and_public_seeds_are_fixed():
+    seeds = {}
+    for exercise in load_exercises(ROOT):
+        specs = casebook.specs_for(exercise.id, seed=1)
+        kinds = [s["kind"] for s in specs]
+        assert kinds.count("public") >= 2 and kinds.count("hidden") == casebook.HIDDEN_PER_EXERCISE, exercise.id
+        assert casebook.specs_for(exercise.id, seed=2)[:kinds.count("public")] == specs[:kinds.count("public")]
+        assert casebook.specs_for(exercise.id, seed=2)[kinds.count("public"):] != specs[kinds.count("public"):]
+        seeds[exercise.id] = [s["seed"] for s in specs]
+    assert len(seeds) == len(load_exercises(ROOT))
+
+
+def test_the_catalogue_names_two_or_three_mistakes_per_exercise_and_each_still_applies():
+    mistakes = pytest.importorskip("minitransformer.exercises.mistakes", reason="a copy without the catalogue")
+    CATALOGUE, mutate = mistakes.CATALOGUE, mistakes.mutate
+
+    exercises = load_exercises(ROOT)
+    assert set(CATALOGUE) == {e.id for e in exercises}
+    for exercise in exercises:
+        mistakes = CATALOGUE[exercise.id]
+        assert 2 <= len(mistakes) <= 3 and len({m.name for m in mistakes}) == len(mistakes), exercise.id
+        texts = {path: (ROOT / path).read_text(encoding="utf-8") for path in exercise.files}
+        for mistake in mistakes:
+            changed = mutate(texts, exercise.id, mistake)           # raises when an edit no longer applies
+            assert changed != texts, f"{exercise.id}: {mistake.name} changes nothing"
+            for path, text in changed.items():
+                compile(text, path, "exec")
