@@ -16,7 +16,7 @@
 
     python benchmarks/table1.py            # writes benchmarks/results/table1.json
     python benchmarks/table1.py --quick    # small n, writes nothing
-    python benchmarks/table1.py --render   # chapter 13's Table 1 from the JSON
+    python benchmarks/table1.py --render   # chapter 13's Table 1 and figures/13-table1.png from the JSON
 """
 from __future__ import annotations
 
@@ -38,6 +38,7 @@ import minitransformer.nn as nn  # noqa: E402
 from minitransformer.nn.attention import merge_heads, split_heads  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "table1.json"
+FIGURE = ROOT / "chapters" / "figures" / "13-table1.png"
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 
@@ -185,6 +186,34 @@ def render_markdown(results: dict) -> str:
     return "\n".join(lines)
 
 
+def draw(results: dict, path: Path = FIGURE, language: str = "en") -> None:
+    """Time of one layer against n, every row, from the results file only; in another ``language`` (ja) the
+    figure goes to chapters/figures/LANGUAGE/ with its labels translated."""
+    import contextlib
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.6))
+    for (name, row), marker in zip(results["rows"].items(), "osd^"):
+        ax.loglog(results["lengths"], 1e3 * np.array(row["seconds"]), marker + "-", label=name)
+    ax.set_xlabel("sequence length n")
+    ax.set_ylabel("forward + backward, ms")
+    ax.set_title(f"Table 1 measured, d = {results['d']}", fontsize=10)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    if language == "en":
+        saving = contextlib.nullcontext()
+    else:
+        from minitransformer.figure_language import saving_chapter_figures
+        saving = saving_chapter_figures(language)
+    with saving:
+        fig.savefig(path, dpi=90, bbox_inches="tight")
+    plt.close(fig)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true")
@@ -193,8 +222,11 @@ def main() -> int:
     if args.render:
         from long_sequences import CHAPTER, fill_region
 
-        fill_region(CHAPTER, "benchmarks/results/table1.json", render_markdown(json.loads(RESULTS.read_text())))
-        print(f"wrote Table 1 into {CHAPTER}")
+        results = json.loads(RESULTS.read_text())
+        fill_region(CHAPTER, "benchmarks/results/table1.json", render_markdown(results))
+        draw(results)
+        draw(results, FIGURE, "ja")
+        print(f"wrote Table 1 into {CHAPTER} and drew {FIGURE} (and its Japanese copy)")
         return 0
     lengths = [16, 64, 256] if args.quick else [16, 32, 64, 128, 256, 512, 1024, 2048]
     load = os.getloadavg()[0]

@@ -3,17 +3,21 @@
     python chapters/figures/make_10_11.py [RUN_DIR]
 
 10-noam-schedule.png: eq. 3 for several d_model and warm-ups (needs nothing).
-11-attention.png, 11-dev-curve.png: from a finished run of `python -m minitransformer train`
-(default RUN_DIR: runs/enja).
+11-dev-curve.png: the dev BLEU history of the run heads.json records (benchmarks/heads.py).
+11-attention.png: that run's cross-attention for one sentence; RUN_DIR (default runs/enja) must hold
+that run's final weights (benchmarks/runs.py checks their digest).
 """
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))
+sys.path.insert(0, str(HERE.parents[1] / "tools"))
+sys.path.insert(0, str(HERE.parents[1] / "benchmarks"))
+
+from figures import load_results  # noqa: E402
 
 from minitransformer.optim import SGD, NoamSchedule  # noqa: E402
 from minitransformer.plot import attention_heatmap, learning_rate_curves, loss_curves  # noqa: E402
@@ -29,16 +33,21 @@ def noam_figure() -> None:
     fig.savefig(HERE / "10-noam-schedule.png", dpi=80)
 
 
+def dev_curve_figure(record: dict) -> None:
+    history = record["history"]
+    steps = [h["step"] for h in history]
+    fig = loss_curves([("dev BLEU (greedy, 200 sentences)", steps, [h["dev_bleu_greedy"] for h in history])],
+                      title="dev BLEU after each epoch", ylabel="BLEU")
+    fig.savefig(HERE / "11-dev-curve.png", dpi=80)
+
+
 def run_figures(run_dir: Path) -> None:
     from minitransformer.translator import Translator  # noqa: PLC0415
+    from runs import require_run  # noqa: PLC0415
 
-    results = json.loads((run_dir / "results.json").read_text(encoding="utf-8"))
-    history = results["history"]
-    if history:
-        steps = [h["step"] for h in history]
-        fig = loss_curves([("dev BLEU (greedy, 200 sentences)", steps, [h["dev_bleu_greedy"] for h in history])],
-                          title="the default run: dev BLEU after each epoch", ylabel="BLEU")
-        fig.savefig(HERE / "11-dev-curve.png", dpi=80)
+    record = load_results("heads.json")["run"]
+    require_run(run_dir, record, "heads.json")
+    dev_curve_figure(record)
     translator = Translator.load(run_dir)
     source = "the teacher that was reading the dictionary did not see the small cat ."
     weights, src, tgt, src_ids, tgt_ids = translator.cross_attention(source)

@@ -362,8 +362,6 @@ ax.set_ylabel("forward + backward, ms")
 ax.set_title(f"Table 1 measured, d = {measured['d']}", fontsize=10)
 ax.legend(fontsize=8)
 fig.tight_layout()
-if SAVE:
-    fig.savefig("../chapters/figures/13-table1.png", dpi=90, bbox_inches="tight")
 plt.show()
 
 rows = measured["rows"]
