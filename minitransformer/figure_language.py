@@ -149,8 +149,8 @@ PATTERNS_JA: list[tuple[str, str]] = [
     (r"none: held-out token accuracy (.*)%", r"なし：未見データのトークン正解率 \1%"),
     (r"dense causal\n(\d+) of (\d+) tiles", r"密な因果マスク\n\2 タイル中 \1"),
     (r"local \((\d+) blocks\)\n(\d+) of (\d+) tiles", r"局所（\1 ブロック）\n\3 タイル中 \2"),
-    (r"strided \(every (\d+)th\)\n(\d+) of (\d+) tiles", r"ストライド（\1 ブロックおき）\n\3 タイル中 \2"),
-    (r"local \+ strided\n(\d+) of (\d+) tiles", r"局所 + ストライド\n\2 タイル中 \1"),
+    (r"fixed summaries \(every (\d+)th\)\n(\d+) of (\d+) tiles", r"固定の要約（\1 ブロックごと）\n\3 タイル中 \2"),
+    (r"local \+ summaries\n(\d+) of (\d+) tiles", r"局所 + 要約\n\2 タイル中 \1"),
     (r"restricted self-attention, r = (\d+)", r"制限付き自己注意、r = \1"),
 ]
 

@@ -190,10 +190,12 @@ print("causal: tiles computed", sum(len(keys) for _, keys in flash._tiles(300, 3
 #
 # ## 4. Block-sparse layouts
 #
-# `block_mask` lists the tiles to compute. Sparse Transformers (Child et al., 2019) combine a *local*
-# pattern (the tiles near the diagonal) with a *strided* one (every $s$-th column of tiles, which
-# collects a summary of the past). With the window as wide as the stride, two layers of the combined
-# pattern connect every position to every earlier one, at $O(n\sqrt{n})$ cost when both are $\sqrt{n}$.
+# `block_mask` lists the tiles to compute. Here, a *local* pattern (a sliding window of tiles near the
+# diagonal, the first head of Child et al.'s (2019) *strided* pattern) combined with the *summary*
+# columns of their *fixed* pattern (the last block of every group of $s$, which collects a summary of
+# its group). Their strided pattern's second head would instead see every $l$-th position, $(i - j)
+# \bmod l = 0$. With the window as wide as the group, two layers of the combined pattern connect every
+# position to every earlier one, at $O(n\sqrt{n})$ cost when both are $\sqrt{n}$.
 
 # %% [markdown] ja
 # 保存される配列は入力と $O$ と $L$ で、$T\times S$ の大きさのものはありません。`causal=True` では、対角線より完全に上にあるタイルは一度も計算されません（ここでは 25 個中 15 個）。
@@ -202,7 +204,7 @@ print("causal: tiles computed", sum(len(keys) for _, keys in flash._tiles(300, 3
 #
 # ## 4. ブロックスパースのレイアウト
 #
-# `block_mask` は計算するタイルを列挙します。Sparse Transformer（Child ら, 2019）は、*局所的な*パターン（対角線近くのタイル）と*ストライドの*パターン（$s$ 列おきのタイルの列で、過去の要約を集めます）を組み合わせます。ウィンドウの幅をストライドと同じにすると、組み合わせたパターンを 2 層重ねれば、どの位置もそれより前のすべての位置とつながります。そのコストは $O(n\sqrt{n})$ です（両方の幅を $\sqrt{n}$ にした場合）。
+# `block_mask` は計算するタイルを列挙します。ここでは、*局所的な*パターン（対角線近くのタイルのスライディングウィンドウで、Child ら（2019）の*ストライドの*パターンの 1 つめのヘッドにあたります）と、彼らの*固定の*パターンの*要約*の列（$s$ 個ずつのブロックの組の最後のブロックで、その組の要約を集めます）を組み合わせます。ストライドのパターンの 2 つめのヘッドなら、代わりに $l$ 個おきの位置、つまり $(i - j) \bmod l = 0$ を見ます。ウィンドウの幅を組の大きさと同じにすると、組み合わせたパターンを 2 層重ねれば、どの位置もそれより前のすべての位置とつながります。そのコストは $O(n\sqrt{n})$ です（両方の幅を $\sqrt{n}$ にした場合）。
 
 # %%
 def local_layout(n_blocks, width, causal=True):
@@ -210,16 +212,17 @@ def local_layout(n_blocks, width, causal=True):
     return (j <= i) & (i - j < width) if causal else np.abs(i - j) < width
 
 
-def strided_layout(n_blocks, stride, causal=True):
+def summary_layout(n_blocks, group, causal=True):
+    """The fixed pattern's summary columns (Child et al., 2019): the last block of every group."""
     i, j = np.arange(n_blocks)[:, None], np.arange(n_blocks)[None, :]
-    return ((j % stride) == stride - 1) & (j <= i) if causal else (j % stride) == stride - 1
+    return ((j % group) == group - 1) & (j <= i) if causal else (j % group) == group - 1
 
 
 n_blocks = 16
 layouts = {"dense causal": np.tril(np.ones((n_blocks, n_blocks), bool)),
            "local (4 blocks)": local_layout(n_blocks, 4),
-           "strided (every 4th)": strided_layout(n_blocks, 4),
-           "local + strided": local_layout(n_blocks, 4) | strided_layout(n_blocks, 4)}
+           "fixed summaries (every 4th)": summary_layout(n_blocks, 4),
+           "local + summaries": local_layout(n_blocks, 4) | summary_layout(n_blocks, 4)}
 fig, axes = plt.subplots(1, 4, figsize=(12, 3.2))
 for ax, (name, layout) in zip(axes, layouts.items()):
     ax.imshow(layout, cmap="Blues", vmin=0, vmax=1.3)
@@ -235,7 +238,7 @@ plt.show()
 
 # %%
 block, n = 16, 16 * 16
-layout = layouts["local + strided"]
+layout = layouts["local + summaries"]
 q, k, v = qkv(n, heads=2, d_k=16, dtype=np.float64)
 sparse = F.flash_attention(q, k, v, causal=True, block_size=block, block_mask=layout)
 entry_mask = np.kron(layout, np.ones((block, block), bool))[None, None] & F.causal_mask(n, "cpu")
@@ -245,7 +248,7 @@ assert np.abs(sparse.data - dense.data).max() < 1e-12
 reach = layout.astype(int)
 layers_needed = next(depth for depth in range(1, 5)
                      if (np.linalg.matrix_power(reach, depth) > 0)[np.tril_indices(n_blocks)].all())
-print("layers of local + strided until every block sees every earlier block:", layers_needed)
+print("layers of local + summaries until every block sees every earlier block:", layers_needed)
 assert layers_needed == 2
 
 # %% [markdown]
