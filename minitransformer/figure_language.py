@@ -152,6 +152,7 @@ PATTERNS_JA: list[tuple[str, str]] = [
     (r"fixed summaries \(every (\d+)th\)\n(\d+) of (\d+) tiles", r"固定の要約（\1 ブロックごと）\n\3 タイル中 \2"),
     (r"local \+ summaries\n(\d+) of (\d+) tiles", r"局所 + 要約\n\2 タイル中 \1"),
     (r"restricted self-attention, r = (\d+)", r"制限付き自己注意、r = \1"),
+    (r"restricted self-attention, w = (\d+) a side \(r = (\d+)\)", r"制限付き自己注意、片側 w = \1（r = \2）"),
 ]
 
 TABLES = {"ja": (TEXTS_JA, PATTERNS_JA)}

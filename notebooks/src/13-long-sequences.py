@@ -254,15 +254,16 @@ assert layers_needed == 2
 # %% [markdown]
 # ## 5. Sliding windows: $O(n\cdot w)$
 #
-# `F.local_attention(q, k, v, window)` lets query $i$ see keys $i-w \dots i+w$ (Longformer's sliding
-# window, and Table 1's *restricted* self-attention with $r = w$). It cuts the sequence into chunks of
+# `F.local_attention(q, k, v, window)` lets query $i$ see keys $i-w \dots i+w$, $2w + 1$ of them: $w$
+# counts one side. That is Table 1's *restricted* self-attention with a neighbourhood of $r = 2w + 1$,
+# and Longformer's sliding window of $2w$ (its window size counts both sides). It cuts the sequence into chunks of
 # $w$ queries; a chunk's keys are its own block and its two neighbours, three shifted views of the
 # same array. Then one ordinary attention runs over (chunks × $w$ × $3w$): $3nw$ scores instead of $n^2$.
 
 # %% [markdown] ja
 # ## 5. スライディングウィンドウ：$O(n\cdot w)$
 #
-# `F.local_attention(q, k, v, window)` では、クエリ $i$ はキー $i-w \dots i+w$ を見ます（Longformer のスライディングウィンドウであり、$r = w$ とした論文の表 1 の*制限付き*自己注意です）。系列を $w$ 個のクエリからなるチャンクに切り分けます。チャンクのキーは自分のブロックと両隣の 2 つのブロックで、同じ配列を 3 通りにずらしたビューです。そのうえで、普通の注意を 1 回、(チャンク × $w$ × $3w$) に対して実行します。スコアの数は $3nw$ で、$n^2$ ではありません。
+# `F.local_attention(q, k, v, window)` では、クエリ $i$ はキー $i-w \dots i+w$ の $2w + 1$ 個を見ます。$w$ は片側の数です。これは大きさ $r = 2w + 1$ の近傍をとる論文の表 1 の*制限付き*自己注意であり、幅 $2w$ の Longformer のスライディングウィンドウです（Longformer のウィンドウの大きさは両側を数えます）。系列を $w$ 個のクエリからなるチャンクに切り分けます。チャンクのキーは自分のブロックと両隣の 2 つのブロックで、同じ配列を 3 通りにずらしたビューです。そのうえで、普通の注意を 1 回、(チャンク × $w$ × $3w$) に対して実行します。スコアの数は $3nw$ で、$n^2$ ではありません。
 
 # %%
 n, window = 200, 16
@@ -336,7 +337,7 @@ plt.show()
 #
 # `benchmarks/table1.py` writes the four layers with engine ops (a tanh RNN, a convolution with
 # kernel 3 as three shifted matrix products, multi-head self-attention, and restricted self-attention
-# with $r = 8$ built on `local_attention`) and measures the three columns: time against $n$, the
+# with $w = 8$ keys a side, $r = 17$, built on `local_attention`) and measures the three columns: time against $n$, the
 # depth of the engine's graph (the sequential operations), and the number of stacked layers before
 # the last output depends on the first input (the path length, tested with a gradient).
 
@@ -345,7 +346,7 @@ plt.show()
 #
 # ## 7. 論文の表 1、すべての行とすべての列
 #
-# `benchmarks/table1.py` は 4 つの層をエンジンの演算で書き（tanh の RNN、3 つのずらした行列積としてのカーネル 3 の畳み込み、マルチヘッド自己注意、そして `local_attention` の上に構築した $r = 8$ の制限付き自己注意）、3 つの列を測ります。$n$ に対する時間、エンジンのグラフの深さ（逐次的な演算の数）、そして最後の出力が最初の入力に依存するようになるまでに積み重ねる層の数（経路長、勾配で確かめます）です。
+# `benchmarks/table1.py` は 4 つの層をエンジンの演算で書き（tanh の RNN、3 つのずらした行列積としてのカーネル 3 の畳み込み、マルチヘッド自己注意、そして `local_attention` の上に構築した片側 $w = 8$（$r = 17$）の制限付き自己注意）、3 つの列を測ります。$n$ に対する時間、エンジンのグラフの深さ（逐次的な演算の数）、そして最後の出力が最初の入力に依存するようになるまでに積み重ねる層の数（経路長、勾配で確かめます）です。
 
 # %%
 sys.path.insert(0, "../benchmarks")
