@@ -371,15 +371,16 @@ plt.show()
 rows = measured["rows"]
 assert rows["self-attention"]["layers_to_connect"] == 1
 assert rows["convolutional, k = 3"]["layers_to_connect"] == 31            # n − 1 for kernel 3
-assert rows["restricted self-attention, r = 8"]["layers_to_connect"] == 4  # ⌈(n − 1) / r⌉
+assert rows["restricted self-attention, r = 8"]["layers_to_connect"] == 4  # ⌈(n − 1) / w⌉, w = 8 a side
 assert rows["recurrent"]["graph_depth"][1] > 1.8 * rows["recurrent"]["graph_depth"][0]
 assert all(rows[name]["graph_depth"][0] == rows[name]["graph_depth"][1]
            for name in rows if name != "recurrent")
 
 # %% [markdown]
-# The path lengths come out exactly as Table 1 says: one layer of self-attention connects the ends;
-# a kernel-3 convolution needs $n-1 = 31$ layers (a dilated one would need $O(\log_k n)$); restricted
-# attention with $r = 8$ needs $\lceil 31/8\rceil = 4$. The recurrent layer connects them in one layer,
+# The path lengths follow Table 1's orders for the layers built here: one layer of self-attention
+# connects the ends; our contiguous kernel-3 convolution needs $n-1 = 31$ layers ($O(n/k)$; Table 1's
+# $O(\log_k n)$ is for dilated convolutions); restricted attention with $w = 8$ a side needs
+# $\lceil 31/8\rceil = 4$ ($O(n/r)$, $r = 2w + 1$). The recurrent layer connects them in one layer,
 # but only through its $n-1$ steps, which is why its graph depth doubles with $n$ while every other
 # layer's depth stays fixed.
 #
@@ -389,7 +390,7 @@ assert all(rows[name]["graph_depth"][0] == rows[name]["graph_depth"][1]
 # of the block or window, with causal, padding and block masks.
 
 # %% [markdown] ja
-# 経路長は論文の表 1 のとおりになります。自己注意は 1 層で両端をつなぎます。カーネル 3 の畳み込みは $n-1 = 31$ 層を必要とします（膨張畳み込みなら $O(\log_k n)$ で済むでしょう）。$r = 8$ の制限付き注意は $\lceil 31/8\rceil = 4$ 層です。再帰層は 1 層でつなぎますが、その $n-1$ ステップを通してしかつなげません。そのため、ほかのどの層もグラフの深さが一定なのに、再帰層の深さは $n$ とともに 2 倍になります。
+# 経路長は、ここで作った層について論文の表 1 の次数に従います。自己注意は 1 層で両端をつなぎます。私たちの連続したカーネル 3 の畳み込みは $n-1 = 31$ 層を必要とします（$O(n/k)$ です。表 1 の $O(\log_k n)$ は膨張畳み込みについての値です）。片側 $w = 8$ の制限付き注意は $\lceil 31/8\rceil = 4$ 層です（$O(n/r)$、$r = 2w + 1$）。再帰層は 1 層でつなぎますが、その $n-1$ ステップを通してしかつなげません。そのため、ほかのどの層もグラフの深さが一定なのに、再帰層の深さは $n$ とともに 2 倍になります。
 #
 # ## 8. 勾配チェック
 #
