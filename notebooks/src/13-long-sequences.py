@@ -185,8 +185,9 @@ print("causal: tiles computed", sum(len(keys) for _, keys in flash._tiles(300, 3
 # tiles that lie entirely above the diagonal are never computed (15 of 25 here).
 #
 # On NumPy the tiles cost Python loop iterations. At $n = 1024$ the benchmark above shows flash slower
-# than eq. 1 in time while using a fraction of its memory. On a GPU the same tiles stay in on-chip
-# SRAM, and that IO-awareness is what makes FlashAttention fast there.
+# than eq. 1 in time while using a fraction of its memory. On a GPU, FlashAttention's fused CUDA kernel
+# keeps each tile in on-chip SRAM, and that IO-awareness is what made it fast in Dao et al.'s
+# measurements. This tile loop on CuPy is not that kernel: each of its operations writes to HBM.
 #
 # ## 4. Block-sparse layouts
 #
@@ -200,7 +201,7 @@ print("causal: tiles computed", sum(len(keys) for _, keys in flash._tiles(300, 3
 # %% [markdown] ja
 # 保存される配列は入力と $O$ と $L$ で、$T\times S$ の大きさのものはありません。`causal=True` では、対角線より完全に上にあるタイルは一度も計算されません（ここでは 25 個中 15 個）。
 #
-# NumPy では、タイルの一つひとつが Python のループの反復として時間を取ります。$n = 1024$ では、上のベンチマークが示すとおり、flash は式 (1) のメモリのごく一部しか使わない一方で、時間では遅くなります。GPU では同じタイルがオンチップの SRAM に収まったままになり、この IO を意識した設計こそが、そこで FlashAttention を速くしているものです。
+# NumPy では、タイルの一つひとつが Python のループの反復として時間を取ります。$n = 1024$ では、上のベンチマークが示すとおり、flash は式 (1) のメモリのごく一部しか使わない一方で、時間では遅くなります。GPU では、FlashAttention の融合した CUDA カーネルが各タイルをオンチップの SRAM に置いたままにします。この IO を意識した設計こそが、Dao らの測定で FlashAttention を速くしたものです。CuPy の上で回すこのタイルのループはそのカーネルではなく、演算のたびに HBM に書き込みます。
 #
 # ## 4. ブロックスパースのレイアウト
 #
