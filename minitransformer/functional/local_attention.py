@@ -113,8 +113,8 @@ def _blocks(x: Tensor, window: int, n_chunks: int, before: int, after: int) -> T
 def _overlapping(blocks: Tensor, n_chunks: int) -> Tensor:
     """Blocks (..., n_chunks + m − 1, w, d) -> chunks (..., n_chunks, m·w, d): chunk c = blocks c … c+m−1."""
     m = blocks.shape[-3] - n_chunks + 1
-    views = [blocks[..., i:i + n_chunks, :, :] for i in range(m)]        # m shifted views, no copy
-    return concatenate(views, axis=-2)
+    views = [blocks[..., i:i + n_chunks, :, :] for i in range(m)]        # m shifted views (slices)
+    return concatenate(views, axis=-2)                                   # one copy: m·n keys
 
 
 def _overlapping_array(blocks, n_chunks: int):
