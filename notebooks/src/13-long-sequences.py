@@ -116,18 +116,18 @@ if results_path.exists():
 # block at a time, so it keeps a *running* maximum $m$, a running sum $\ell = \sum_j e^{s_j - m}$ and a
 # running weighted sum $a = \sum_j e^{s_j - m} v_j$. When a block with a larger maximum $m'$
 # arrives, everything accumulated so far was computed against the old maximum. Multiplying by
-# $e^{m - m'}$ moves it to the new one:
+# $e^{m - m'}$ moves it to the new one ($J$ is the block's set of keys):
 #
-# $$\ell' = e^{m-m'}\,\ell + \sum_{j\in B} e^{s_j - m'},\qquad a' = e^{m-m'}\,a + \sum_{j\in B} e^{s_j-m'}\,v_j .$$
+# $$\ell' = e^{m-m'}\,\ell + \sum_{j\in J} e^{s_j - m'},\qquad a' = e^{m-m'}\,a + \sum_{j\in J} e^{s_j-m'}\,v_j .$$
 #
 # At the end, $o = a/\ell$ and the row's log-sum-exp is $L = m + \log\ell$.
 
 # %% [markdown] ja
 # ## 2. オンラインソフトマックス
 #
-# 第 4 章では、指数をとる前に行の最大値を引きました。FlashAttention はスコアの行を一度に 1 ブロックずつしか見ないので、*途中経過の*最大値 $m$、途中経過の和 $\ell = \sum_j e^{s_j - m}$、途中経過の重み付き和 $a = \sum_j e^{s_j - m} v_j$ を保持します。より大きな最大値 $m'$ を持つブロックが届いたとき、それまでに蓄えたものはすべて古い最大値を基準に計算されています。$e^{m - m'}$ を掛ければ、新しい最大値の基準に移せます。
+# 第 4 章では、指数をとる前に行の最大値を引きました。FlashAttention はスコアの行を一度に 1 ブロックずつしか見ないので、*途中経過の*最大値 $m$、途中経過の和 $\ell = \sum_j e^{s_j - m}$、途中経過の重み付き和 $a = \sum_j e^{s_j - m} v_j$ を保持します。より大きな最大値 $m'$ を持つブロック $J$（キーの集合）が届いたとき、それまでに蓄えたものはすべて古い最大値を基準に計算されています。$e^{m - m'}$ を掛ければ、新しい最大値の基準に移せます。
 #
-# $$\ell' = e^{m-m'}\,\ell + \sum_{j\in B} e^{s_j - m'},\qquad a' = e^{m-m'}\,a + \sum_{j\in B} e^{s_j-m'}\,v_j .$$
+# $$\ell' = e^{m-m'}\,\ell + \sum_{j\in J} e^{s_j - m'},\qquad a' = e^{m-m'}\,a + \sum_{j\in J} e^{s_j-m'}\,v_j .$$
 #
 # 最後には $o = a/\ell$ となり、行の log-sum-exp は $L = m + \log\ell$ です。
 
