@@ -129,3 +129,14 @@ def test_a_results_file_is_found_by_its_name_below_the_results_folder(tmp_path):
         figures.results_path("heads.json", tmp_path)
     with pytest.raises(figures.FigureError, match="no such results file"):
         figures.results_path("gone.json", tmp_path)
+
+
+def test_a_count_is_quoted_in_millions_or_in_ten_thousands(book):
+    results = book / "benchmarks" / "results" / "run.json"
+    results.write_text(json.dumps({**json.loads(results.read_text()), "parameters": 1053696}))
+    readme = book / "README.md"
+    readme.write_text(readme.read_text() + "a 1.05<!-- fig run.json:parameters x1e-6 --> M model, "
+                                           "105<!-- fig run.json:parameters x1e-4 --> 万\n")
+    assert figures.check(book, book / "benchmarks" / "results") == []
+    readme.write_text(readme.read_text().replace("1.05<", "1.06<"))
+    assert "says 1.05" in figures.check(book, book / "benchmarks" / "results")[0]

@@ -94,3 +94,15 @@ def test_a_generated_table_in_japanese_must_hold_the_english_numbers(book):
     japanese.write_text(japanese.read_text().replace("0.34", "0.43"), encoding="utf-8")
     problems = unmarked.check(root, exempt)
     assert len(problems) == 1 and "t.json" in problems[0] and "same numbers" in problems[0]
+
+
+def test_the_counts_the_book_quotes_are_the_codes_counts_today():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import book_counts  # noqa: PLC0415
+
+    import minitransformer.nn as nn  # noqa: PLC0415
+    recorded = json.loads((ROOT / "benchmarks" / "results" / "counts.json").read_text(encoding="utf-8"))
+    assert recorded == book_counts.counts(), "run python benchmarks/book_counts.py, then python tools/figures.py update"
+    model = nn.Transformer(nn.TransformerConfig.small(1000))
+    assert book_counts.model_counts("small", 1000) == {"vocab": 1000, "parameters": model.num_parameters(),
+                                                       "parameter_arrays": len(model.parameters())}

@@ -7,7 +7,7 @@ that holds it, in an HTML comment right after it:
 
 FILE is in benchmarks/results/ (written by the script that measured it), KEY.PATH walks the JSON
 (list items by index: history.4.dev_bleu_greedy), and an optional `x100` scales a fraction to a
-percentage. The quoted text must equal the value rounded to as many decimals as the text shows
+percentage (`x1e-6` quotes a count in millions, `x1e-4` in the ten thousands of Japanese 万). The quoted text must equal the value rounded to as many decimals as the text shows
 (thousands separators allowed). Markdown renders the comment as nothing.
 
     python tools/figures.py check                 # every quoted figure against its file (exit 1 on a mismatch)
@@ -41,7 +41,8 @@ SUPERSCRIPT = str.maketrans("0123456789-", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻")
 NUMBER = r"-?\d[\d,]*(?:\.\d+)?(?:e-?\d+|·10[⁻]?[⁰¹²³⁴⁵⁶⁷⁸⁹]+)?"
 DIGEST = r"(?<![\w.])[0-9a-f]*[a-f][0-9a-f]*(?![\w.])"                  # a hexadecimal digest, one letter at least
 MARKER = re.compile(rf"(?P<text>{DIGEST}|{NUMBER})(?P<between>[*$]*)<!-- fig (?P<file>[\w.-]+\.json):(?P<key>[^\s>]+)"
-                    rf"(?: (?P<scale>x100))? -->")
+                    rf"(?: (?P<scale>x100|x1e-6|x1e-4))? -->")
+SCALES = {"x100": 100, "x1e-6": 1e-6, "x1e-4": 1e-4}
 INLINE_CODE = re.compile(r"`[^`]*`")
 # the fields of a run's results.json that the README and chapter 11 quote
 RUN_FIELDS = ("steps", "train_seconds", "wall_seconds", "test_bleu", "test_exact_match",
@@ -59,7 +60,7 @@ class Quote:
     text: str
     file: str
     key: str
-    scale: bool
+    scale: str | None               # x100, x1e-6 or x1e-4
     span: tuple[int, int]          # of the quoted number in the document's text
 
     @property
@@ -85,7 +86,7 @@ def quotes_in(path: Path, text: str | None = None) -> list[Quote]:
                 raise FigureError(f"{path.name if not path.is_relative_to(ROOT) else path.relative_to(ROOT)}:{number}: a `<!-- fig FILE.json:KEY -->` marker that is malformed "
                                   f"or does not follow a number directly")
             for m in matches:
-                found.append(Quote(path, number, m["text"], m["file"], m["key"], bool(m["scale"]),
+                found.append(Quote(path, number, m["text"], m["file"], m["key"], m["scale"],
                                    (offset + m.start("text"), offset + m.end("text"))))
         offset += len(line)
     return found
@@ -122,14 +123,15 @@ def lookup(file: str, key: str, results: Path = RESULTS) -> object:
     return value
 
 
-def render(value: object, like: str, scale: bool) -> str:
+def render(value: object, like: str, scale: str | bool | None) -> str:
     """The value written the way ``like`` is written: its number of decimals, its thousands separators,
     its scientific form (4e-11, 8.03·10¹²); a string (a digest) stays as it is."""
     if isinstance(value, str) and re.fullmatch(DIGEST, like):
         return value
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise FigureError(f"value {value!r} is not a number")
-    value = value * 100 if scale else value
+    if scale:
+        value = value * (100 if scale is True else SCALES[scale])
     mantissa = re.split(r"e|·10", like)[0]
     decimals = len(mantissa.split(".")[1]) if "." in mantissa else 0
     if "e" in like or "·10" in like:

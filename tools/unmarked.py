@@ -35,6 +35,7 @@ import fnmatch
 import json
 import re
 import sys
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -47,16 +48,21 @@ DOCUMENTS = ("README.md", "README.ja.md", "TEACHING.md", "benchmarks/README.md",
 NUMBER = re.compile(r"(?<![\w.,/§#^_{\\-])(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE]-?\d+|·10[⁻]?[⁰¹²³⁴⁵⁶⁷⁸⁹]+)?"
                     r"(?![\w]|\.\d|,\d{3})")
 UNIT = re.compile(
-    r"\s?(?:%|％|×|x(?![\w])|ms\b|s\b|sec\b|seconds?\b|minutes?\b|min\b|hours?\b|h\b|days?\b|µs|us\b|ns\b"
+    r"\s?(?:%|％|×(?!\s*\d)|x(?![\w]|\s*\d)|ms\b|s\b|sec\b|seconds?\b|minutes?\b|min\b|hours?\b|h\b|days?\b|µs|us\b|ns\b"
     r"|[KMGT]i?B\b|kB\b|bytes?\b|[GTP]?FLOPs?(?:/s)?|tok(?:ens)?/s|steps/s|batches/s|sentences/s|GB/s|TB/s"
     r"|times\b|k\b|M\b|million\b|billion\b|thousand\b|BLEU\b|chrF|points?\b|F1\b"
     r"|(?:graded )?exercises\b|tests\b|chapters\b|notebooks\b"
-    r"|秒|分|時間|日|倍|パーセント|ポイント|万|億|問|件)")
+    r"|秒|分(?!の)|時間|日|倍|パーセント|ポイント|万|億|問|件)")
 SCORE_BEFORE = re.compile(r"(?:BLEU|chrF\+*|PPL|perplexity|F1|accuracy|AER|パープレキシティ|正解率)[\s:：(（]*$")
 NOT_A_MEASUREMENT_BEFORE = re.compile(
-    r"(?:§|Exercises?\s*|演習\s*|[Cc]hapters?\s*|第\s*|[Ee]q\.\s*|[Ee]qs\.\s*|式\s*|Tables?\s*|表\s*|Figures?\s*|図\s*"
+    r"(?:§|§\d+(?:\.\d+)*[–-]|[Ss]ections?\s*|Exercises?\s*|演習\s*|[Cc]hapters?\s*|第\s*|[Ee]q\.\s*|[Ee]qs\.\s*|式\s*"
+    r"|Tables?\s*|表\s*|Figures?\s*|図\s*"
     r"|[Vv]ersion\s*|NumPy\s*|PyTorch\s*|Python\s*|CUDA\s*|torch\s*|sacrebleu\s*|arXiv:|ex_|step-)$")
 ROUND = re.compile(r"\d{1,3}(?:,000)+|\d{1,3},\d00")
+NOT_A_MEASUREMENT_AFTER = re.compile(r"\s*(?:節|章|秒あたり|分間の)")     # 4.3 節, 第 12 章, 1 秒あたり (per second)
+# a table cell that is a value: a number (± a number, / a number, a range), with a unit or a marker
+VALUE_CELL = re.compile(r"\s*(?:\*\*)?[~≈<>≤≥]?\s*[-−]?\d[\d,.]*(?:e-?\d+|·10\S+)?(?:\*\*)?"
+                        r"(?:\s*(?:±|/|–|-|to)\s*[-−]?\d[\d,.]*(?:\*\*)?)*\s*(?:[^\s|\d(][^|(]{0,12})?\s*(?:\([^|]*\))?\s*")
 
 
 def blank(match: re.Match) -> str:
@@ -135,19 +141,45 @@ def documents(root: Path = ROOT) -> list[Path]:
     return sorted({p for pattern in DOCUMENTS for p in root.glob(pattern)})
 
 
-def regions(text: str) -> dict[str, list[str]]:
-    """Generated tables: results file -> the numbers between its begin/end markers, in order."""
+def regions(text: str) -> dict[str, tuple[list[str], Counter]]:
+    """Generated tables: results file -> (the numbers of its table rows in order, the numbers of its prose)."""
     found = {}
     for m in re.finditer(r"<!-- begin: (\S+) -->(.*?)<!-- end: \1 -->", text, re.DOTALL):
-        found[m.group(1)] = NUMBER.findall(m.group(2))
+        lines = m.group(2).splitlines()
+        rows = [n for line in lines if line.strip().startswith("|") for n in NUMBER.findall(line)]
+        prose = Counter(n for line in lines if not line.strip().startswith("|") for n in NUMBER.findall(line))
+        found[m.group(1)] = (rows, prose)
     return found
+
+
+def same_numbers(english: tuple[list[str], Counter], japanese: tuple[list[str], Counter]) -> bool:
+    """The tables hold the same numbers in the same order; the Japanese prose holds every English number
+    (and may hold a few more: 1 回の, 3 つの)."""
+    return english[0] == japanese[0] and not (english[1] - japanese[1])
+
+
+MATH = re.compile(r"\$\$.*?\$\$|(?<![\\$])\$(?!\$)(?:[^$\n]|\n(?!\s*\n))+?(?<!\\)\$", re.DOTALL)
+FENCED = re.compile(r"^(```|~~~).*?^\1[^\n]*$", re.DOTALL | re.MULTILINE)
+
+
+def without_math(text: str) -> str:
+    """The text with its $…$ and $$…$$ math blanked out (line breaks kept), outside fenced code: an inline
+    formula may run over a line break."""
+    keep = [(m.start(), m.end()) for m in FENCED.finditer(text)]
+
+    def blank_math(m: re.Match) -> str:
+        if any(a <= m.start() < b for a, b in keep):
+            return m.group()
+        return re.sub(r"[^\n]", " ", m.group())
+    return MATH.sub(blank_math, text)
 
 
 def candidates(path: Path, text: str | None = None) -> list[Hit]:
     """Every number of a document that looks measured and carries no marker (exemptions not applied)."""
     text = path.read_text(encoding="utf-8") if text is None else text
+    originals = text.splitlines()
     hits, fenced, generated, table = [], False, False, None
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in enumerate(without_math(text).splitlines(), start=1):
         stripped = line.strip()
         if stripped.startswith(("```", "~~~")):
             fenced = not fenced
@@ -164,7 +196,7 @@ def candidates(path: Path, text: str | None = None) -> list[Hit]:
         if not stripped.startswith("|"):
             table = None
         elif table is None:
-            table = stripped                      # the header row
+            table = originals[number - 1].strip()   # the header row, as written
             continue
         if re.fullmatch(r"\|[\s|:-]+\|?", stripped):
             continue
@@ -178,7 +210,7 @@ def candidates(path: Path, text: str | None = None) -> list[Hit]:
         for m in NUMBER.finditer(clean):
             written = m.group()
             before, after = clean[:m.start()], clean[m.end():]
-            if NOT_A_MEASUREMENT_BEFORE.search(before[-12:]):
+            if NOT_A_MEASUREMENT_BEFORE.search(before[-12:]) or NOT_A_MEASUREMENT_AFTER.match(after):
                 continue
             column = None
             if cells is not None:
@@ -186,7 +218,7 @@ def candidates(path: Path, text: str | None = None) -> list[Hit]:
                 if column <= 1:
                     continue                                          # the row's label
             why = None
-            if column is not None:
+            if column is not None and VALUE_CELL.fullmatch(cell_at(clean, cells, m.start())):
                 why = "in a table"
             elif UNIT.match(after):
                 why = "has a unit"
@@ -203,6 +235,13 @@ def candidates(path: Path, text: str | None = None) -> list[Hit]:
                 hits.append(Hit(path, number, written, why, line[max(0, m.start() - 40):m.end() + 25].strip(),
                                 table, column))
     return hits
+
+
+def cell_at(line: str, bars: list[int], position: int) -> str:
+    """The text of the table cell around ``position`` (between the bars before and after it)."""
+    left = max((b for b in bars if b < position), default=-1)
+    right = min((b for b in bars if b > position), default=len(line))
+    return line[left + 1:right]
 
 
 def twin_of(path: Path, root: Path) -> Path | None:
@@ -226,7 +265,7 @@ def check(root: Path = ROOT, exempt: Path = EXEMPT) -> list[str]:
         if twin is not None and twin.is_file():
             english = regions(twin.read_text(encoding="utf-8"))
             for name, numbers in regions(text).items():
-                if english.get(name) != numbers:
+                if name not in english or not same_numbers(english[name], numbers):
                     problems.append(f"{path.relative_to(root)}: the table generated from {name} does not hold the "
                                     f"same numbers as in {twin.relative_to(root)}")
     for entry in exemptions:
