@@ -11,6 +11,8 @@ measurements. Writes benchmarks/results/chapter_figures.json, which the chapters
 * fused_ratio (README, chapters 4–5): composed / fused from fused_vs_composed.json.
 * bpe_vocabulary (chapter 11): what the default preset's shared vocabulary of 1,000 is spent on.
 * padding (chapter 10): how much of a batch is padding, batched by length or in random order.
+* tokenization (chapter 11, as its notebook computes it): four Japanese outputs scored with BLEU on
+  whitespace tokens, on hand-segmented words and on characters, and with chrF and chrF++.
 * parameters (chapter 9): the parameter count by the chapter's formula for the rows of the paper's
   Table 3 that change the sizes, with V = 37,000, and the vocabulary each reported total implies.
 * residual (chapter 9): the gradient norm at the input of a deep stack, with and without residual
@@ -71,6 +73,26 @@ def padding(pairs, tokenizer, max_tokens: int = 1000) -> dict:
         return round(1 - real / sum(b.src.size + b.tgt_out.size for b in batches), 4)
     return {"max_tokens": max_tokens, "sentences_per_batch": per_batch, "bucketed_share": share(bucketed),
             "random_share": share(drawn)}
+
+
+REFERENCES = ["私は学生です。", "猫が魚を食べた。", "明日東京に行きます。", "この本はとても面白かった。"]
+OUTPUTS = ["私は先生です。", "猫が魚を食べました。", "明日東京へ行きます。", "この本はとても面白かった。"]
+REFERENCES_WORDS = ["私 は 学生 です 。", "猫 が 魚 を 食べ た 。", "明日 東京 に 行き ます 。", "この 本 は とても 面白かっ た 。"]
+OUTPUTS_WORDS = ["私 は 先生 です 。", "猫 が 魚 を 食べ まし た 。", "明日 東京 へ 行き ます 。", "この 本 は とても 面白かっ た 。"]
+
+
+def tokenization() -> dict:
+    """One set of outputs scored three ways (chapter 11): BLEU depends on what a token is; chrF does not ask."""
+    from minitransformer.bleu import corpus_bleu
+    from minitransformer.chrf import corpus_chrf
+
+    return {"bleu_whitespace": round(corpus_bleu(OUTPUTS, REFERENCES, tokenize="none"), 2),
+            "bleu_words": round(corpus_bleu(OUTPUTS_WORDS, REFERENCES_WORDS, tokenize="none"), 2),
+            "bleu_characters": round(corpus_bleu(OUTPUTS, REFERENCES, tokenize="char"), 2),
+            "first_reference_tokens": {"whitespace": len(REFERENCES[0].split()), "words": len(REFERENCES_WORDS[0].split()),
+                                       "characters": len(REFERENCES[0])},
+            "chrf": round(corpus_chrf(OUTPUTS, REFERENCES), 2),
+            "chrf_plus_plus": round(corpus_chrf(OUTPUTS, REFERENCES, word_order=2), 2)}
 
 
 def smoothing_entropy(vocab: int, eps: float) -> dict:
@@ -181,6 +203,7 @@ def main() -> int:
     figures["bpe_vocabulary"] = bpe_vocabulary(pairs, tokenizer)
     figures["padding"] = padding(pairs, tokenizer)
     figures["parameters"] = table3_parameters()
+    figures["tokenization"] = tokenization()
     figures["residual"] = residual_gradients([2, 6, 12, 24], 32, 0)
     Path(args.results).write_text(json.dumps(figures, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     print(json.dumps(figures, indent=1, ensure_ascii=False))
