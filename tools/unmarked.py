@@ -183,7 +183,8 @@ def candidates(path: Path, text: str | None = None) -> list[Hit]:
     text = path.read_text(encoding="utf-8") if text is None else text
     originals = text.splitlines()
     hits, fenced, generated, table = [], False, False, None
-    for number, line in enumerate(without_math(text).splitlines(), start=1):
+    lines = without_math(text).splitlines()
+    for number, line in enumerate(lines, start=1):
         stripped = line.strip()
         if stripped.startswith(("```", "~~~")):
             fenced = not fenced
@@ -214,6 +215,8 @@ def candidates(path: Path, text: str | None = None) -> list[Hit]:
         for m in NUMBER.finditer(clean):
             written = m.group()
             before, after = clean[:m.start()], clean[m.end():]
+            if not after.strip() and number < len(lines) and not cells:     # a unit wrapped onto the next line
+                after = " " + unrendered(MARKER.sub(blank, lines[number])).lstrip()
             if NOT_A_MEASUREMENT_BEFORE.search(before[-12:]) or NOT_A_MEASUREMENT_AFTER.match(after):
                 continue
             column = None
@@ -239,6 +242,12 @@ def candidates(path: Path, text: str | None = None) -> list[Hit]:
                 hits.append(Hit(path, number, written, why, line[max(0, m.start() - 40):m.end() + 25].strip(),
                                 table, column))
     return hits
+
+
+def unrendered(text: str) -> str:
+    for pattern in SKIPPED:
+        text = pattern.sub(blank, text)
+    return text
 
 
 def cell_at(line: str, bars: list[int], position: int) -> str:
