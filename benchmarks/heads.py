@@ -58,13 +58,13 @@ def corpus_of(run: Path):
 BLAS_SETTINGS = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")
 
 
-def train_keeping_checkpoints(run: Path, history: Path, poll_seconds: float = 0.5) -> dict:
+def train_keeping_checkpoints(run: Path, history: Path, extra: list[str] = (), poll_seconds: float = 0.5) -> dict:
     """Train the default model into ``run`` and copy each step checkpoint into ``history`` before training
     prunes it (it keeps five, written every 100 steps: each lives for 500 steps, far longer than a poll)."""
     if run.exists() or history.exists():
         raise SystemExit(f"--train writes a new run: {run if run.exists() else history} exists already")
     history.mkdir(parents=True)
-    training = subprocess.Popen([sys.executable, "-m", "minitransformer", "train", "--out", str(run)], cwd=ROOT)
+    training = subprocess.Popen([sys.executable, "-m", "minitransformer", "train", "--out", str(run), *extra], cwd=ROOT)
 
     def copy_new() -> None:
         for folder in sorted((run / "checkpoints").glob("step-*")):
@@ -181,6 +181,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--history", default=None, help="a folder of step-N checkpoint folders, for the curve")
     parser.add_argument("--train", action="store_true",
                         help="train the default model into --run first, keeping every checkpoint in --history")
+    parser.add_argument("--train-args", default="", help="more arguments for the training command with --train "
+                                                         "(e.g. '--preset toy' for a quick check); the book's run has none")
     parser.add_argument("--sentences", type=int, default=500, help="test pairs for the final model (default 500)")
     parser.add_argument("--history-sentences", type=int, default=100, help="test pairs per checkpoint (default 100)")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "heads.json"))
@@ -191,12 +193,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.train:
         if not args.history:
             parser.error("--train needs --history, the folder that keeps every checkpoint")
-        environment = train_keeping_checkpoints(run, Path(args.history))
+        environment = train_keeping_checkpoints(run, Path(args.history), args.train_args.split())
     corpus = corpus_of(run)
     test = corpus.pairs("test")
     translator = Translator.load(run)
+    command = "python -m minitransformer train --out " + run.as_posix() + (" " + args.train_args if args.train_args else "")
     results = {"command": "python benchmarks/heads.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-               "run": {**run_record(run), "blas_environment": environment}, "split": "test",
+               "run": {**run_record(run, command), "blas_environment": environment}, "split": "test",
                "final": cross_attention_scores(translator, corpus, test[:args.sentences])}
     final = results["final"]
     print(f"cross-attention, {final['sentences']} test sentences (accuracy / mass / AER):")

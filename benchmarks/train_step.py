@@ -502,7 +502,7 @@ def main() -> int:
         except ValueError as error:
             parser.error(str(error))
     if args.proof_only:
-        return 0 if print_proof(args, PROOF_RESULTS) else 1
+        return 0 if print_proof(args, Path(args.results) if args.results else PROOF_RESULTS) else 1
     if not args.skip_proof and not print_proof(args):
         print("minitransformer and PyTorch disagree: not timing two different computations.")
         return 1

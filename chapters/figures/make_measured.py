@@ -1,6 +1,6 @@
 """Draw the timing figures of chapters 7 and 9 from the results files of the benchmarks that measured them.
 
-    python chapters/figures/make_measured.py
+    python chapters/figures/make_measured.py [OUT_DIR]
 
 07-heads-cost.png: training time of the Table 3 runs at constant FLOPs against the number of heads,
 row (A) of table3.json (benchmarks/table3.py, chapter 12), three seeds each.
@@ -94,9 +94,10 @@ def main() -> None:
     import matplotlib  # noqa: PLC0415
 
     matplotlib.use("Agg")
-    heads_cost(load_results("table3.json")).savefig(HERE / "07-heads-cost.png", dpi=90, bbox_inches="tight")
-    table1_figure(load_results("table1.json")).savefig(HERE / "07-table1.png", dpi=90, bbox_inches="tight")
-    cache_figure(load_results("decode_2t.json")).savefig(HERE / "09-cache.png", dpi=90, bbox_inches="tight")
+    out = Path(sys.argv[1]) if len(sys.argv) > 1 else HERE
+    heads_cost(load_results("table3.json")).savefig(out / "07-heads-cost.png", dpi=90, bbox_inches="tight")
+    table1_figure(load_results("table1.json")).savefig(out / "07-table1.png", dpi=90, bbox_inches="tight")
+    cache_figure(load_results("decode_2t.json")).savefig(out / "09-cache.png", dpi=90, bbox_inches="tight")
 
 
 if __name__ == "__main__":
