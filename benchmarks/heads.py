@@ -56,6 +56,21 @@ def corpus_of(run: Path):
 
 
 BLAS_SETTINGS = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")
+BLAS_FILE = "blas_environment.json"      # in the run folder: the BLAS settings the run was trained with
+
+
+def write_blas_environment(run: Path) -> dict:
+    """Record, in the run folder, the BLAS settings this process (and so the training it starts) runs with:
+    BLAS's kernel decides the order of its sums, and over thousands of steps that order decides the weights."""
+    settings = {name: os.environ.get(name) for name in BLAS_SETTINGS}
+    run.mkdir(parents=True, exist_ok=True)
+    (run / BLAS_FILE).write_text(json.dumps(settings, indent=1) + "\n", encoding="utf-8")
+    return settings
+
+
+def read_blas_environment(run: Path) -> dict | None:
+    path = run / BLAS_FILE
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
 
 
 def train_keeping_checkpoints(run: Path, history: Path, extra: list[str] = (), poll_seconds: float = 0.5) -> dict:
@@ -64,6 +79,7 @@ def train_keeping_checkpoints(run: Path, history: Path, extra: list[str] = (), p
     if run.exists() or history.exists():
         raise SystemExit(f"--train writes a new run: {run if run.exists() else history} exists already")
     history.mkdir(parents=True)
+    settings = write_blas_environment(run)
     training = subprocess.Popen([sys.executable, "-m", "minitransformer", "train", "--out", str(run), *extra], cwd=ROOT)
 
     def copy_new() -> None:
@@ -79,8 +95,7 @@ def train_keeping_checkpoints(run: Path, history: Path, extra: list[str] = (), p
     copy_new()
     if training.returncode:
         raise SystemExit(f"training {run} failed (exit {training.returncode})")
-    # BLAS's kernel decides the order of its sums, and over thousands of steps that order decides the weights
-    return {name: os.environ.get(name) for name in BLAS_SETTINGS}
+    return settings
 
 
 def diagonal_links(n_target: int, n_source: int) -> np.ndarray:
@@ -117,6 +132,20 @@ def cross_attention_scores(translator: Translator, corpus, pairs) -> dict:
     return {"heads": per_head, "best_head": best, "layer_mean_of_heads": mean_of_scores,
             "layer_average": [{"layer": layer + 1, **t.scores()} for layer, t in layer_means.items()],
             "all_heads_average": overall.scores(), "diagonal_baseline": diagonal.scores(), "sentences": len(pairs)}
+
+
+def compare_heads(final: dict) -> dict:
+    """What chapter 12 reads off the table: each layer's weakest and strongest head, against the diagonal."""
+    diagonal = final["diagonal_baseline"]["accuracy"]
+    layers = []
+    for layer in sorted({h["layer"] for h in final["heads"]}):
+        heads = [h for h in final["heads"] if h["layer"] == layer]
+        low, high = min(heads, key=lambda h: h["accuracy"]), max(heads, key=lambda h: h["accuracy"])
+        layers.append({"layer": layer, "lowest": {"head": low["head"], "accuracy": low["accuracy"]},
+                       "highest": {"head": high["head"], "accuracy": high["accuracy"]},
+                       "lowest_over_diagonal": low["accuracy"] / diagonal,
+                       "highest_over_diagonal": high["accuracy"] / diagonal})
+    return {"layers": layers}
 
 
 def relation_scores(translator: Translator, corpus, pairs, kind: str) -> dict:
@@ -189,11 +218,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     run = Path(args.run)
     started = time.monotonic()
-    environment = None
     if args.train:
         if not args.history:
             parser.error("--train needs --history, the folder that keeps every checkpoint")
-        environment = train_keeping_checkpoints(run, Path(args.history), args.train_args.split())
+        train_keeping_checkpoints(run, Path(args.history), args.train_args.split())
+    environment = read_blas_environment(run)
     corpus = corpus_of(run)
     test = corpus.pairs("test")
     translator = Translator.load(run)
@@ -202,6 +231,7 @@ def main(argv: list[str] | None = None) -> int:
                "run": {**run_record(run, command), "blas_environment": environment}, "split": "test",
                "final": cross_attention_scores(translator, corpus, test[:args.sentences])}
     final = results["final"]
+    results["comparisons"] = compare_heads(final)
     print(f"cross-attention, {final['sentences']} test sentences (accuracy / mass / AER):")
     for h in final["heads"]:
         print(f"  layer {h['layer']} head {h['head']}: {h['accuracy']:.3f} / {h['mass']:.3f} / {h['aer']:.3f}")
