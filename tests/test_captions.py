@@ -15,6 +15,21 @@ import captions  # noqa: E402
 import figures  # noqa: E402
 
 
+def test_every_figure_names_its_script_its_sources_and_its_run():
+    problems = captions.check()
+    assert not problems, "\n  ".join(problems)
+
+
+def test_every_figure_of_a_trained_run_is_captioned_with_that_run_in_both_languages():
+    sources = json.loads((ROOT / "chapters" / "figures" / "sources.json").read_text(encoding="utf-8"))
+    of_a_run = {name for name, entry in sources.items() if entry.get("run")}
+    assert {"11-attention.png", "12-cross-heads.png", "12-alignment-over-training.png"} <= of_a_run
+    for folder in (ROOT / "chapters", ROOT / "chapters" / "ja"):
+        shown = {name for path in folder.glob("*.md")
+                 for _, name, caption in captions.captions(path.read_text(encoding="utf-8")) if caption}
+        assert of_a_run <= shown
+
+
 @pytest.fixture
 def book(tmp_path):
     """A chapter with one figure of a trained run, its Japanese twin, the registry and the results file."""

@@ -13,6 +13,17 @@ sys.path.insert(0, str(ROOT / "tools"))
 import unmarked  # noqa: E402
 
 
+def test_every_measured_number_in_the_book_names_its_source():
+    problems = unmarked.check()
+    assert not problems, "measured numbers without a <!-- fig --> marker:\n  " + "\n  ".join(problems)
+
+
+def test_the_exempt_list_says_why_for_every_entry():
+    entries = unmarked.load_exemptions()
+    assert len(entries) >= 10
+    assert all(len(e.why) > 15 for e in entries)
+
+
 @pytest.fixture
 def book(tmp_path):
     """A README, one chapter and its Japanese twin, and an exempt list with one entry."""
