@@ -15,6 +15,12 @@ machine every figure here moves with it.
 
     python benchmarks/distributed.py                   # both sizes -> benchmarks/results/distributed.json
     python benchmarks/distributed.py --sizes small --steps 10
+    python benchmarks/distributed.py --summarize       # the comparisons again, from the recorded timings
+
+The 1-rank and 2-rank setups train on different batches (two ranks take two batches a step), so the
+comparison is made in target tokens per second, which counts what each step trained on; batches per
+second is kept beside it. The all-reduce's share of a step is given twice: timed alone, after a barrier,
+and inside the steps, where a rank also waits for the other to finish its backward pass.
 """
 from __future__ import annotations
 
@@ -123,6 +129,30 @@ def launch(size_name: str, ranks: int, threads: int, steps: int, warmup: int) ->
     return json.loads(lines[-1][len("RESULT "):])
 
 
+SETUPS = ("one_rank_2_threads", "one_rank_1_thread", "two_ranks")
+
+
+def summarize(size: dict) -> dict:
+    """The comparisons of one model size, from its three setups' measured records only (nothing timed)."""
+    measured = {k: v for k, v in size.items() if k in SETUPS or k in ("parameters", "steps", "rounds",
+                                                                      "buffer_megabytes")}
+    one = max((size["one_rank_2_threads"], size["one_rank_1_thread"]), key=lambda r: r["steps_per_second"])
+    two = size["two_ranks"]
+    return {**measured,
+            "steps_per_second_1_rank": one["steps_per_second"], "steps_per_second_2_ranks": two["steps_per_second"],
+            "one_rank_setup": "2 BLAS threads" if one is size["one_rank_2_threads"] else "1 BLAS thread",
+            # like with like: the setups train on different batches, so compare the target tokens each trains
+            # on per second (two ranks: both ranks' tokens), against the faster single process
+            "speedup_in_tokens_per_second": round(two["target_tokens_per_second"] / one["target_tokens_per_second"], 2),
+            "speedup_in_batches_per_second": round(2 * two["steps_per_second"] / one["steps_per_second"], 2),
+            "all_reduce_share": two["all_reduce_share"],
+            "all_reduce_percent": round(100 * two["all_reduce_share"], 1),
+            "all_reduce_in_step_share": round(two["all_reduce_in_step_seconds"] / two["step_seconds"], 4),
+            "all_reduce_in_step_percent": round(100 * two["all_reduce_in_step_seconds"] / two["step_seconds"], 1),
+            "all_reduce_in_step_ms": round(1e3 * two["all_reduce_in_step_seconds"], 2),
+            "all_reduce_alone_ms": round(1e3 * two["all_reduce_seconds"], 2)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", nargs="+", default=["small", "base"], choices=["small", "base"])
@@ -132,9 +162,19 @@ def main() -> None:
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--mpi", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--summarize", action="store_true",
+                        help="recompute the comparisons of --out from its recorded timings, timing nothing")
     args = parser.parse_args()
     if args.worker:
         worker(args.worker, args.steps, args.warmup, args.mpi)
+        return
+    if args.summarize:
+        results = json.loads(args.out.read_text())
+        for size_name in ("small", "base"):
+            if size_name in results:
+                results[size_name] = summarize(results[size_name])
+        args.out.write_text(json.dumps(results, indent=1) + "\n")
+        print(f"rewrote the comparisons in {args.out}")
         return
     results = json.loads(args.out.read_text()) if args.out.exists() else {}
     results.update(command="python benchmarks/distributed.py " + " ".join(sys.argv[1:]),
@@ -147,17 +187,9 @@ def main() -> None:
             for name, (ranks, threads) in setups.items():
                 rounds[name].append(launch(size_name, ranks, threads, steps, args.warmup))
         best = {name: _median_round(measured) for name, measured in rounds.items()}
-        one = max(best["one_rank_2_threads"]["steps_per_second"], best["one_rank_1_thread"]["steps_per_second"])
-        results[size_name] = {
-            "parameters": best["two_ranks"]["parameters"], "steps": steps, "rounds": args.rounds,
-            "buffer_megabytes": best["two_ranks"]["buffer_megabytes"], **best,
-            "steps_per_second_1_rank": one, "steps_per_second_2_ranks": best["two_ranks"]["steps_per_second"],
-            # two ranks train on two batches per step: the speed-up in batches (or tokens) per second,
-            # against the faster of the single-process setups
-            "speedup_in_batches_per_second": round(2 * best["two_ranks"]["steps_per_second"] / one, 2),
-            "all_reduce_share": best["two_ranks"]["all_reduce_share"],
-            "all_reduce_percent": round(100 * best["two_ranks"]["all_reduce_share"], 1),
-        }
+        results[size_name] = summarize({"parameters": best["two_ranks"]["parameters"], "steps": steps,
+                                        "rounds": args.rounds, "buffer_megabytes": best["two_ranks"]["buffer_megabytes"],
+                                        **best})
         print(json.dumps({size_name: results[size_name]}, indent=1), flush=True)
     results["load_average_after"] = list(os.getloadavg())
     args.out.write_text(json.dumps(results, indent=1) + "\n")

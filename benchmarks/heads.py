@@ -1,7 +1,10 @@
 """What the heads of the trained default model do, measured against the grammar's gold alignments.
 
-    python -m minitransformer train --out runs/enja          # the default model (keeps the last 5 checkpoints)
-    python benchmarks/heads.py --run runs/enja --history runs/enja-history
+    python benchmarks/heads.py --train --run runs/enja --history runs/enja-history
+    python benchmarks/heads.py --run runs/enja --history runs/enja-history      # a run trained before
+
+``--train`` first trains the default model (``python -m minitransformer train --out RUN``, which keeps
+only the last five checkpoints) and copies every step checkpoint into HISTORY as it appears.
 
 writes benchmarks/results/heads.json (quoted by chapter 12):
 
@@ -22,6 +25,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import shutil
+import subprocess
 import sys
 import time
 from collections import Counter
@@ -38,6 +44,7 @@ from minitransformer.data.source import load_data  # noqa: E402
 from minitransformer.heads import AlignmentTally, attention_maps  # noqa: E402
 from minitransformer.presets import PRESETS  # noqa: E402
 from minitransformer.translator import Translator  # noqa: E402
+from runs import run_record  # noqa: E402
 
 
 def corpus_of(run: Path):
@@ -46,6 +53,49 @@ def corpus_of(run: Path):
     if settings.get("data") is not None or settings.get("direction") != "en-ja":
         raise SystemExit(f"{run}: heads.py measures runs on the built-in corpus, en-ja")
     return load_data(None, "en-ja", PRESETS[settings["preset"]]["corpus"], limit=settings.get("limit"))
+
+
+BLAS_SETTINGS = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")
+BLAS_FILE = "blas_environment.json"      # in the run folder: the BLAS settings the run was trained with
+
+
+def write_blas_environment(run: Path) -> dict:
+    """Record, in the run folder, the BLAS settings this process (and so the training it starts) runs with:
+    BLAS's kernel decides the order of its sums, and over thousands of steps that order decides the weights."""
+    settings = {name: os.environ.get(name) for name in BLAS_SETTINGS}
+    run.mkdir(parents=True, exist_ok=True)
+    (run / BLAS_FILE).write_text(json.dumps(settings, indent=1) + "\n", encoding="utf-8")
+    return settings
+
+
+def read_blas_environment(run: Path) -> dict | None:
+    path = run / BLAS_FILE
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+
+
+def train_keeping_checkpoints(run: Path, history: Path, extra: list[str] = (), poll_seconds: float = 0.5) -> dict:
+    """Train the default model into ``run`` and copy each step checkpoint into ``history`` before training
+    prunes it (it keeps five, written every 100 steps: each lives for 500 steps, far longer than a poll)."""
+    if run.exists() or history.exists():
+        raise SystemExit(f"--train writes a new run: {run if run.exists() else history} exists already")
+    history.mkdir(parents=True)
+    settings = write_blas_environment(run)
+    training = subprocess.Popen([sys.executable, "-m", "minitransformer", "train", "--out", str(run), *extra], cwd=ROOT)
+
+    def copy_new() -> None:
+        for folder in sorted((run / "checkpoints").glob("step-*")):
+            if (folder / "state.json").is_file() and not (history / folder.name).exists():
+                staging = history / f".tmp-{folder.name}"
+                shutil.copytree(folder, staging)
+                staging.rename(history / folder.name)
+
+    while training.poll() is None:
+        copy_new()
+        time.sleep(poll_seconds)
+    copy_new()
+    if training.returncode:
+        raise SystemExit(f"training {run} failed (exit {training.returncode})")
+    return settings
 
 
 def diagonal_links(n_target: int, n_source: int) -> np.ndarray:
@@ -75,9 +125,27 @@ def cross_attention_scores(translator: Translator, corpus, pairs) -> dict:
         diagonal.add(diagonal_links(*cross.shape[2:]), links)
     per_head = [{"layer": layer + 1, "head": head + 1, **tally.scores()} for (layer, head), tally in heads.items()]
     best = max(per_head, key=lambda h: h["accuracy"])
-    return {"heads": per_head, "best_head": best,
+    # two different things: the scores of a layer's head-averaged matrix, and the mean of its heads' scores
+    mean_of_scores = [{"layer": layer + 1, **{key: float(np.mean([h[key] for h in per_head if h["layer"] == layer + 1]))
+                                              for key in ("accuracy", "mass", "aer")}}
+                      for layer in range(config.n_layers)]
+    return {"heads": per_head, "best_head": best, "layer_mean_of_heads": mean_of_scores,
             "layer_average": [{"layer": layer + 1, **t.scores()} for layer, t in layer_means.items()],
             "all_heads_average": overall.scores(), "diagonal_baseline": diagonal.scores(), "sentences": len(pairs)}
+
+
+def compare_heads(final: dict) -> dict:
+    """What chapter 12 reads off the table: each layer's weakest and strongest head, against the diagonal."""
+    diagonal = final["diagonal_baseline"]["accuracy"]
+    layers = []
+    for layer in sorted({h["layer"] for h in final["heads"]}):
+        heads = [h for h in final["heads"] if h["layer"] == layer]
+        low, high = min(heads, key=lambda h: h["accuracy"]), max(heads, key=lambda h: h["accuracy"])
+        layers.append({"layer": layer, "lowest": {"head": low["head"], "accuracy": low["accuracy"]},
+                       "highest": {"head": high["head"], "accuracy": high["accuracy"]},
+                       "lowest_over_diagonal": low["accuracy"] / diagonal,
+                       "highest_over_diagonal": high["accuracy"] / diagonal})
+    return {"layers": layers}
 
 
 def relation_scores(translator: Translator, corpus, pairs, kind: str) -> dict:
@@ -140,18 +208,30 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--run", default="runs/enja", help="the trained run folder (default runs/enja)")
     parser.add_argument("--history", default=None, help="a folder of step-N checkpoint folders, for the curve")
+    parser.add_argument("--train", action="store_true",
+                        help="train the default model into --run first, keeping every checkpoint in --history")
+    parser.add_argument("--train-args", default="", help="more arguments for the training command with --train "
+                                                         "(e.g. '--preset toy' for a quick check); the book's run has none")
     parser.add_argument("--sentences", type=int, default=500, help="test pairs for the final model (default 500)")
     parser.add_argument("--history-sentences", type=int, default=100, help="test pairs per checkpoint (default 100)")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "heads.json"))
     args = parser.parse_args(argv)
     run = Path(args.run)
     started = time.monotonic()
+    if args.train:
+        if not args.history:
+            parser.error("--train needs --history, the folder that keeps every checkpoint")
+        train_keeping_checkpoints(run, Path(args.history), args.train_args.split())
+    environment = read_blas_environment(run)
     corpus = corpus_of(run)
     test = corpus.pairs("test")
     translator = Translator.load(run)
-    results = {"run": str(run), "split": "test", "final": cross_attention_scores(translator, corpus,
-                                                                                  test[:args.sentences])}
+    command = "python -m minitransformer train --out " + run.as_posix() + (" " + args.train_args if args.train_args else "")
+    results = {"command": "python benchmarks/heads.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+               "run": {**run_record(run, command), "blas_environment": environment}, "split": "test",
+               "final": cross_attention_scores(translator, corpus, test[:args.sentences])}
     final = results["final"]
+    results["comparisons"] = compare_heads(final)
     print(f"cross-attention, {final['sentences']} test sentences (accuracy / mass / AER):")
     for h in final["heads"]:
         print(f"  layer {h['layer']} head {h['head']}: {h['accuracy']:.3f} / {h['mass']:.3f} / {h['aer']:.3f}")

@@ -6,6 +6,8 @@
 | convolutional (kernel k)      | O(k·n·d²)      | O(1)                  | O(log_k n) dilated, O(n/k) plain |
 | self-attention, restricted r  | O(r·n·d)       | O(1)                  | O(n/r)              |
 
+(r is the paper's neighbourhood size; our restricted layer sees w keys on each side, r = 2w + 1.)
+
 * work: the time of one forward + backward against n;
 * sequential operations: the depth of the engine's graph (the longest chain of
   Functions from the input to the output; each link must wait for the one before),
@@ -17,7 +19,7 @@
 
     python benchmarks/table1.py            # writes benchmarks/results/table1.json
     python benchmarks/table1.py --quick    # small n, writes nothing
-    python benchmarks/table1.py --render   # chapter 13's Table 1 from the JSON
+    python benchmarks/table1.py --render   # chapter 13's Table 1 and figures/13-table1.png from the JSON
 """
 from __future__ import annotations
 
@@ -39,6 +41,7 @@ import minitransformer.nn as nn  # noqa: E402
 from minitransformer.functional.multi_head import merge_heads, split_heads  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "table1.json"
+FIGURE = ROOT / "chapters" / "figures" / "13-table1.png"
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 
@@ -174,6 +177,15 @@ def measure(lengths, d: int = 64, heads: int = 4, r: int = 8, repeats: int = 3, 
             "depth_lengths": list(depth_lengths), "rows": rows}
 
 
+def label(name: str, results: dict) -> str:
+    """A row's name for the reader. The restricted row's ``r`` is recorded as local_attention's window, a
+    reach of w keys on each side: a neighbourhood of size 2w + 1 in the paper's terms (§4)."""
+    if name.startswith("restricted self-attention"):
+        w = results["r"]
+        return f"restricted self-attention, w = {w} a side (r = {2 * w + 1})"
+    return name
+
+
 def render_markdown(results: dict) -> str:
     """Chapter 13's Table 1, from the results file only."""
     rows, lengths = results["rows"], results["lengths"]
@@ -186,11 +198,39 @@ def render_markdown(results: dict) -> str:
     for name, row in rows.items():
         times = " | ".join(f"{1e3 * row['seconds'][lengths.index(n)]:.3g}" for n in shown)
         depth = " / ".join(str(x) for x in row["graph_depth"])
-        lines.append(f"| {name} | {times} | {depth} | {row['layers_to_connect']} |")
+        lines.append(f"| {label(name, results)} | {times} | {depth} | {row['layers_to_connect']} |")
     lines += ["", f"Measured {results['date']} on {results['cpus']} CPU cores; 1-minute load average "
                   f"{results['load_before']} before and {results['load_after']} after (the cores are shared with "
                   f"other jobs). Command: `{results['command']}`."]
     return "\n".join(lines)
+
+
+def draw(results: dict, path: Path = FIGURE, language: str = "en") -> None:
+    """Time of one layer against n, every row, from the results file only; in another ``language`` (ja) the
+    figure goes to chapters/figures/LANGUAGE/ with its labels translated."""
+    import contextlib
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.6))
+    for (name, row), marker in zip(results["rows"].items(), "osd^"):
+        ax.loglog(results["lengths"], 1e3 * np.array(row["seconds"]), marker + "-", label=label(name, results))
+    ax.set_xlabel("sequence length n")
+    ax.set_ylabel("forward + backward, ms")
+    ax.set_title(f"Table 1 measured, d = {results['d']}", fontsize=10)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    if language == "en":
+        saving = contextlib.nullcontext()
+    else:
+        from minitransformer.figure_language import saving_chapter_figures
+        saving = saving_chapter_figures(language)
+    with saving:
+        fig.savefig(path, dpi=90, bbox_inches="tight")
+    plt.close(fig)
 
 
 def main() -> int:
@@ -201,8 +241,11 @@ def main() -> int:
     if args.render:
         from long_sequences import CHAPTER, fill_region
 
-        fill_region(CHAPTER, "benchmarks/results/table1.json", render_markdown(json.loads(RESULTS.read_text())))
-        print(f"wrote Table 1 into {CHAPTER}")
+        results = json.loads(RESULTS.read_text())
+        fill_region(CHAPTER, "benchmarks/results/table1.json", render_markdown(results))
+        draw(results)
+        draw(results, FIGURE, "ja")
+        print(f"wrote Table 1 into {CHAPTER} and drew {FIGURE} (and its Japanese copy)")
         return 0
     lengths = [16, 64, 256] if args.quick else [16, 32, 64, 128, 256, 512, 1024, 2048]
     load = os.getloadavg()[0]

@@ -3,6 +3,7 @@
     python benchmarks/table3.py                      # the full table (about an hour on 2 quiet cores)
     python benchmarks/table3.py --quick              # seconds: the toy model, a few steps (the test suite)
     python benchmarks/table3.py --rows A,E --seeds 5 # some rows only
+    python benchmarks/table3.py --compare FILE       # the comparisons again, from FILE's recorded runs
 
 The paper's Table 3 trains variations of its base model for 100,000 steps on
 English–German and reports dev perplexity per word piece, dev BLEU and the
@@ -196,6 +197,24 @@ def summarize(runs: list[dict]) -> dict:
     return out
 
 
+def compare(results: dict) -> dict:
+    """What chapter 12 reads off the table, computed from the recorded runs only (nothing is trained):
+    each row's dev perplexity against the base row's, and the rates in GFLOP/s against the GEMM's."""
+    rows = {row["label"]: row["summary"] for row in results["rows"]}
+    base = rows["base"]
+    gemm = results.get("machine", {}).get("gemm_flops_per_second_256")
+    out = {"dev_ppl_minus_base": {label: round(s["dev_ppl"]["mean"] - base["dev_ppl"]["mean"], 2)
+                                  for label, s in rows.items() if label != "base"},
+           "gflops_per_second": {label: round(s["flops_per_second"]["mean"] / 1e9, 1) for label, s in rows.items()
+                                 if "flops_per_second" in s},
+           "gemm_gflops_per_second_256": round(gemm / 1e9) if gemm else None,
+           "gemm_gflops_per_second_1024": (round(results["machine"]["gemm_flops_per_second_1024"] / 1e9)
+                                           if gemm else None)}
+    if gemm:
+        out["base_share_of_gemm_256"] = round(base["flops_per_second"]["mean"] / gemm, 2)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="the toy model, a few steps: seconds")
@@ -206,7 +225,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=None, help="training steps per run (default 400)")
     parser.add_argument("--out", default=None, help="results JSON (default benchmarks/results/table3.json, "
                                                     "table3-quick.json with --quick)")
+    parser.add_argument("--compare", default=None, metavar="FILE",
+                        help="rewrite FILE's comparisons from its recorded runs, training nothing")
     args = parser.parse_args(argv)
+    if args.compare:
+        path = Path(args.compare)
+        results = json.loads(path.read_text(encoding="utf-8"))
+        results["comparisons"] = compare(results)
+        path.write_text(json.dumps(results, indent=1, ensure_ascii=False), encoding="utf-8")
+        print(f"rewrote the comparisons in {path}")
+        return 0
     setting = QUICK if args.quick else FULL
     if args.steps is not None:
         if args.steps <= 0:
@@ -254,6 +282,8 @@ def main(argv: list[str] | None = None) -> int:
         results["rows"].append({"row": letter, "label": describe(changes), "changes": changes,
                                 "runs": runs, "summary": summarize(runs)})
         results["wall_seconds"] = round(time.monotonic() - started, 1)
+        if any(r["label"] == "base" for r in results["rows"]):
+            results["comparisons"] = compare(results)
         out.parent.mkdir(parents=True, exist_ok=True)
         tmp = out.with_suffix(".json.tmp")
         tmp.write_text(json.dumps(results, indent=1, ensure_ascii=False))

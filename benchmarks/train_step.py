@@ -54,6 +54,7 @@ LABEL_SMOOTHING = 0.1
 LEARNING_RATE = 1e-4
 N_BATCHES = 4            # distinct random batches, cycled
 PROOF_TOLERANCE = 1e-8   # max relative difference, float64
+PROOF_RESULTS = Path(__file__).resolve().parent / "results" / "train_step_proof.json"
 PROOF_CONFIG = BenchConfig("proof", 32, 4, 64, 2, 60, 6, 9, block=1)
 BASELINE = "baseline"    # the worker that imports --baseline's minitransformer
 
@@ -366,12 +367,21 @@ def floor_of(config: BenchConfig, args, blas: str = "as-set") -> dict:
     return gemm.ready
 
 
-def print_proof(args) -> bool:
+def print_proof(args, results: Path | None = None) -> bool:
+    """Run the proof in a worker and print it; with ``results``, also write its differences there."""
     proof = Worker(str(Path(__file__).resolve()), "proof", [], worker_env(args.threads, "default"))
     proof.close()
     result = proof.ready
     worst = result["worst"]
     ok = all(v < PROOF_TOLERANCE for v in worst.values())
+    if results is not None:
+        record = {"command": "python benchmarks/train_step.py --proof-only", "tolerance": PROOF_TOLERANCE,
+                  "config": PROOF_CONFIG.name, "dtype": "float64", "dropout": 0.0,
+                  "max_relative_difference": {"loss": worst["loss"], "gradients": worst["gradients"],
+                                              "weights_after_adam": worst["after Adam"]},
+                  "worst_gradient": result["worst_gradient"], "tensors": result["n_parameters"], "same": ok}
+        results.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+        print(f"wrote {results}")
     print(f"Proof (float64, dropout 0, config {PROOF_CONFIG.name}: d_model {PROOF_CONFIG.d_model}, "
           f"{PROOF_CONFIG.n_layers}+{PROOF_CONFIG.n_layers} layers, vocab {PROOF_CONFIG.vocab}): loss ours "
           f"{result['loss']:.12f}, torch {result['torch_loss']:.12f}")
@@ -471,6 +481,9 @@ def main() -> int:
     parser.add_argument("--baseline", default=None,
                         help="a folder holding another minitransformer package, timed in the same rounds")
     parser.add_argument("--skip-proof", action="store_true")
+    parser.add_argument("--proof-only", action="store_true",
+                        help="run only the proof (float64, deterministic, nothing timed) and write its differences "
+                             "to benchmarks/results/train_step_proof.json")
     parser.add_argument("--no-floor", action="store_true", help="skip the GEMM floor")
     parser.add_argument("--results", default=None, help="JSON file for the figures the READMEs quote "
                         "(default benchmarks/results/train_step_{threads}t_{malloc}.json, cpu only)")
@@ -488,6 +501,8 @@ def main() -> int:
             config_named(name)
         except ValueError as error:
             parser.error(str(error))
+    if args.proof_only:
+        return 0 if print_proof(args, Path(args.results) if args.results else PROOF_RESULTS) else 1
     if not args.skip_proof and not print_proof(args):
         print("minitransformer and PyTorch disagree: not timing two different computations.")
         return 1

@@ -63,6 +63,7 @@ TEXTS_JA: dict[str, str] = {
     # chapter 7
     "number of heads h  (d_k = d_model / h)": "ヘッド数 h  (d_k = d_model / h)",
     "ms": "ミリ秒",
+    "seconds": "秒",
     "tanh RNN (engine)": "tanh RNN（本書のエンジン）",
     "self-attention (engine)": "自己注意（本書のエンジン）",
     "sequence length n": "系列長 n",
@@ -81,9 +82,12 @@ TEXTS_JA: dict[str, str] = {
     # chapter 9
     "no cache: decode the whole prefix": "キャッシュなし：接頭辞全体をデコード",
     "decode_step with the cache": "キャッシュ付きの decode_step",
-    "step t": "ステップ t",
-    "ms per step": "1 ステップあたりのミリ秒",
-    "small model, batch 4": "small モデル、バッチ 4",
+    "ours, no cache": "本書、キャッシュなし",
+    "ours, with the cache": "本書、キャッシュあり",
+    "PyTorch, no cache": "PyTorch、キャッシュなし",
+    "PyTorch, with the cache": "PyTorch、キャッシュあり",
+    "greedy": "貪欲",
+    "beam 4": "ビーム 4",
     "decoder layer": "デコーダの層",
     "‖grad of FFN W₂‖": "‖FFN の W₂ の勾配‖",
     "gradients at initialisation": "初期化直後の勾配",
@@ -95,14 +99,12 @@ TEXTS_JA: dict[str, str] = {
     "loss": "損失",
     # chapter 11
     "dev BLEU (greedy, 200 sentences)": "開発セットの BLEU（貪欲デコード、200 文）",
-    "the default run: dev BLEU after each epoch": "既定の学習：各エポック後の開発セット BLEU",
+    "dev BLEU after each epoch": "各エポック後の開発セット BLEU",
     "source (keys)": "原文（キー）",
     "output (queries)": "出力（クエリ）",
     "encoder–decoder attention": "エンコーダ–デコーダ注意",
     # chapter 12
     "alignment accuracy": "アライメント正解率",
-    "cross-attention heads: alignment accuracy over training (100 test pairs)":
-        "交差注意のヘッド：学習中のアライメント正解率（テスト 100 組）",
     # chapter 13
     "key block": "キーのブロック",
     "query block": "クエリのブロック",
@@ -134,7 +136,10 @@ PATTERNS_JA: list[tuple[str, str]] = [
     (r"head (\d+)", r"ヘッド \1"),
     (r"layer (\d+)", r"層 \1"),
     (r"layer (\d+) head (\d+)", r"層 \1 ヘッド \2"),
-    (r"mean of all (\d+) heads", r"全 \1 ヘッドの平均"),
+    (r"the (\d+) heads' averaged matrix", r"\1 ヘッドを平均した行列"),
+    (r"alignment accuracy over training \((\d+) test pairs\)", r"学習中のアライメント正解率（テスト \1 組）"),
+    (r"(\d+) training steps, d_model=(\d+), same FLOPs for every h", r"学習 \1 ステップ、d_model=\2、どの h でも同じ FLOPs"),
+    (r"decoding (\d+) sentences to length (\d+), model (\S+)", r"\1 文を長さ \2 までデコード、モデル \3"),
     (r"one attention call, B = (\d+), h = (\d+), d_k = (\d+), float32, NumPy",
      r"注意 1 回の呼び出し（B = \1、h = \2、d_k = \3、float32、NumPy）"),
     (r"one multi-head layer, d_model=(\d+), n=(\d+)", r"マルチヘッド注意 1 層（d_model=\1、n=\2）"),
@@ -146,9 +151,10 @@ PATTERNS_JA: list[tuple[str, str]] = [
     (r"none: held-out token accuracy (.*)%", r"なし：未見データのトークン正解率 \1%"),
     (r"dense causal\n(\d+) of (\d+) tiles", r"密な因果マスク\n\2 タイル中 \1"),
     (r"local \((\d+) blocks\)\n(\d+) of (\d+) tiles", r"局所（\1 ブロック）\n\3 タイル中 \2"),
-    (r"strided \(every (\d+)th\)\n(\d+) of (\d+) tiles", r"ストライド（\1 ブロックおき）\n\3 タイル中 \2"),
-    (r"local \+ strided\n(\d+) of (\d+) tiles", r"局所 + ストライド\n\2 タイル中 \1"),
+    (r"fixed summaries \(every (\d+)th\)\n(\d+) of (\d+) tiles", r"固定の要約（\1 ブロックごと）\n\3 タイル中 \2"),
+    (r"local \+ summaries\n(\d+) of (\d+) tiles", r"局所 + 要約\n\2 タイル中 \1"),
     (r"restricted self-attention, r = (\d+)", r"制限付き自己注意、r = \1"),
+    (r"restricted self-attention, w = (\d+) a side \(r = (\d+)\)", r"制限付き自己注意、片側 w = \1（r = \2）"),
 ]
 
 TABLES = {"ja": (TEXTS_JA, PATTERNS_JA)}

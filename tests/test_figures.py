@@ -94,3 +94,49 @@ def test_record_run_copies_the_quoted_fields_of_a_run(tmp_path):
 def test_record_run_refuses_a_folder_without_results(tmp_path):
     with pytest.raises(figures.FigureError, match="no results.json"):
         figures.record_run(tmp_path, tmp_path)
+
+
+@pytest.mark.parametrize("value, written", [(4.1e-11, "4e-11"), (0.00513, "5.1e-3"), (8028520999891.967, "8.03·10¹²"),
+                                            (3.3e18, "3.3·10¹⁸"), (2.5e-4, "2.5·10⁻⁴")])
+def test_scientific_forms_are_quoted_and_compared(book, value, written):
+    results = book / "benchmarks" / "results" / "run.json"
+    results.write_text(json.dumps({**json.loads(results.read_text()), "x": value}))
+    readme = book / "README.md"
+    readme.write_text(readme.read_text() + f"measured {written}<!-- fig run.json:x -->\n")
+    assert figures.check(book, book / "benchmarks" / "results") == []
+    results.write_text(json.dumps({**json.loads(results.read_text()), "x": value * 3}))
+    problems = figures.check(book, book / "benchmarks" / "results")
+    assert len(problems) == 1 and f"quotes {written}" in problems[0]
+
+
+def test_a_digest_is_quoted_as_written(book):
+    results = book / "benchmarks" / "results" / "run.json"
+    results.write_text(json.dumps({**json.loads(results.read_text()), "weights": "3f0a9c1b2d4e"}))
+    readme = book / "README.md"
+    readme.write_text(readme.read_text() + "weights 3f0a9c1b2d4e<!-- fig run.json:weights -->\n")
+    assert figures.check(book, book / "benchmarks" / "results") == []
+    readme.write_text(readme.read_text().replace("3f0a9c1b2d4e", "3f0a9c1b2d4f"))
+    assert "says 3f0a9c1b2d4e" in figures.check(book, book / "benchmarks" / "results")[0]
+
+
+def test_a_results_file_is_found_by_its_name_below_the_results_folder(tmp_path):
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    (tmp_path / "a" / "b" / "heads.json").write_text('{"x": 1}')
+    assert figures.results_path("heads.json", tmp_path) == tmp_path / "a" / "b" / "heads.json"
+    assert figures.lookup("heads.json", "x", tmp_path) == 1
+    (tmp_path / "a" / "heads.json").write_text('{"x": 2}')
+    with pytest.raises(figures.FigureError, match="more than one"):
+        figures.results_path("heads.json", tmp_path)
+    with pytest.raises(figures.FigureError, match="no such results file"):
+        figures.results_path("gone.json", tmp_path)
+
+
+def test_a_count_is_quoted_in_millions_or_in_ten_thousands(book):
+    results = book / "benchmarks" / "results" / "run.json"
+    results.write_text(json.dumps({**json.loads(results.read_text()), "parameters": 1053696}))
+    readme = book / "README.md"
+    readme.write_text(readme.read_text() + "a 1.05<!-- fig run.json:parameters x1e-6 --> M model, "
+                                           "105<!-- fig run.json:parameters x1e-4 --> 万\n")
+    assert figures.check(book, book / "benchmarks" / "results") == []
+    readme.write_text(readme.read_text().replace("1.05<", "1.06<"))
+    assert "says 1.05" in figures.check(book, book / "benchmarks" / "results")[0]

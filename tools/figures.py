@@ -7,7 +7,7 @@ that holds it, in an HTML comment right after it:
 
 FILE is in benchmarks/results/ (written by the script that measured it), KEY.PATH walks the JSON
 (list items by index: history.4.dev_bleu_greedy), and an optional `x100` scales a fraction to a
-percentage. The quoted text must equal the value rounded to as many decimals as the text shows
+percentage (`x1e-6` quotes a count in millions, `x1e-4` in the ten thousands of Japanese 万). The quoted text must equal the value rounded to as many decimals as the text shows
 (thousands separators allowed). Markdown renders the comment as nothing.
 
     python tools/figures.py check                 # every quoted figure against its file (exit 1 on a mismatch)
@@ -15,7 +15,13 @@ percentage. The quoted text must equal the value rounded to as many decimals as 
     python tools/figures.py where default_run.json[:KEY]   # every place that quotes a file (or one key)
     python tools/figures.py record-run runs/enja  # copy a training run's results.json into default_run.json, then update
 
-Code is skipped (fenced or indented blocks, `inline code`): a marker there would print. tests/test_figures.py runs `check`.
+Numbers may be written in scientific form, `4e-11` or `8.03·10¹²`, and a marker may follow a hexadecimal
+digest instead of a number (`a3f09c1d2e4b<!-- fig heads.json:run.weights -->`): the text must then equal
+the string in the file. Code is skipped (fenced or indented blocks, `inline code`): a marker there would
+print. tests/test_figures.py runs `check`; the command line's `check` also runs the generated tables
+(tools/regions.py), the unmarked-number check (tools/unmarked.py) and the captions (tools/captions.py).
+
+A results file is found by its name alone (`results_path`): the tools never build a path to one.
 """
 from __future__ import annotations
 
@@ -31,9 +37,12 @@ RESULTS = ROOT / "benchmarks" / "results"
 DOCUMENTS = ("README.md", "chapters/*.md", "benchmarks/README.md", "TEACHING.md",
              "README.ja.md", "chapters/ja/*.md")          # a re-measured figure changes in both languages
 
-NUMBER = r"-?\d[\d,]*(?:\.\d+)?"
-MARKER = re.compile(rf"(?P<text>{NUMBER})(?P<between>[*$]*)<!-- fig (?P<file>[\w.-]+\.json):(?P<key>[^\s>]+)"
-                    rf"(?: (?P<scale>x100))? -->")
+SUPERSCRIPT = str.maketrans("0123456789-", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻")
+NUMBER = r"-?\d[\d,]*(?:\.\d+)?(?:e-?\d+|·10[⁻]?[⁰¹²³⁴⁵⁶⁷⁸⁹]+)?"
+DIGEST = r"(?<![\w.])[0-9a-f]*[a-f][0-9a-f]*(?![\w.])"                  # a hexadecimal digest, one letter at least
+MARKER = re.compile(rf"(?P<text>{DIGEST}|{NUMBER})(?P<between>[*$]*)<!-- fig (?P<file>[\w.-]+\.json):(?P<key>[^\s>]+)"
+                    rf"(?: (?P<scale>x100|x1e-6|x1e-4))? -->")
+SCALES = {"x100": 100, "x1e-6": 1e-6, "x1e-4": 1e-4}
 INLINE_CODE = re.compile(r"`[^`]*`")
 # the fields of a run's results.json that the README and chapter 11 quote
 RUN_FIELDS = ("steps", "train_seconds", "wall_seconds", "test_bleu", "test_exact_match",
@@ -51,7 +60,7 @@ class Quote:
     text: str
     file: str
     key: str
-    scale: bool
+    scale: str | None               # x100, x1e-6 or x1e-4
     span: tuple[int, int]          # of the quoted number in the document's text
 
     @property
@@ -77,17 +86,33 @@ def quotes_in(path: Path, text: str | None = None) -> list[Quote]:
                 raise FigureError(f"{path.name if not path.is_relative_to(ROOT) else path.relative_to(ROOT)}:{number}: a `<!-- fig FILE.json:KEY -->` marker that is malformed "
                                   f"or does not follow a number directly")
             for m in matches:
-                found.append(Quote(path, number, m["text"], m["file"], m["key"], bool(m["scale"]),
+                found.append(Quote(path, number, m["text"], m["file"], m["key"], m["scale"],
                                    (offset + m.start("text"), offset + m.end("text"))))
         offset += len(line)
     return found
 
 
+def results_path(name: str, results: Path = RESULTS) -> Path:
+    """The results file called ``name`` (``heads.json``): in ``results``, or else anywhere below it, so that
+    results kept beside the scripts that wrote them are found by the same name. The one place that knows
+    where results files live."""
+    direct = results / name
+    if direct.is_file():
+        return direct
+    below = sorted(p for p in results.rglob(name) if ".venv" not in p.parts)
+    if len(below) > 1:
+        raise FigureError(f"{name}: more than one results file of that name: {', '.join(map(str, below))}")
+    if not below:
+        raise FigureError(f"{name}: no such results file in {results}")
+    return below[0]
+
+
+def load_results(name: str, results: Path = RESULTS) -> dict:
+    return json.loads(results_path(name, results).read_text(encoding="utf-8"))
+
+
 def lookup(file: str, key: str, results: Path = RESULTS) -> object:
-    source = results / file
-    if not source.is_file():
-        raise FigureError(f"{file}: no such results file in {results}")
-    value = json.loads(source.read_text(encoding="utf-8"))
+    value = load_results(file, results)
     for part in key.split("."):
         if isinstance(value, list) and part.lstrip("-").isdigit() and -len(value) <= int(part) < len(value):
             value = value[int(part)]
@@ -98,12 +123,21 @@ def lookup(file: str, key: str, results: Path = RESULTS) -> object:
     return value
 
 
-def render(value: object, like: str, scale: bool) -> str:
-    """The value written the way ``like`` is written: its number of decimals, its thousands separators."""
+def render(value: object, like: str, scale: str | bool | None) -> str:
+    """The value written the way ``like`` is written: its number of decimals, its thousands separators,
+    its scientific form (4e-11, 8.03·10¹²); a string (a digest) stays as it is."""
+    if isinstance(value, str) and re.fullmatch(DIGEST, like):
+        return value
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise FigureError(f"value {value!r} is not a number")
-    value = value * 100 if scale else value
-    decimals = len(like.split(".")[1]) if "." in like else 0
+    if scale:
+        value = value * (100 if scale is True else SCALES[scale])
+    mantissa = re.split(r"e|·10", like)[0]
+    decimals = len(mantissa.split(".")[1]) if "." in mantissa else 0
+    if "e" in like or "·10" in like:
+        digits, exponent = f"{value:.{decimals}e}".split("e")
+        exponent = str(int(exponent))
+        return f"{digits}e{exponent}" if "e" in like else f"{digits}·10{exponent.translate(SUPERSCRIPT)}"
     return f"{value:,.{decimals}f}" if "," in like else f"{value:.{decimals}f}"
 
 
@@ -165,7 +199,7 @@ def record_run(run: Path, results: Path = RESULTS) -> dict:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("check", help="every quoted figure against its results file")
+    sub.add_parser("check", help="every quoted figure against its results file; unmarked numbers; captions")
     sub.add_parser("update", help="rewrite the quoted figures from their results files")
     where = sub.add_parser("where", help="every place that quotes FILE (or FILE:KEY)")
     where.add_argument("source")
@@ -174,8 +208,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.command == "check":
-            problems = check()
-            print("\n".join(problems) or f"all quoted figures match benchmarks/results/")
+            import captions  # noqa: PLC0415
+            import unmarked  # noqa: PLC0415
+
+            problems = check() + unmarked.check() + captions.check()
+            print("\n".join(problems) or "every quoted figure matches its results file, every measured number "
+                                          "names one, and every figure's caption names its source")
             return 1 if problems else 0
         if args.command == "where":
             file, _, key = args.source.partition(":")

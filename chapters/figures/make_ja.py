@@ -3,13 +3,12 @@
     python chapters/figures/make_ja.py [--run RUN_DIR] [--only NAME ...] [--workers N]
 
 Each figure is drawn by the same code as the English one (the make_*.py scripts here, the chapter
-notebooks with MT_SAVE_FIGURES=1, benchmarks/long_sequences.py from its results file); only the save
-is redirected, with the labels translated (minitransformer/figure_language.py). The figures of
-chapters 11 and 12 need the default run (RUN_DIR, default runs/enja: `python -m minitransformer train
---out runs/enja`). The notebooks run in full mode, as for the English figures: the timing figures
-(07-heads-cost, 07-table1's left panel, 09-cache, 13-table1) are measured again, so their Japanese
-curves are this machine's; the others come from seeded computations, results files or the default run
-(same seed and steps; BLAS's summation order can still move the last digits).
+notebooks with MT_SAVE_FIGURES=1, benchmarks/long_sequences.py and benchmarks/table1.py from their
+results files); only the save is redirected, with the labels translated (minitransformer/figure_language.py).
+The figures of chapters 11 and 12 need the run that heads.json records (RUN_DIR, default runs/enja:
+`python benchmarks/heads.py --train --run runs/enja --history runs/enja-history`); the scripts refuse
+another. Timing figures are drawn from results files, never measured here, so both editions show the
+same curves; the notebooks draw only seeded computations.
 """
 from __future__ import annotations
 
@@ -33,7 +32,7 @@ LANGUAGE = "ja"
 
 def scripts(run: Path) -> dict[str, list[str]]:
     """Script -> its arguments; a script that needs a finished run is left out without one."""
-    found = {"make_02.py": [], "make_04_05.py": []}
+    found = {"make_02.py": [], "make_04_05.py": [], "make_measured.py": []}
     if (run / "results.json").is_file():
         found["make_10_11.py"] = [str(run)]
         found["make_12.py"] = [str(run)]
@@ -54,12 +53,15 @@ def run_script(name: str, arguments: list[str]) -> None:
     print(f"drew {name}'s figures in {LANGUAGE}", flush=True)
 
 
-def long_sequences_figure() -> None:
+def long_sequences_figures() -> None:
+    """13-memory-time.png and 13-table1.png, from the results files of the scripts that measured them."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
     import long_sequences  # noqa: PLC0415
+    import table1  # noqa: PLC0415
 
     long_sequences.draw(json.loads(long_sequences.RESULTS.read_text(encoding="utf-8")), long_sequences.FIGURE, LANGUAGE)
-    print("drew 13-memory-time.png from benchmarks/results/long_sequences.json", flush=True)
+    table1.draw(json.loads(table1.RESULTS.read_text(encoding="utf-8")), table1.FIGURE, LANGUAGE)
+    print("drew 13-memory-time.png and 13-table1.png from their results files", flush=True)
 
 
 def notebooks_with_figures() -> list[Path]:
@@ -105,7 +107,7 @@ def main() -> int:
         if wanted(name):
             run_script(name, arguments)
     if wanted("long_sequences"):
-        long_sequences_figure()
+        long_sequences_figures()
     sources = [s for s in notebooks_with_figures() if wanted(s.stem)]
     with ThreadPoolExecutor(max(1, args.workers)) as pool:
         outcomes = list(pool.map(run_notebook, sources))

@@ -1,8 +1,10 @@
 """Sliding-window (local) attention in O(n·w) time and memory (chapter 13).
 
 Each query i attends only to the keys j with i − w ≤ j ≤ i + w (j ≤ i when
-causal): the "restricted self-attention" of the paper's Table 1 (§4, with
-r = w) and the sliding window of Longformer (Beltagy et al., 2020).
+causal): w counts one side, 2w + 1 keys in all. That is the "restricted
+self-attention" of the paper's Table 1 with a neighbourhood of size r = 2w + 1
+(§4), and the sliding window of Longformer (Beltagy et al., 2020), whose window
+size counts both sides (ours is half of theirs).
 
 A band mask over the full n × n scores would give the same numbers at O(n²)
 cost. Instead, cut the sequence into chunks of w queries. The keys any query
@@ -124,8 +126,8 @@ def _blocks(x: Tensor, window: int, n_chunks: int, before: int, after: int) -> T
 def _overlapping(blocks: Tensor, n_chunks: int) -> Tensor:
     """Blocks (..., n_chunks + m − 1, w, d) -> chunks (..., n_chunks, m·w, d): chunk c = blocks c … c+m−1."""
     m = blocks.shape[-3] - n_chunks + 1
-    views = [blocks[..., i:i + n_chunks, :, :] for i in range(m)]        # m shifted views, no copy
-    return concatenate(views, axis=-2)
+    views = [blocks[..., i:i + n_chunks, :, :] for i in range(m)]        # m shifted views (slices)
+    return concatenate(views, axis=-2)                                   # one copy: m·n keys
 
 
 def _overlapping_array(blocks, n_chunks: int):

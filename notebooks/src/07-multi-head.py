@@ -40,7 +40,6 @@ import minitransformer.nn as nn
 from minitransformer.functional.multi_head import merge_heads, split_heads
 
 QUICK = os.environ.get("MT_QUICK") == "1"
-SAVE = os.environ.get("MT_SAVE_FIGURES") == "1"
 rng = np.random.default_rng(0)
 
 # %% [markdown]
@@ -111,8 +110,6 @@ ax.set_xlabel("number of heads h  (d_k = d_model / h)")
 ax.set_ylabel("ms")
 ax.set_title(f"one multi-head layer, d_model={d_model}, n={n}")
 fig.tight_layout()
-if SAVE:
-    fig.savefig("../chapters/figures/07-heads-cost.png", dpi=90, bbox_inches="tight")
 plt.show()
 
 # %% [markdown]
@@ -218,8 +215,6 @@ axes[1].set_xlabel("sequence length n")
 axes[1].set_title("Table 1: work per layer")
 axes[1].legend(fontsize=8)
 fig.tight_layout()
-if SAVE:
-    fig.savefig("../chapters/figures/07-table1.png", dpi=90, bbox_inches="tight")
 plt.show()
 
 # %% [markdown]

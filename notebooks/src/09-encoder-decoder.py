@@ -38,7 +38,6 @@ import minitransformer.functional as F
 import minitransformer.nn as nn
 
 QUICK = os.environ.get("MT_QUICK") == "1"
-SAVE = os.environ.get("MT_SAVE_FIGURES") == "1"
 rng = np.random.default_rng(0)
 
 # %% [markdown]
@@ -219,8 +218,6 @@ ax.set_ylabel("ms per step")
 ax.set_title("small model, batch 4")
 ax.legend(fontsize=8)
 fig.tight_layout()
-if SAVE:
-    fig.savefig("../chapters/figures/09-cache.png", dpi=90, bbox_inches="tight")
 plt.show()
 print(f"total: {sum(uncached):.2f} s without the cache, {sum(cached):.2f} s with it")
 

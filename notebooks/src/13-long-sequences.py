@@ -116,18 +116,18 @@ if results_path.exists():
 # block at a time, so it keeps a *running* maximum $m$, a running sum $\ell = \sum_j e^{s_j - m}$ and a
 # running weighted sum $a = \sum_j e^{s_j - m} v_j$. When a block with a larger maximum $m'$
 # arrives, everything accumulated so far was computed against the old maximum. Multiplying by
-# $e^{m - m'}$ moves it to the new one:
+# $e^{m - m'}$ moves it to the new one ($J$ is the block's set of keys):
 #
-# $$\ell' = e^{m-m'}\,\ell + \sum_{j\in B} e^{s_j - m'},\qquad a' = e^{m-m'}\,a + \sum_{j\in B} e^{s_j-m'}\,v_j .$$
+# $$\ell' = e^{m-m'}\,\ell + \sum_{j\in J} e^{s_j - m'},\qquad a' = e^{m-m'}\,a + \sum_{j\in J} e^{s_j-m'}\,v_j .$$
 #
 # At the end, $o = a/\ell$ and the row's log-sum-exp is $L = m + \log\ell$.
 
 # %% [markdown] ja
 # ## 2. オンラインソフトマックス
 #
-# 第 4 章では、指数をとる前に行の最大値を引きました。FlashAttention はスコアの行を一度に 1 ブロックずつしか見ないので、*途中経過の*最大値 $m$、途中経過の和 $\ell = \sum_j e^{s_j - m}$、途中経過の重み付き和 $a = \sum_j e^{s_j - m} v_j$ を保持します。より大きな最大値 $m'$ を持つブロックが届いたとき、それまでに蓄えたものはすべて古い最大値を基準に計算されています。$e^{m - m'}$ を掛ければ、新しい最大値の基準に移せます。
+# 第 4 章では、指数をとる前に行の最大値を引きました。FlashAttention はスコアの行を一度に 1 ブロックずつしか見ないので、*途中経過の*最大値 $m$、途中経過の和 $\ell = \sum_j e^{s_j - m}$、途中経過の重み付き和 $a = \sum_j e^{s_j - m} v_j$ を保持します。より大きな最大値 $m'$ を持つブロック $J$（キーの集合）が届いたとき、それまでに蓄えたものはすべて古い最大値を基準に計算されています。$e^{m - m'}$ を掛ければ、新しい最大値の基準に移せます。
 #
-# $$\ell' = e^{m-m'}\,\ell + \sum_{j\in B} e^{s_j - m'},\qquad a' = e^{m-m'}\,a + \sum_{j\in B} e^{s_j-m'}\,v_j .$$
+# $$\ell' = e^{m-m'}\,\ell + \sum_{j\in J} e^{s_j - m'},\qquad a' = e^{m-m'}\,a + \sum_{j\in J} e^{s_j-m'}\,v_j .$$
 #
 # 最後には $o = a/\ell$ となり、行の log-sum-exp は $L = m + \log\ell$ です。
 
@@ -185,24 +185,27 @@ print("causal: tiles computed", sum(len(keys) for _, keys in flash._tiles(300, 3
 # tiles that lie entirely above the diagonal are never computed (15 of 25 here).
 #
 # On NumPy the tiles cost Python loop iterations. At $n = 1024$ the benchmark above shows flash slower
-# than eq. 1 in time while using a fraction of its memory. On a GPU the same tiles stay in on-chip
-# SRAM, and that IO-awareness is what makes FlashAttention fast there.
+# than eq. 1 in time while using a fraction of its memory. On a GPU, FlashAttention's fused CUDA kernel
+# keeps each tile in on-chip SRAM, and that IO-awareness is what made it fast in Dao et al.'s
+# measurements. This tile loop on CuPy is not that kernel: each of its operations writes to HBM.
 #
 # ## 4. Block-sparse layouts
 #
-# `block_mask` lists the tiles to compute. Sparse Transformers (Child et al., 2019) combine a *local*
-# pattern (the tiles near the diagonal) with a *strided* one (every $s$-th column of tiles, which
-# collects a summary of the past). With the window as wide as the stride, two layers of the combined
-# pattern connect every position to every earlier one, at $O(n\sqrt{n})$ cost when both are $\sqrt{n}$.
+# `block_mask` lists the tiles to compute. Here, a *local* pattern (a sliding window of tiles near the
+# diagonal, the first head of Child et al.'s (2019) *strided* pattern) combined with the *summary*
+# columns of their *fixed* pattern (the last block of every group of $s$, which collects a summary of
+# its group). Their strided pattern's second head would instead see every $l$-th position, $(i - j)
+# \bmod l = 0$. With the window as wide as the group, two layers of the combined pattern connect every
+# position to every earlier one, at $O(n\sqrt{n})$ cost when both are $\sqrt{n}$.
 
 # %% [markdown] ja
 # 保存される配列は入力と $O$ と $L$ で、$T\times S$ の大きさのものはありません。`causal=True` では、対角線より完全に上にあるタイルは一度も計算されません（ここでは 25 個中 15 個）。
 #
-# NumPy では、タイルの一つひとつが Python のループの反復として時間を取ります。$n = 1024$ では、上のベンチマークが示すとおり、flash は式 (1) のメモリのごく一部しか使わない一方で、時間では遅くなります。GPU では同じタイルがオンチップの SRAM に収まったままになり、この IO を意識した設計こそが、そこで FlashAttention を速くしているものです。
+# NumPy では、タイルの一つひとつが Python のループの反復として時間を取ります。$n = 1024$ では、上のベンチマークが示すとおり、flash は式 (1) のメモリのごく一部しか使わない一方で、時間では遅くなります。GPU では、FlashAttention の融合した CUDA カーネルが各タイルをオンチップの SRAM に置いたままにします。この IO を意識した設計こそが、Dao らの測定で FlashAttention を速くしたものです。CuPy の上で回すこのタイルのループはそのカーネルではなく、演算のたびに HBM に書き込みます。
 #
 # ## 4. ブロックスパースのレイアウト
 #
-# `block_mask` は計算するタイルを列挙します。Sparse Transformer（Child ら, 2019）は、*局所的な*パターン（対角線近くのタイル）と*ストライドの*パターン（$s$ 列おきのタイルの列で、過去の要約を集めます）を組み合わせます。ウィンドウの幅をストライドと同じにすると、組み合わせたパターンを 2 層重ねれば、どの位置もそれより前のすべての位置とつながります。そのコストは $O(n\sqrt{n})$ です（両方の幅を $\sqrt{n}$ にした場合）。
+# `block_mask` は計算するタイルを列挙します。ここでは、*局所的な*パターン（対角線近くのタイルのスライディングウィンドウで、Child ら（2019）の*ストライドの*パターンの 1 つめのヘッドにあたります）と、彼らの*固定の*パターンの*要約*の列（$s$ 個ずつのブロックの組の最後のブロックで、その組の要約を集めます）を組み合わせます。ストライドのパターンの 2 つめのヘッドなら、代わりに $l$ 個おきの位置、つまり $(i - j) \bmod l = 0$ を見ます。ウィンドウの幅を組の大きさと同じにすると、組み合わせたパターンを 2 層重ねれば、どの位置もそれより前のすべての位置とつながります。そのコストは $O(n\sqrt{n})$ です（両方の幅を $\sqrt{n}$ にした場合）。
 
 # %%
 def local_layout(n_blocks, width, causal=True):
@@ -210,16 +213,17 @@ def local_layout(n_blocks, width, causal=True):
     return (j <= i) & (i - j < width) if causal else np.abs(i - j) < width
 
 
-def strided_layout(n_blocks, stride, causal=True):
+def summary_layout(n_blocks, group, causal=True):
+    """The fixed pattern's summary columns (Child et al., 2019): the last block of every group."""
     i, j = np.arange(n_blocks)[:, None], np.arange(n_blocks)[None, :]
-    return ((j % stride) == stride - 1) & (j <= i) if causal else (j % stride) == stride - 1
+    return ((j % group) == group - 1) & (j <= i) if causal else (j % group) == group - 1
 
 
 n_blocks = 16
 layouts = {"dense causal": np.tril(np.ones((n_blocks, n_blocks), bool)),
            "local (4 blocks)": local_layout(n_blocks, 4),
-           "strided (every 4th)": strided_layout(n_blocks, 4),
-           "local + strided": local_layout(n_blocks, 4) | strided_layout(n_blocks, 4)}
+           "fixed summaries (every 4th)": summary_layout(n_blocks, 4),
+           "local + summaries": local_layout(n_blocks, 4) | summary_layout(n_blocks, 4)}
 fig, axes = plt.subplots(1, 4, figsize=(12, 3.2))
 for ax, (name, layout) in zip(axes, layouts.items()):
     ax.imshow(layout, cmap="Blues", vmin=0, vmax=1.3)
@@ -235,7 +239,7 @@ plt.show()
 
 # %%
 block, n = 16, 16 * 16
-layout = layouts["local + strided"]
+layout = layouts["local + summaries"]
 q, k, v = qkv(n, heads=2, d_k=16, dtype=np.float64)
 sparse = F.flash_attention(q, k, v, causal=True, block_size=block, block_mask=layout)
 entry_mask = np.kron(layout, np.ones((block, block), bool))[None, None] & F.causal_mask(n, "cpu")
@@ -245,21 +249,22 @@ assert np.abs(sparse.data - dense.data).max() < 1e-12
 reach = layout.astype(int)
 layers_needed = next(depth for depth in range(1, 5)
                      if (np.linalg.matrix_power(reach, depth) > 0)[np.tril_indices(n_blocks)].all())
-print("layers of local + strided until every block sees every earlier block:", layers_needed)
+print("layers of local + summaries until every block sees every earlier block:", layers_needed)
 assert layers_needed == 2
 
 # %% [markdown]
 # ## 5. Sliding windows: $O(n\cdot w)$
 #
-# `F.local_attention(q, k, v, window)` lets query $i$ see keys $i-w \dots i+w$ (Longformer's sliding
-# window, and Table 1's *restricted* self-attention with $r = w$). It cuts the sequence into chunks of
+# `F.local_attention(q, k, v, window)` lets query $i$ see keys $i-w \dots i+w$, $2w + 1$ of them: $w$
+# counts one side. That is Table 1's *restricted* self-attention with a neighbourhood of $r = 2w + 1$,
+# and Longformer's sliding window of $2w$ (its window size counts both sides). It cuts the sequence into chunks of
 # $w$ queries; a chunk's keys are its own block and its two neighbours, three shifted views of the
 # same array. Then one ordinary attention runs over (chunks × $w$ × $3w$): $3nw$ scores instead of $n^2$.
 
 # %% [markdown] ja
 # ## 5. スライディングウィンドウ：$O(n\cdot w)$
 #
-# `F.local_attention(q, k, v, window)` では、クエリ $i$ はキー $i-w \dots i+w$ を見ます（Longformer のスライディングウィンドウであり、$r = w$ とした論文の表 1 の*制限付き*自己注意です）。系列を $w$ 個のクエリからなるチャンクに切り分けます。チャンクのキーは自分のブロックと両隣の 2 つのブロックで、同じ配列を 3 通りにずらしたビューです。そのうえで、普通の注意を 1 回、(チャンク × $w$ × $3w$) に対して実行します。スコアの数は $3nw$ で、$n^2$ ではありません。
+# `F.local_attention(q, k, v, window)` では、クエリ $i$ はキー $i-w \dots i+w$ の $2w + 1$ 個を見ます。$w$ は片側の数です。これは大きさ $r = 2w + 1$ の近傍をとる論文の表 1 の*制限付き*自己注意であり、幅 $2w$ の Longformer のスライディングウィンドウです（Longformer のウィンドウの大きさは両側を数えます）。系列を $w$ 個のクエリからなるチャンクに切り分けます。チャンクのキーは自分のブロックと両隣の 2 つのブロックで、同じ配列を 3 通りにずらしたビューです。そのうえで、普通の注意を 1 回、(チャンク × $w$ × $3w$) に対して実行します。スコアの数は $3nw$ で、$n^2$ ではありません。
 
 # %%
 n, window = 200, 16
@@ -333,7 +338,7 @@ plt.show()
 #
 # `benchmarks/table1.py` writes the four layers with engine ops (a tanh RNN, a convolution with
 # kernel 3 as three shifted matrix products, multi-head self-attention, and restricted self-attention
-# with $r = 8$ built on `local_attention`) and measures the three columns: time against $n$, the
+# with $w = 8$ keys a side, $r = 17$, built on `local_attention`) and measures the three columns: time against $n$, the
 # depth of the engine's graph (the sequential operations), and the number of stacked layers before
 # the last output depends on the first input (the path length, tested with a gradient).
 
@@ -342,7 +347,7 @@ plt.show()
 #
 # ## 7. 論文の表 1、すべての行とすべての列
 #
-# `benchmarks/table1.py` は 4 つの層をエンジンの演算で書き（tanh の RNN、3 つのずらした行列積としてのカーネル 3 の畳み込み、マルチヘッド自己注意、そして `local_attention` の上に構築した $r = 8$ の制限付き自己注意）、3 つの列を測ります。$n$ に対する時間、エンジンのグラフの深さ（逐次的な演算の数）、そして最後の出力が最初の入力に依存するようになるまでに積み重ねる層の数（経路長、勾配で確かめます）です。
+# `benchmarks/table1.py` は 4 つの層をエンジンの演算で書き（tanh の RNN、3 つのずらした行列積としてのカーネル 3 の畳み込み、マルチヘッド自己注意、そして `local_attention` の上に構築した片側 $w = 8$（$r = 17$）の制限付き自己注意）、3 つの列を測ります。$n$ に対する時間、エンジンのグラフの深さ（逐次的な演算の数）、そして最後の出力が最初の入力に依存するようになるまでに積み重ねる層の数（経路長、勾配で確かめます）です。
 
 # %%
 sys.path.insert(0, "../benchmarks")
@@ -362,22 +367,21 @@ ax.set_ylabel("forward + backward, ms")
 ax.set_title(f"Table 1 measured, d = {measured['d']}", fontsize=10)
 ax.legend(fontsize=8)
 fig.tight_layout()
-if SAVE:
-    fig.savefig("../chapters/figures/13-table1.png", dpi=90, bbox_inches="tight")
 plt.show()
 
 rows = measured["rows"]
 assert rows["self-attention"]["layers_to_connect"] == 1
 assert rows["convolutional, k = 3"]["layers_to_connect"] == 31            # n − 1 for kernel 3
-assert rows["restricted self-attention, r = 8"]["layers_to_connect"] == 4  # ⌈(n − 1) / r⌉
+assert rows["restricted self-attention, r = 8"]["layers_to_connect"] == 4  # ⌈(n − 1) / w⌉, w = 8 a side
 assert rows["recurrent"]["graph_depth"][1] > 1.8 * rows["recurrent"]["graph_depth"][0]
 assert all(rows[name]["graph_depth"][0] == rows[name]["graph_depth"][1]
            for name in rows if name != "recurrent")
 
 # %% [markdown]
-# The path lengths come out exactly as Table 1 says: one layer of self-attention connects the ends;
-# a kernel-3 convolution needs $n-1 = 31$ layers (a dilated one would need $O(\log_k n)$); restricted
-# attention with $r = 8$ needs $\lceil 31/8\rceil = 4$. The recurrent layer connects them in one layer,
+# The path lengths follow Table 1's orders for the layers built here: one layer of self-attention
+# connects the ends; our contiguous kernel-3 convolution needs $n-1 = 31$ layers ($O(n/k)$; Table 1's
+# $O(\log_k n)$ is for dilated convolutions); restricted attention with $w = 8$ a side needs
+# $\lceil 31/8\rceil = 4$ ($O(n/r)$, $r = 2w + 1$). The recurrent layer connects them in one layer,
 # but only through its $n-1$ steps, which is why its graph depth doubles with $n$ while every other
 # layer's depth stays fixed.
 #
@@ -387,7 +391,7 @@ assert all(rows[name]["graph_depth"][0] == rows[name]["graph_depth"][1]
 # of the block or window, with causal, padding and block masks.
 
 # %% [markdown] ja
-# 経路長は論文の表 1 のとおりになります。自己注意は 1 層で両端をつなぎます。カーネル 3 の畳み込みは $n-1 = 31$ 層を必要とします（膨張畳み込みなら $O(\log_k n)$ で済むでしょう）。$r = 8$ の制限付き注意は $\lceil 31/8\rceil = 4$ 層です。再帰層は 1 層でつなぎますが、その $n-1$ ステップを通してしかつなげません。そのため、ほかのどの層もグラフの深さが一定なのに、再帰層の深さは $n$ とともに 2 倍になります。
+# 経路長は、ここで作った層について論文の表 1 の次数に従います。自己注意は 1 層で両端をつなぎます。私たちの連続したカーネル 3 の畳み込みは $n-1 = 31$ 層を必要とします（$O(n/k)$ です。表 1 の $O(\log_k n)$ は膨張畳み込みについての値です）。片側 $w = 8$ の制限付き注意は $\lceil 31/8\rceil = 4$ 層です（$O(n/r)$、$r = 2w + 1$）。再帰層は 1 層でつなぎますが、その $n-1$ ステップを通してしかつなげません。そのため、ほかのどの層もグラフの深さが一定なのに、再帰層の深さは $n$ とともに 2 倍になります。
 #
 # ## 8. 勾配チェック
 #

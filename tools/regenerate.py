@@ -1,0 +1,237 @@
+"""Regenerate every results file and figure the book quotes, at their recorded settings; or, with
+--quick, run every script that has a quick variant at a toy size into a temporary folder, to show the
+whole pipeline still runs (CI does that: tests/test_regenerate.py, marked `later`).
+
+    python tools/regenerate.py --list           # the steps, what each writes, and the time they take
+    python tools/regenerate.py                  # all of it (hours: see --list), then figures.py update
+    python tools/regenerate.py --only heads table3
+    python tools/regenerate.py --deterministic  # only what does not time anything (safe on a busy machine)
+    python tools/regenerate.py --quick          # minutes; writes nothing in the repository
+
+Timing steps must run on a quiet machine: their figures are only as good as the machine's quiet. A
+step whose requirement is missing (torch, mpi4py, a GPU, the real corpora in ../shared/data) is
+skipped with its reason. The book's default run is trained with the BLAS settings heads.json records
+for it (its `run.blas_environment`), because BLAS's summation order decides the weights.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+from figures import FigureError, load_results  # noqa: E402
+
+DATA = ROOT.parent / "shared" / "data"
+RUN = "runs/enja"                               # the book's default run (chapters 11 and 12)
+
+
+@dataclass
+class Step:
+    name: str
+    command: str                                # run from the repository root; {python} is this interpreter
+    writes: str                                 # what it (re)writes, for the reader
+    minutes: float                              # on a quiet 2-core machine
+    timing: bool = False                        # measures time: needs a quiet machine
+    needs: tuple = ()                           # "torch", "mpi4py", "gpu", "data"
+    quick: str | None = None                    # the toy-size variant, {tmp} a scratch folder
+    why_no_quick: str = ""
+    env: dict = field(default_factory=dict)
+
+
+STEPS = [
+    Step("counts", "{python} benchmarks/book_counts.py", "counts.json", 0.1,
+         quick="{python} benchmarks/book_counts.py --results {tmp}/counts.json"),
+    Step("chapter_figures", "{python} benchmarks/chapter_figures.py", "chapter_figures.json", 1,
+         quick="{python} benchmarks/chapter_figures.py --results {tmp}/chapter_figures.json"),
+    Step("proof", "{python} benchmarks/train_step.py --proof-only", "train_step_proof.json", 0.3, needs=("torch",),
+         quick="{python} benchmarks/train_step.py --proof-only --results {tmp}/train_step_proof.json"),
+    Step("default_run", "{python} -m minitransformer train --out runs/readme-enja && {python} tools/figures.py "
+         "record-run runs/readme-enja", "default_run.json (the README's run: its scores and its time)", 3, timing=True,
+         why_no_quick="the heads step's quick variant trains the same way"),
+    Step("heads", "{python} benchmarks/heads.py --train --run " + RUN + " --history " + RUN + "-history",
+         f"heads.json, and the default run in {RUN} (chapters 11 and 12's figures are drawn from it)", 4,
+         quick="{python} benchmarks/heads.py --train --train-args=--preset=toy --run {tmp}/run --history "
+               "{tmp}/history --sentences 20 --history-sentences 5 --out {tmp}/heads.json"),
+    Step("long_sentences", "{python} benchmarks/long_sentences.py --run " + RUN + " --label default",
+         "long_sentences.json (the default run's score on long sentences)", 1,
+         quick="{python} benchmarks/long_sentences.py --run {tmp}/run --label quick --count 3 "
+               "--results {tmp}/long_sentences.json"),
+    Step("table3", "OPENBLAS_NUM_THREADS=1 {python} benchmarks/table3.py", "table3.json", 20, timing=True,
+         quick="OPENBLAS_NUM_THREADS=1 {python} benchmarks/table3.py --quick --seeds 1 --out {tmp}/table3.json"),
+    Step("table3-1400", "OPENBLAS_NUM_THREADS=1 {python} benchmarks/table3.py --labels 'h=1;positions=learned' "
+         "--steps 1400 --out benchmarks/results/table3-1400steps.json", "table3-1400steps.json", 15, timing=True,
+         why_no_quick="the same script as table3's quick step"),
+    Step("table3-120", "OPENBLAS_NUM_THREADS=1 {python} benchmarks/table3.py --steps 120 "
+         "--out benchmarks/results/table3-120steps.json", "table3-120steps.json", 8, timing=True,
+         why_no_quick="the same script as table3's quick step"),
+    Step("table1", "{python} benchmarks/table1.py && {python} benchmarks/table1.py --render",
+         "table1.json, chapter 13's Table 1, figures/13-table1.png", 3, timing=True,
+         quick="{python} benchmarks/table1.py --quick"),
+    Step("long_sequences", "{python} benchmarks/long_sequences.py && {python} benchmarks/long_sequences.py --render",
+         "long_sequences.json, chapter 13's tables, figures/13-memory-time.png", 25, timing=True,
+         quick="{python} benchmarks/long_sequences.py --quick"),
+    Step("attention_kinds", "{python} benchmarks/attention_kinds_bleu.py --steps 400 --kinds softmax,linear,local,flash"
+         " && {python} benchmarks/attention_kinds_bleu.py --render", "attention_kinds_bleu.json, chapter 13's table",
+         40, timing=True, why_no_quick="it writes only the book's results file; each kind's training is in the tests"),
+    Step("distributed", "{python} benchmarks/distributed.py", "distributed.json", 10, timing=True, needs=("mpi4py",),
+         quick="{python} benchmarks/distributed.py --sizes small --steps 2 --warmup 1 --rounds 1 "
+               "--out {tmp}/distributed.json"),
+    Step("fused_vs_composed", "{python} benchmarks/fused_vs_composed.py", "fused_vs_composed.json", 2, timing=True,
+         quick="{python} benchmarks/fused_vs_composed.py --repeats 1 --results {tmp}/fused_vs_composed.json"),
+    Step("overhead", "{python} benchmarks/overhead.py --rounds 9 --baseline /tmp/mt-before --results "
+         "benchmarks/results/speed_overhead_quiet.json && {python} benchmarks/overhead.py",
+         "speed_overhead_quiet.json, overhead.json", 8, timing=True, needs=("torch",),
+         quick="{python} benchmarks/overhead.py --rounds 1 --repeats 1 --ops 50 --results {tmp}/overhead.json"),
+    Step("decode", "{python} benchmarks/decode.py --threads 1 --rounds 5 --beams 4,8 --baseline /tmp/mt-before "
+         "--openblas as-set --results benchmarks/results/speed_decode_quiet.json && {python} benchmarks/decode.py",
+         "speed_decode_quiet.json, decode_2t.json", 20, timing=True, needs=("torch",),
+         quick="{python} benchmarks/decode.py --config tiny --rounds 1 --beams 4 --results {tmp}/decode.json"),
+    Step("train_step", "{python} benchmarks/train_step.py --rounds 5 --malloc both --openblas both --baseline "
+         "/tmp/mt-before --results benchmarks/results/speed_train_step_quiet.json",
+         "speed_train_step_quiet*.json", 30, timing=True, needs=("torch",),
+         quick="{python} benchmarks/train_step.py --configs tiny --rounds 1 --malloc default --openblas as-set "
+               "--no-floor --skip-proof --results {tmp}/train_step.json"),
+    Step("step_profile", "{python} benchmarks/step_profile.py --steps 10", "step_profile.json", 5, timing=True,
+         quick="{python} benchmarks/step_profile.py --configs tiny --steps 2 --results {tmp}/step_profile.json"),
+    Step("memory", "{python} benchmarks/memory.py --threads 1 && {python} benchmarks/memory.py --threads 1 "
+         "--explicit-attention", "memory_sdpa.json, memory_explicit.json", 10, timing=True, needs=("torch",),
+         quick="{python} benchmarks/memory.py --lengths 64 --no-decode --results {tmp}/memory.json"),
+    Step("blas_spin", "{python} benchmarks/blas_spin.py", "blas_spin.json", 1, timing=True,
+         why_no_quick="it times OpenBLAS's threads for a minute; there is nothing smaller to time"),
+    Step("readme_commands", "{python} benchmarks/readme_commands.py", "readme_commands.json", 10, timing=True,
+         why_no_quick="it times the README's two commands from a fresh clone, which CI runs as they are"),
+    Step("small_parallel_enja", "{python} benchmarks/small_parallel_enja.py --minutes 30", "small_parallel_enja.json",
+         35, timing=True, needs=("data",), why_no_quick="it needs the real corpus and half an hour of training"),
+    Step("tatoeba", "for d in 'jpn-eng en-ja --steps 3000' 'jpn-eng ja-en --steps 3000' 'fra-eng en-fr --steps 2000 "
+         "--minutes 10' 'deu-eng en-de --steps 2000 --minutes 10'; do OPENBLAS_NUM_THREADS=1 {python} "
+         "benchmarks/tatoeba.py $d; done", "tatoeba_*.json (copy each OUT/tatoeba_scores.json into "
+         "tatoeba_PAIR_DIRECTION.json, as benchmarks/README.md says)", 50, timing=True, needs=("data",),
+         why_no_quick="it needs the real corpora and minutes of training each"),
+    Step("tatoeba_diagnosis", "{python} benchmarks/tatoeba_diagnosis.py --run runs/tatoeba-jpn-eng-en-ja --outputs "
+         "runs/tatoeba-jpn-eng-en-ja/test_outputs.txt", "tatoeba_diagnosis.json", 5, needs=("data",),
+         why_no_quick="it diagnoses the Tatoeba run the tatoeba step trains"),
+    Step("unigram_vs_bpe", "{python} benchmarks/unigram_vs_bpe.py", "unigram_vs_bpe.json", 5, timing=True,
+         needs=("data",), why_no_quick="it needs the real Tatoeba corpus"),
+    Step("raw_bpe_speed", "{python} benchmarks/raw_bpe_speed.py --results benchmarks/results/raw_bpe_speed.json",
+         "raw_bpe_speed.json", 5, timing=True, needs=("data",), why_no_quick="it needs the real Tatoeba corpus"),
+    Step("figures", "{python} chapters/figures/make_02.py && {python} chapters/figures/make_04_05.py && "
+         "{python} chapters/figures/make_measured.py && {python} chapters/figures/make_10_11.py " + RUN +
+         " && {python} chapters/figures/make_12.py " + RUN + " && {python} chapters/figures/make_ja.py --run " + RUN,
+         "every figure in chapters/figures/ and chapters/figures/ja/ (the notebooks' seeded ones included)", 15,
+         quick="{python} chapters/figures/make_measured.py {tmp} && {python} chapters/figures/make_10_11.py {tmp}/run "
+               "{tmp}/heads.json {tmp} && {python} chapters/figures/make_12.py {tmp}/run {tmp}/heads.json {tmp}"),
+    Step("update", "{python} tools/figures.py update && {python} tools/figures.py check",
+         "every quoted number rewritten from its results file, then checked", 0.2,
+         quick="{python} tools/figures.py check"),
+]
+
+
+# Results the book quotes that no step writes again: records of earlier runs, kept as they were measured
+RECORDS = {
+    "enja-default-run.json": "the 1,400-step default run of an earlier recipe, which chapter 12 compares with",
+    "decode_1t.json": "the package before the speed work, one thread, copied from an earlier text",
+    "train_step_1t_both.json": "the first tables of benchmarks/README.md, measured on another machine",
+    "train_step_2t_both.json": "the first tables of benchmarks/README.md, measured on another machine",
+    "train_step_2t_keep.json": "the first tables of benchmarks/README.md, measured on another machine",
+    "speed_decode_1t.json": "a before/after run against the package of commit aa839c4 on a loaded machine",
+    "speed_overhead_1t.json": "a before/after run against the package of commit aa839c4 on a loaded machine",
+    "speed_overhead_1t_end.json": "a before/after run against the package of commit aa839c4 on a loaded machine",
+    "speed_overhead_1t_load2.json": "a before/after run against the package of commit aa839c4 on a loaded machine",
+    "speed_train_step_1t.json": "a before/after run against the package of commit aa839c4 on a loaded machine",
+    "speed_train_step_1t_openblas-unset.json": "a before/after run against the package of commit aa839c4",
+    "speed_linear_cross_entropy.json": "one change measured against the package just before it",
+    "step_profile_two_functions.json": "one change measured against the package just before it",
+    "tatoeba_jpn-eng_en-ja_medium_12min.json": "the first Tatoeba recipe, kept to compare the present one with",
+}
+
+
+def missing(step: Step) -> str | None:
+    """Why a step cannot run here, or None."""
+    for need in step.needs:
+        if need in ("torch", "mpi4py") and importlib.util.find_spec(need) is None:
+            return f"{need} is not installed"
+        if need == "data" and not DATA.is_dir():
+            return f"no {DATA} (the real corpora)"
+    return None
+
+
+def recorded_environment(step: Step) -> dict:
+    """The default run is trained with the BLAS settings its results file records."""
+    if step.name != "heads":
+        return {}
+    try:
+        recorded = load_results("heads.json").get("run", {}).get("blas_environment") or {}
+    except FigureError:
+        return {}
+    return {k: v for k, v in recorded.items() if v is not None}
+
+
+def run_step(step: Step, command: str, env: dict) -> float:
+    started = time.monotonic()
+    print(f"\n== {step.name}: {command}", flush=True)
+    done = subprocess.run(command, shell=True, cwd=ROOT, env={**os.environ, "MPLBACKEND": "Agg", **env})
+    if done.returncode:
+        raise SystemExit(f"{step.name} failed (exit {done.returncode}): {command}")
+    return time.monotonic() - started
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--list", action="store_true", help="print the steps and their estimated time")
+    parser.add_argument("--quick", action="store_true", help="every quick variant, into a temporary folder")
+    parser.add_argument("--deterministic", action="store_true", help="only the steps that time nothing")
+    parser.add_argument("--only", nargs="+", metavar="STEP", help="these steps only")
+    args = parser.parse_args(argv)
+    names = {s.name for s in STEPS}
+    if args.only and set(args.only) - names:
+        parser.error(f"unknown steps {sorted(set(args.only) - names)}; known: {', '.join(s.name for s in STEPS)}")
+    steps = [s for s in STEPS if (not args.only or s.name in args.only) and not (args.deterministic and s.timing)]
+    if args.list or not args.quick:
+        total = sum(s.minutes for s in steps)
+        for s in steps:
+            note = "timing, needs a quiet machine" if s.timing else "deterministic"
+            print(f"{s.name:<20} {s.minutes:5.1f} min  {note:<30} {s.writes}")
+        print(f"{'total':<20} {total:5.0f} min on a quiet 2-core machine (about {total / 60:.1f} hours)")
+        if args.list:
+            return 0
+    python = shlex.quote(sys.executable)
+    if args.quick:
+        tmp = Path(tempfile.mkdtemp(prefix="regenerate-quick-"))
+        try:
+            spent = 0.0
+            for s in steps:
+                reason = missing(s) or (None if s.quick else (s.why_no_quick or "no quick variant"))
+                if reason:
+                    print(f"\n== {s.name}: skipped ({reason})")
+                    continue
+                spent += run_step(s, s.quick.format(python=python, tmp=shlex.quote(str(tmp))), {})
+            print(f"\nquick run done in {spent:.0f} s; nothing in the repository was written")
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        return 0
+    for s in steps:
+        reason = missing(s)
+        if reason:
+            print(f"\n== {s.name}: skipped ({reason})")
+            continue
+        command = s.command
+        if s.name == "heads" and (ROOT / RUN).exists():      # a run is there: score it, never overwrite it
+            command = command.replace(" --train", "")
+            print(f"{RUN} exists: scoring it (move it aside to train the book's run again)")
+        run_step(s, command.format(python=python), recorded_environment(s))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
