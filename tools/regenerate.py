@@ -43,7 +43,7 @@ class Step:
     writes: str                                 # what it (re)writes, for the reader
     minutes: float                              # on a quiet 2-core machine
     timing: bool = False                        # measures time: needs a quiet machine
-    needs: tuple = ()                           # "torch", "mpi4py", "gpu", "data"
+    needs: tuple = ()                           # "torch", "mpi4py", "gpu", "data", "bwrap", "nbgrader"
     quick: str | None = None                    # the toy-size variant, {tmp} a scratch folder
     why_no_quick: str = ""
     env: dict = field(default_factory=dict)
@@ -125,6 +125,10 @@ STEPS = [
          needs=("data",), why_no_quick="it needs the real Tatoeba corpus"),
     Step("raw_bpe_speed", "{python} benchmarks/raw_bpe_speed.py --results benchmarks/results/raw_bpe_speed.json",
          "raw_bpe_speed.json", 5, timing=True, needs=("data",), why_no_quick="it needs the real Tatoeba corpus"),
+    Step("grader", "{python} benchmarks/grader.py", "grader.json", 15, timing=True, needs=("bwrap", "nbgrader"),
+         why_no_quick="the cheat suite is its quick form: tests/test_cheats.py and tests/test_nbgrader_route.py"),
+    Step("seed_table", "{python} benchmarks/seed_table.py", "seed_table.json", 300, timing=True,
+         why_no_quick="tests/test_seed_table.py runs its quick mode"),
     Step("figures", "{python} chapters/figures/make_02.py && {python} chapters/figures/make_04_05.py && "
          "{python} chapters/figures/make_measured.py && {python} chapters/figures/make_10_11.py " + RUN +
          " && {python} chapters/figures/make_12.py " + RUN + " && {python} chapters/figures/make_ja.py --run " + RUN,
@@ -161,6 +165,10 @@ def missing(step: Step) -> str | None:
     for need in step.needs:
         if need in ("torch", "mpi4py") and importlib.util.find_spec(need) is None:
             return f"{need} is not installed"
+        if need == "nbgrader" and importlib.util.find_spec(need) is None:
+            return "nbgrader is not installed (pip install -e \".[classroom]\")"
+        if need == "bwrap" and shutil.which("bwrap") is None:
+            return "bubblewrap is not installed (apt-get install bubblewrap)"
         if need == "data" and not DATA.is_dir():
             return f"no {DATA} (the real corpora)"
     return None
