@@ -60,7 +60,7 @@ def padding(pairs, tokenizer, max_tokens: int = 1000) -> dict:
     """The share of padding in one epoch's batches (chapter 10): bucketed by length within a token budget,
     as training makes them, against the same number of sentences per batch drawn in random order."""
     from minitransformer.data.batching import collate, epoch_batches
-    from minitransformer.train import encode_pairs
+    from minitransformer.training.trainer import encode_pairs
 
     examples = encode_pairs(tokenizer, pairs, 256)
     bucketed = epoch_batches(examples, max_tokens, 0, seed=0, epoch=0)

@@ -181,7 +181,7 @@ def run_flops(run: Path, corpus) -> dict:
     (``iterate_batches`` is a pure function of the seed), real (non-pad) tokens counted."""
     from minitransformer.data.batching import iterate_batches  # noqa: PLC0415
     from minitransformer.flops import training_flops  # noqa: PLC0415
-    from minitransformer.train import encode_pairs  # noqa: PLC0415
+    from minitransformer.training.trainer import encode_pairs  # noqa: PLC0415
 
     checkpoint = load_checkpoint(run, with_optimizer=False)
     translator = Translator.load(run)

@@ -241,7 +241,7 @@ def worker(out: Path, long_count: int, warmup_steps: int, timed_steps: int) -> d
     from minitransformer.data.batching import epoch_batches
     from minitransformer.optim import Adam, clip_grad_norm
     from minitransformer.presets import PRESETS
-    from minitransformer.train import CLIP_NORM, MAX_LEN, batch_loss, encode_pairs
+    from minitransformer.training.trainer import CLIP_NORM, MAX_LEN, batch_loss, encode_pairs
     from minitransformer.translator import Translator
 
     results = json.loads((out / "results.json").read_text(encoding="utf-8"))

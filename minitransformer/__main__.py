@@ -38,7 +38,7 @@ def _restart_with_few_blas_threads(argv: list[str]) -> None:
     """
     if os.environ.get(_REEXEC_MARK) or any(name in os.environ for name in THREAD_VARIABLES):
         return
-    from .distributed import local_ranks  # noqa: PLC0415 - the ranks of an MPI run on this machine share its cores
+    from .training.distributed import local_ranks  # noqa: PLC0415 - the ranks of an MPI run on this machine share its cores
 
     threads = str(max(1, min(MAX_BLAS_THREADS, (os.cpu_count() or 1) // local_ranks())))
     env = dict(os.environ, OPENBLAS_NUM_THREADS=threads, **{_REEXEC_MARK: "1"})
@@ -158,7 +158,7 @@ def _beam_size(args) -> int:
 
 
 def cmd_train(args) -> int:
-    from .train import TrainOptions, train  # noqa: PLC0415
+    from .training.trainer import TrainOptions, train  # noqa: PLC0415
 
     if args.quick and args.preset not in (None, "quick"):
         raise _Refusal("--quick is the preset 'quick'; do not combine it with --preset")
@@ -222,7 +222,7 @@ def cmd_evaluate(args) -> int:
     from .checkpoint import load_checkpoint  # noqa: PLC0415
     from .chrf import corpus_chrf_score  # noqa: PLC0415
     from .data.source import load_data  # noqa: PLC0415
-    from .presets import DEFAULT_PRESET, PRESETS, RENAMED_PRESETS, unknown_preset_message  # noqa: PLC0415
+    from . import presets  # noqa: PLC0415
 
     beam = _beam_size(args)
     translator = _load_translator(args)
@@ -230,11 +230,11 @@ def cmd_evaluate(args) -> int:
     if not settings and args.data is None:
         raise _Refusal(f"{args.checkpoint}: the checkpoint does not say which corpus it was trained on; pass --data")
     direction = settings.get("direction") or "en-ja"
-    preset = settings.get("preset") or DEFAULT_PRESET
-    preset = RENAMED_PRESETS.get(preset, preset)              # a run saved under an earlier name
-    if preset not in PRESETS:
-        raise _Refusal(f"{args.checkpoint}: {unknown_preset_message(preset)}")
-    corpus = load_data(args.data or settings.get("data"), direction, PRESETS[preset]["corpus"],
+    try:
+        preset = presets.resolve(settings.get("preset"), saved=True)
+    except ValueError as error:
+        raise _Refusal(f"{args.checkpoint}: {error}") from None
+    corpus = load_data(args.data or settings.get("data"), direction, presets.PRESETS[preset]["corpus"],
                        limit=settings.get("limit"))
     pairs = corpus.pairs(args.split, direction)
     if args.limit:
@@ -287,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
     keep_freed_memory()  # freed pages stay for the next step (_malloc.py; MINITRANSFORMER_MALLOC=0 opts out)
     from .checkpoint import CheckpointError  # noqa: PLC0415
     from .data.loaders import CorpusError  # noqa: PLC0415
-    from .train import TrainingError  # noqa: PLC0415
+    from .training.options import TrainingError  # noqa: PLC0415
 
     handlers = {"train": cmd_train, "translate": cmd_translate, "evaluate": cmd_evaluate, "attention": cmd_attention}
     for name in ("checkpoint", "data"):     # '~/runs/enja' in quotes reaches us unexpanded: it means the home folder

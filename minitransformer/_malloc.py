@@ -16,7 +16,7 @@ PyTorch on the CPU allocates through the same malloc and takes the same kind of
 faults (benchmarks/train_step.py counts them per step for both). The same
 settings can be given from outside, before Python starts:
 
-    MALLOC_MMAP_THRESHOLD_=1073741824 MALLOC_TRIM_THRESHOLD_=1073741824 python train.py
+    MALLOC_MMAP_THRESHOLD_=1073741824 MALLOC_TRIM_THRESHOLD_=1073741824 python my_training_script.py
 
 ``python -m minitransformer`` applies them itself; set ``MINITRANSFORMER_MALLOC=0``
 to opt out. Elsewhere (macOS, Windows, musl) ``keep_freed_memory`` does nothing.

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from minitransformer.heads import KINDS, attention_maps, draw_attention_maps
-from minitransformer.train import train
+from minitransformer.training.trainer import train
 from minitransformer.training.options import TrainOptions
 from minitransformer.translator import Translator
 

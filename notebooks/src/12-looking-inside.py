@@ -49,7 +49,7 @@ from minitransformer.nn.attention import MultiHeadAttention, record_attention
 from minitransformer.nn.transformer import TransformerConfig
 from minitransformer.plot import attention_grid
 from minitransformer.presets import PRESETS
-from minitransformer.train import TrainOptions, train
+from minitransformer.training.trainer import TrainOptions, train
 from minitransformer.translator import Translator
 
 QUICK = os.environ.get("MT_QUICK") == "1"
