@@ -107,7 +107,7 @@ def smoothing_entropy(vocab: int, eps: float) -> dict:
 def default_corpus(vocab_size: int):
     """The default preset's training pairs and the shared BPE learned on them, as `train` learns it."""
     from minitransformer.data.bpe import BPETokenizer
-    from minitransformer.data.source import load_data
+    from minitransformer.data.run_data import load_data
     from minitransformer.presets import PRESETS
 
     pairs = load_data(None, "en-ja", PRESETS["small"]["corpus"]).pairs("train", "en-ja")

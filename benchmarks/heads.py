@@ -40,8 +40,9 @@ sys.path.insert(0, str(ROOT))
 
 from minitransformer.checkpoint import load_checkpoint  # noqa: E402
 from minitransformer.data.grammar.alignment import word_spans  # noqa: E402
-from minitransformer.data.source import load_data  # noqa: E402
-from minitransformer.heads import AlignmentTally, attention_maps  # noqa: E402
+from minitransformer.data.run_data import load_data  # noqa: E402
+from minitransformer.alignment_scores import AlignmentTally  # noqa: E402
+from minitransformer.attention_maps import attention_maps  # noqa: E402
 from minitransformer.presets import PRESETS  # noqa: E402
 from minitransformer.translator import Translator  # noqa: E402
 from runs import run_record  # noqa: E402

@@ -358,7 +358,7 @@ def test_evaluate_scores_the_translations_it_makes(run_dir, tmp_path):
     """--data, --split, --greedy, --limit: the printed scores are those of the model's own translations."""
     from minitransformer.bleu import corpus_bleu_score, tokenization_for
     from minitransformer.chrf import corpus_chrf_score
-    from minitransformer.data.source import load_data
+    from minitransformer.data.run_data import load_data
     from minitransformer.presets import PRESETS
     from minitransformer.translator import Translator
 

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from minitransformer.data.loaders import load_corpus, read_lines, read_parallel, read_tsv
-from minitransformer.data.source import load_data
+from minitransformer.data.run_data import load_data
 from minitransformer.training.trainer import TrainingError, train
 from minitransformer.training.options import TrainOptions
 

@@ -1,5 +1,5 @@
 """No measured number without its source: find the numbers in the book that look measured and carry no
-`<!-- fig FILE.json:KEY -->` marker (tools/figures.py), in both languages.
+`<!-- fig FILE.json:KEY -->` marker (tools/quoted_numbers.py), in both languages.
 
     python tools/unmarked.py              # every unmarked measured number, one line each (exit 1 if any)
     python tools/unmarked.py --list       # the exempt numbers and why (tools/exempt_numbers.json)
@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from figures import MARKER, ROOT  # noqa: E402
+from quoted_numbers import MARKER, ROOT  # noqa: E402
 
 EXEMPT = Path(__file__).resolve().parent / "exempt_numbers.json"
 DOCUMENTS = ("README.md", "README.ja.md", "TEACHING.md", "benchmarks/README.md", "chapters/*.md", "chapters/ja/*.md")

@@ -45,7 +45,7 @@ from .. import checkpoint as ckpt
 from .. import models
 from ..bleu import tokenization_for
 from ..chrf import corpus_chrf_score
-from ..data import source
+from ..data import run_data
 from ..data.batching import epoch_batches, iterate_batches
 from ..data.corpus import Corpus
 from ..data.raw_bpe import choose_tokenizer
@@ -258,9 +258,9 @@ def build_run(opts: TrainOptions, corpus: Corpus, tokenizer: Tokenizer, config: 
 
 
 def load_data(options: TrainOptions) -> Corpus:
-    """The corpus of a run (data/source.py), the built-in one sized by the preset."""
+    """The corpus of a run (data/run_data.py), the built-in one sized by the preset."""
     try:
-        corpus = source.load_data(options.data, options.direction, PRESETS[options.preset]["corpus"],
+        corpus = run_data.load_data(options.data, options.direction, PRESETS[options.preset]["corpus"],
                                   limit=options.limit)
     except CorpusError as error:
         raise TrainingError(str(error)) from None
