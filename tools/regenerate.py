@@ -3,7 +3,7 @@
 whole pipeline still runs (CI does that: tests/test_regenerate.py, marked `later`).
 
     python tools/regenerate.py --list           # the steps, what each writes, and the time they take
-    python tools/regenerate.py                  # all of it (hours: see --list), then figures.py update
+    python tools/regenerate.py                  # all of it (hours: see --list), then quoted_numbers.py update
     python tools/regenerate.py --only heads table3
     python tools/regenerate.py --deterministic  # only what does not time anything (safe on a busy machine)
     python tools/regenerate.py --quick          # minutes; writes nothing in the repository
@@ -30,7 +30,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
-from figures import FigureError, load_results  # noqa: E402
+from quoted_numbers import FigureError, load_results  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data"
 RUN = "runs/enja"                               # the book's default run (chapters 11 and 12)
@@ -43,7 +43,7 @@ class Step:
     writes: str                                 # what it (re)writes, for the reader
     minutes: float                              # on a quiet 2-core machine
     timing: bool = False                        # measures time: needs a quiet machine
-    needs: tuple = ()                           # "torch", "mpi4py", "gpu", "data"
+    needs: tuple = ()                           # "torch", "mpi4py", "gpu", "data", "bwrap"
     quick: str | None = None                    # the toy-size variant, {tmp} a scratch folder
     why_no_quick: str = ""
     env: dict = field(default_factory=dict)
@@ -56,7 +56,7 @@ STEPS = [
          quick="{python} benchmarks/chapter_figures.py --results {tmp}/chapter_figures.json"),
     Step("proof", "{python} benchmarks/train_step.py --proof-only", "train_step_proof.json", 0.3, needs=("torch",),
          quick="{python} benchmarks/train_step.py --proof-only --results {tmp}/train_step_proof.json"),
-    Step("default_run", "{python} -m minitransformer train --out runs/readme-enja && {python} tools/figures.py "
+    Step("default_run", "{python} -m minitransformer train --out runs/readme-enja && {python} tools/quoted_numbers.py "
          "record-run runs/readme-enja", "default_run.json (the README's run: its scores and its time)", 3, timing=True,
          why_no_quick="the heads step's quick variant trains the same way"),
     Step("heads", "{python} benchmarks/heads.py --train --run " + RUN + " --history " + RUN + "-history",
@@ -125,15 +125,18 @@ STEPS = [
          needs=("data",), why_no_quick="it needs the real Tatoeba corpus"),
     Step("raw_bpe_speed", "{python} benchmarks/raw_bpe_speed.py --results benchmarks/results/raw_bpe_speed.json",
          "raw_bpe_speed.json", 5, timing=True, needs=("data",), why_no_quick="it needs the real Tatoeba corpus"),
+    Step("grader", "{python} benchmarks/grader.py", "grader.json (TEACHING.md: grading time per exercise, the "
+         "cheat table)", 10, timing=True, needs=("bwrap",),
+         why_no_quick="it grades every exercise in the sandbox, which the grader's own tests do at small size"),
     Step("figures", "{python} chapters/figures/make_02.py && {python} chapters/figures/make_04_05.py && "
          "{python} chapters/figures/make_measured.py && {python} chapters/figures/make_10_11.py " + RUN +
          " && {python} chapters/figures/make_12.py " + RUN + " && {python} chapters/figures/make_ja.py --run " + RUN,
          "every figure in chapters/figures/ and chapters/figures/ja/ (the notebooks' seeded ones included)", 15,
          quick="{python} chapters/figures/make_measured.py {tmp} && {python} chapters/figures/make_10_11.py {tmp}/run "
                "{tmp}/heads.json {tmp} && {python} chapters/figures/make_12.py {tmp}/run {tmp}/heads.json {tmp}"),
-    Step("update", "{python} tools/figures.py update && {python} tools/figures.py check",
+    Step("update", "{python} tools/quoted_numbers.py update && {python} tools/quoted_numbers.py check",
          "every quoted number rewritten from its results file, then checked", 0.2,
-         quick="{python} tools/figures.py check"),
+         quick="{python} tools/quoted_numbers.py check"),
 ]
 
 
@@ -163,6 +166,8 @@ def missing(step: Step) -> str | None:
             return f"{need} is not installed"
         if need == "data" and not DATA.is_dir():
             return f"no {DATA} (the real corpora)"
+        if need == "bwrap" and shutil.which("bwrap") is None:
+            return "bubblewrap (bwrap) is not installed: the grader's sandbox"
     return None
 
 
