@@ -1,4 +1,4 @@
-"""Every figure quoted in README.md, chapters/ and benchmarks/README.md matches the results file that
+"""Every figure quoted in README.md, chapters/ and benchmarks/*.md matches the results file that
 its marker names (tools/quoted_numbers.py), and the check really fails when a quoted figure is edited."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Quoted numbers: each measured number quoted in README.md, chapters/ and benchmarks/README.md (and in
+"""Quoted numbers: each measured number quoted in README.md, chapters/ and benchmarks/*.md (and in
 the Japanese edition: README.ja.md, chapters/ja/) names the results file that holds it, in an HTML
 comment right after it (a "fig" marker; pictures are chapters/figures/, see tools/captions.py):
 
@@ -34,7 +34,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
-DOCUMENTS = ("README.md", "chapters/*.md", "benchmarks/README.md", "TEACHING.md",
+DOCUMENTS = ("README.md", "chapters/*.md", "benchmarks/*.md", "TEACHING.md",
              "README.ja.md", "chapters/ja/*.md")          # a re-measured figure changes in both languages
 
 SUPERSCRIPT = str.maketrans("0123456789-", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻")

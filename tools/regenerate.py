@@ -116,7 +116,7 @@ STEPS = [
     Step("tatoeba", "for d in 'jpn-eng en-ja --steps 3000' 'jpn-eng ja-en --steps 3000' 'fra-eng en-fr --steps 2000 "
          "--minutes 10' 'deu-eng en-de --steps 2000 --minutes 10'; do OPENBLAS_NUM_THREADS=1 {python} "
          "benchmarks/tatoeba.py $d; done", "tatoeba_*.json (copy each OUT/tatoeba_scores.json into "
-         "tatoeba_PAIR_DIRECTION.json, as benchmarks/README.md says)", 50, timing=True, needs=("data",),
+         "tatoeba_PAIR_DIRECTION.json, as benchmarks/real_corpora.md says)", 50, timing=True, needs=("data",),
          why_no_quick="it needs the real corpora and minutes of training each"),
     Step("tatoeba_diagnosis", "{python} benchmarks/tatoeba_diagnosis.py --run runs/tatoeba-jpn-eng-en-ja --outputs "
          "runs/tatoeba-jpn-eng-en-ja/test_outputs.txt", "tatoeba_diagnosis.json", 5, needs=("data",),
@@ -144,9 +144,9 @@ STEPS = [
 RECORDS = {
     "enja-default-run.json": "the 1,400-step default run of an earlier recipe, which chapter 12 compares with",
     "decode_1t.json": "the package before the speed work, one thread, copied from an earlier text",
-    "train_step_1t_both.json": "the first tables of benchmarks/README.md, measured on another machine",
-    "train_step_2t_both.json": "the first tables of benchmarks/README.md, measured on another machine",
-    "train_step_2t_keep.json": "the first tables of benchmarks/README.md, measured on another machine",
+    "train_step_1t_both.json": "the first tables of benchmarks/speed.md, measured on another machine",
+    "train_step_2t_both.json": "the first tables of benchmarks/speed.md, measured on another machine",
+    "train_step_2t_keep.json": "the first tables of benchmarks/speed.md, measured on another machine",
     "speed_decode_1t.json": "a before/after run against the package of commit aa839c4 on a loaded machine",
     "speed_overhead_1t.json": "a before/after run against the package of commit aa839c4 on a loaded machine",
     "speed_overhead_1t_end.json": "a before/after run against the package of commit aa839c4 on a loaded machine",
