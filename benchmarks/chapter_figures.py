@@ -60,7 +60,7 @@ def padding(pairs, tokenizer, max_tokens: int = 1000) -> dict:
     """The share of padding in one epoch's batches (chapter 10): bucketed by length within a token budget,
     as training makes them, against the same number of sentences per batch drawn in random order."""
     from minitransformer.data.batching import collate, epoch_batches
-    from minitransformer.train import encode_pairs
+    from minitransformer.training.trainer import encode_pairs
 
     examples = encode_pairs(tokenizer, pairs, 256)
     bucketed = epoch_batches(examples, max_tokens, 0, seed=0, epoch=0)
@@ -107,7 +107,7 @@ def smoothing_entropy(vocab: int, eps: float) -> dict:
 def default_corpus(vocab_size: int):
     """The default preset's training pairs and the shared BPE learned on them, as `train` learns it."""
     from minitransformer.data.bpe import BPETokenizer
-    from minitransformer.data.source import load_data
+    from minitransformer.data.run_data import load_data
     from minitransformer.presets import PRESETS
 
     pairs = load_data(None, "en-ja", PRESETS["small"]["corpus"]).pairs("train", "en-ja")

@@ -97,7 +97,7 @@ def worker(library: str, args) -> None:
 
 
 def key_of(mode: str) -> str:
-    """'beam 4, no cache' -> 'beam4_no_cache': a key that tools/figures.py can name."""
+    """'beam 4, no cache' -> 'beam4_no_cache': a key that tools/quoted_numbers.py can name."""
     return mode.replace("beam ", "beam").replace(",", "").replace(" ", "_")
 
 

@@ -44,12 +44,12 @@ DEFAULT_STEPS = {"small": 20, "base": 3}
 def worker(size_name: str, steps: int, warmup: int, use_mpi: bool) -> None:
     import numpy as np
 
-    from minitransformer import distributed
+    from minitransformer.training import distributed
     from minitransformer.data.batching import epoch_batches
     from minitransformer.nn.transformer import Transformer, TransformerConfig
     from minitransformer.optim import Adam, NoamSchedule
     from minitransformer.presets import PRESETS
-    from minitransformer.train import TrainState, train_step
+    from minitransformer.training.trainer import TrainState, train_step
 
     world = distributed.init_world() if use_mpi else distributed.SINGLE
     recipe = PRESETS[size_name]

@@ -81,7 +81,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--results", default=str(Path(__file__).resolve().parent / "results" / "fused_vs_composed.json"),
-                        help="JSON file for the figures the chapters quote (tools/figures.py)")
+                        help="JSON file for the figures the chapters quote (tools/quoted_numbers.py)")
     args = parser.parse_args()
     xp = backend.xp_for(args.device)
     sync = (lambda: xp.cuda.Device().synchronize()) if args.device != "cpu" else (lambda: None)

@@ -40,8 +40,9 @@ sys.path.insert(0, str(ROOT))
 
 from minitransformer.checkpoint import load_checkpoint  # noqa: E402
 from minitransformer.data.grammar.alignment import word_spans  # noqa: E402
-from minitransformer.data.source import load_data  # noqa: E402
-from minitransformer.heads import AlignmentTally, attention_maps  # noqa: E402
+from minitransformer.data.run_data import load_data  # noqa: E402
+from minitransformer.alignment_scores import AlignmentTally  # noqa: E402
+from minitransformer.attention_maps import attention_maps  # noqa: E402
 from minitransformer.presets import PRESETS  # noqa: E402
 from minitransformer.translator import Translator  # noqa: E402
 from runs import run_record  # noqa: E402
@@ -181,7 +182,7 @@ def run_flops(run: Path, corpus) -> dict:
     (``iterate_batches`` is a pure function of the seed), real (non-pad) tokens counted."""
     from minitransformer.data.batching import iterate_batches  # noqa: PLC0415
     from minitransformer.flops import training_flops  # noqa: PLC0415
-    from minitransformer.train import encode_pairs  # noqa: PLC0415
+    from minitransformer.training.trainer import encode_pairs  # noqa: PLC0415
 
     checkpoint = load_checkpoint(run, with_optimizer=False)
     translator = Translator.load(run)

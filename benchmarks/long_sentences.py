@@ -93,7 +93,7 @@ def diagnose(translator, items: list[dict], checkpoints: Path) -> dict:
     """The long set decoded with other α, greedily, and by every kept checkpoint (beam 4, α 0.6)."""
     from minitransformer.translator import Translator
     found = {"final_model": {f"beam4_alpha_{alpha:g}".replace(".", "_"): score(translator, items, 4, alpha)
-                             for alpha in (0.0, 0.6, 1.0, 1.5)}}     # no dots in keys: tools/figures.py walks them
+                             for alpha in (0.0, 0.6, 1.0, 1.5)}}     # no dots in keys: tools/quoted_numbers.py walks them
     found["final_model"]["greedy"] = score(translator, items, 1)
     for folder in sorted(checkpoints.glob("step-*")):
         found[folder.name] = score(Translator.load(folder), items)

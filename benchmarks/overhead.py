@@ -160,7 +160,7 @@ def main() -> int:
     parser.add_argument("--baseline", default=None,
                         help="a folder holding another minitransformer package, timed in the same rounds")
     parser.add_argument("--results", default=str(Path(__file__).resolve().parent / "results" / "overhead.json"),
-                        help="JSON file for the figures the chapters quote (tools/figures.py)")
+                        help="JSON file for the figures the chapters quote (tools/quoted_numbers.py)")
     args = parser.parse_args()
 
     if args.worker:

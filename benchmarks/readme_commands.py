@@ -11,7 +11,7 @@ records the wall time, the exit code and the machine's load average before and a
 benchmarks/results/readme_commands.json, which the README quotes. The main command's run folder
 is copied to runs/readme-enja (ignored by git) so that
 
-    python tools/figures.py record-run runs/readme-enja
+    python tools/quoted_numbers.py record-run runs/readme-enja
 
 refreshes the default run's figures (default_run.json) from the same run.
 """
@@ -93,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
             target = ROOT / "runs" / "readme-enja"
             shutil.rmtree(target, ignore_errors=True)
             shutil.copytree(clone / "runs" / "enja", target)
-            print(f"  run folder copied to {target}: python tools/figures.py record-run runs/readme-enja")
+            print(f"  run folder copied to {target}: python tools/quoted_numbers.py record-run runs/readme-enja")
     args.results.parent.mkdir(parents=True, exist_ok=True)
     args.results.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
     print(f"wrote {args.results}")

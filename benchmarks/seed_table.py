@@ -237,18 +237,18 @@ def write(table: dict, path: Path) -> None:
 def worker(out: Path, long_count: int, warmup_steps: int, timed_steps: int) -> dict:
     """Every figure of one run. The training step's memory comes first, while the process is new."""
     from minitransformer import models
-    from minitransformer.data import source
+    from minitransformer.data import run_data
     from minitransformer.data.batching import epoch_batches
     from minitransformer.optim import Adam, clip_grad_norm
     from minitransformer.presets import PRESETS
-    from minitransformer.train import CLIP_NORM, MAX_LEN, batch_loss, encode_pairs
+    from minitransformer.training.trainer import CLIP_NORM, MAX_LEN, batch_loss, encode_pairs
     from minitransformer.translator import Translator
 
     results = json.loads((out / "results.json").read_text(encoding="utf-8"))
     settings = results["training"]
     translator = Translator.load(out)
     tokenizer, config = translator.tokenizer, translator.model.config
-    corpus = source.load_data(settings["data"], settings["direction"], PRESETS[settings["preset"]]["corpus"],
+    corpus = run_data.load_data(settings["data"], settings["direction"], PRESETS[settings["preset"]]["corpus"],
                               limit=settings["limit"])
     direction = settings["direction"]
     examples = encode_pairs(tokenizer, corpus.pairs("train", direction), MAX_LEN)
@@ -351,7 +351,7 @@ HEADERS = {
 
 
 def _fig(value, key: str, decimals: int, thousands: bool = False) -> str:
-    """A figure and its marker (tools/figures.py), as the chapter quotes it."""
+    """A figure and its marker (tools/quoted_numbers.py), as the chapter quotes it."""
     text = f"{value:,.{decimals}f}" if thousands else f"{value:.{decimals}f}"
     return f"{text}<!-- fig seed_table.json:{key} -->"
 

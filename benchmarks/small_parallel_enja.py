@@ -43,7 +43,7 @@ def main() -> int:
     parser.add_argument("--out", default=str(ROOT / "runs" / "small_parallel_enja"))
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--results", default=str(ROOT / "benchmarks" / "results" / "small_parallel_enja.json"),
-                        help="JSON file for the figures the chapters quote (tools/figures.py)")
+                        help="JSON file for the figures the chapters quote (tools/quoted_numbers.py)")
     parser.add_argument("--extra", nargs=argparse.REMAINDER, default=[], help="more `train` options")
     args = parser.parse_args()
 

@@ -59,7 +59,7 @@ from minitransformer.nn.linear import Linear  # noqa: E402
 from minitransformer.nn.transformer import Transformer, TransformerConfig  # noqa: E402
 from minitransformer.optim import Adam, NoamSchedule, clip_grad_norm  # noqa: E402
 from minitransformer.presets import MODELS  # noqa: E402
-from minitransformer.train import batch_loss, encode_pairs, evaluate_loss  # noqa: E402
+from minitransformer.training.trainer import batch_loss, encode_pairs, evaluate_loss  # noqa: E402
 from minitransformer.translator import Translator  # noqa: E402
 
 BASE = dict(MODELS["tiny"], label_smoothing=0.1, positional="sinusoidal", d_k=None)

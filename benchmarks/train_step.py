@@ -435,7 +435,7 @@ def print_results(results: dict, floors: dict, args) -> None:
 
 
 def results_record(results: dict, floors: dict, args, load: float) -> dict:
-    """The printed tables as JSON, for the figures the READMEs quote (tools/figures.py)."""
+    """The printed tables as JSON, for the figures the READMEs quote (tools/quoted_numbers.py)."""
     record: dict = {"command": "python benchmarks/train_step.py " + " ".join(sys.argv[1:]), "threads": args.threads,
                     "rounds": args.rounds, "device": args.device, "load_average_at_start": round(load, 2)}
     for malloc, per_config in results.items():

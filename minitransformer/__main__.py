@@ -1,6 +1,6 @@
 """Command line: ``python -m minitransformer train | translate | evaluate``.
 
-    python -m minitransformer train                      # built-in corpus, en→ja, ~2 minutes on 2 idle cores
+    python -m minitransformer train                      # built-in corpus, en→ja (README.md: how long it takes)
     python -m minitransformer translate --checkpoint runs/enja "the cat ate the fish ."
     python -m minitransformer evaluate --checkpoint runs/enja --split test_heldout
     python -m minitransformer attention --checkpoint runs/enja "the cat ate the fish ." --out maps.png
@@ -30,15 +30,15 @@ def _restart_with_few_blas_threads(argv: list[str]) -> None:
     """Run the command again with at most ``MAX_BLAS_THREADS`` BLAS threads, unless the user chose a count.
 
     Our matrices are small (d_model 128-256). OpenBLAS starts one thread per core,
-    and on a many-core machine most of them only spin-wait; measured here on a
-    quiet 2-core machine, two threads trained the default model 1.25x faster than
-    one. On a machine busy with other work, set OPENBLAS_NUM_THREADS=1 yourself:
-    waiting for a core that another process holds made steps 3-8x slower. The
+    and on a many-core machine most of them only spin-wait (benchmarks/blas_spin.py
+    measures the spinning, benchmarks/train_step.py a step on one thread and on two).
+    On a machine busy with other work, set OPENBLAS_NUM_THREADS=1 yourself: a BLAS
+    thread that waits for a core another process holds stalls every product. The
     count is read when NumPy loads, which has already happened here, hence the restart.
     """
     if os.environ.get(_REEXEC_MARK) or any(name in os.environ for name in THREAD_VARIABLES):
         return
-    from .distributed import local_ranks  # noqa: PLC0415 - the ranks of an MPI run on this machine share its cores
+    from .training.distributed import local_ranks  # noqa: PLC0415 - the ranks of an MPI run on this machine share its cores
 
     threads = str(max(1, min(MAX_BLAS_THREADS, (os.cpu_count() or 1) // local_ranks())))
     env = dict(os.environ, OPENBLAS_NUM_THREADS=threads, **{_REEXEC_MARK: "1"})
@@ -95,7 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     train = commands.add_parser(
-        "train", help="train a translator (default: the built-in English→Japanese corpus, ~2 min on 2 idle cores)",
+        "train", help="train a translator (default: the built-in English→Japanese corpus)",
         description="Train a Transformer translator end to end: BPE, batches by tokens, label smoothing, Adam with "
                     "warm-up, checkpoints, averaging of the last checkpoints, then test BLEU with beam search, "
                     "example translations and an attention heat map (OUT/attention.png). --model lstm trains "
@@ -158,7 +158,7 @@ def _beam_size(args) -> int:
 
 
 def cmd_train(args) -> int:
-    from .train import TrainOptions, train  # noqa: PLC0415
+    from .training.trainer import TrainOptions, train  # noqa: PLC0415
 
     if args.quick and args.preset not in (None, "quick"):
         raise _Refusal("--quick is the preset 'quick'; do not combine it with --preset")
@@ -221,8 +221,8 @@ def cmd_evaluate(args) -> int:
     from .bleu import tokenization_for  # noqa: PLC0415
     from .checkpoint import load_checkpoint  # noqa: PLC0415
     from .chrf import corpus_chrf_score  # noqa: PLC0415
-    from .data.source import load_data  # noqa: PLC0415
-    from .presets import DEFAULT_PRESET, PRESETS, RENAMED_PRESETS, unknown_preset_message  # noqa: PLC0415
+    from .data.run_data import load_data  # noqa: PLC0415
+    from . import presets  # noqa: PLC0415
 
     beam = _beam_size(args)
     translator = _load_translator(args)
@@ -230,11 +230,11 @@ def cmd_evaluate(args) -> int:
     if not settings and args.data is None:
         raise _Refusal(f"{args.checkpoint}: the checkpoint does not say which corpus it was trained on; pass --data")
     direction = settings.get("direction") or "en-ja"
-    preset = settings.get("preset") or DEFAULT_PRESET
-    preset = RENAMED_PRESETS.get(preset, preset)              # a run saved under an earlier name
-    if preset not in PRESETS:
-        raise _Refusal(f"{args.checkpoint}: {unknown_preset_message(preset)}")
-    corpus = load_data(args.data or settings.get("data"), direction, PRESETS[preset]["corpus"],
+    try:
+        preset = presets.resolve(settings.get("preset"), saved=True)
+    except ValueError as error:
+        raise _Refusal(f"{args.checkpoint}: {error}") from None
+    corpus = load_data(args.data or settings.get("data"), direction, presets.PRESETS[preset]["corpus"],
                        limit=settings.get("limit"))
     pairs = corpus.pairs(args.split, direction)
     if args.limit:
@@ -255,7 +255,7 @@ def cmd_evaluate(args) -> int:
 
 
 def cmd_attention(args) -> int:
-    from .heads import attention_maps, check_kinds, draw_attention_maps, model_kinds  # noqa: PLC0415
+    from .attention_maps import attention_maps, check_kinds, draw_attention_maps, model_kinds  # noqa: PLC0415
 
     if not args.out.strip():
         raise _Refusal("--out is empty; name the picture file (default attention.png)")
@@ -287,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
     keep_freed_memory()  # freed pages stay for the next step (_malloc.py; MINITRANSFORMER_MALLOC=0 opts out)
     from .checkpoint import CheckpointError  # noqa: PLC0415
     from .data.loaders import CorpusError  # noqa: PLC0415
-    from .train import TrainingError  # noqa: PLC0415
+    from .training.options import TrainingError  # noqa: PLC0415
 
     handlers = {"train": cmd_train, "translate": cmd_translate, "evaluate": cmd_evaluate, "attention": cmd_attention}
     for name in ("checkpoint", "data"):     # '~/runs/enja' in quotes reaches us unexpanded: it means the home folder

@@ -6,8 +6,8 @@ at start, raised automatically only up to 32 MiB) straight back to the kernel
 with ``munmap``, and gives back the top of the heap whenever more than the *trim
 threshold* is free. The next step asks for arrays of the same sizes again and
 gets brand-new pages: the kernel zero-fills every 4 KiB page on first touch (a
-page fault each), which on our 2-core benchmark machine cost more than the
-arithmetic in many elementwise ops (a dropout layer took 1.5 ms instead of 0.85).
+page fault each), which can cost more than the arithmetic of an elementwise op
+(chapter 10 quotes the faults per step that benchmarks/train_step.py counts).
 
 Raising both thresholds keeps freed blocks inside the process, where the next
 allocation of that size picks them up warm. The price: memory is not returned to
@@ -16,7 +16,7 @@ PyTorch on the CPU allocates through the same malloc and takes the same kind of
 faults (benchmarks/train_step.py counts them per step for both). The same
 settings can be given from outside, before Python starts:
 
-    MALLOC_MMAP_THRESHOLD_=1073741824 MALLOC_TRIM_THRESHOLD_=1073741824 python train.py
+    MALLOC_MMAP_THRESHOLD_=1073741824 MALLOC_TRIM_THRESHOLD_=1073741824 python my_training_script.py
 
 ``python -m minitransformer`` applies them itself; set ``MINITRANSFORMER_MALLOC=0``
 to opt out. Elsewhere (macOS, Windows, musl) ``keep_freed_memory`` does nothing.

@@ -108,6 +108,19 @@ def recipe(name: str, model: str = "transformer") -> dict[str, Any]:
     return chosen
 
 
+def resolve(name: str | None, saved: bool = False) -> str:
+    """The key of PRESETS that ``name`` means: DEFAULT_PRESET for None; for a run folder's record (``saved``),
+    an earlier name means its new one (RENAMED_PRESETS). Any other name, or an earlier one asked for by hand,
+    is refused with a ValueError that says what to choose. Training and evaluation both resolve through here."""
+    if name is None:
+        return DEFAULT_PRESET
+    if saved:
+        name = RENAMED_PRESETS.get(name, name)
+    if name not in PRESETS:
+        raise ValueError(unknown_preset_message(name))
+    return name
+
+
 def unknown_preset_message(name: str) -> str:
     """The one-line refusal for a training preset that does not exist (or was renamed)."""
     if name in RENAMED_PRESETS:

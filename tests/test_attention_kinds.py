@@ -218,7 +218,7 @@ def test_the_copy_task_is_learnt_with_each_kind(kind, window):
 
 def test_train_attention_reaches_the_model_config():
     from minitransformer.__main__ import build_parser
-    from minitransformer.train import TrainOptions, _model_config
+    from minitransformer.training.trainer import TrainOptions, _model_config
     from minitransformer.training.options import resolve_options as _resolved
 
     args = build_parser().parse_args(["train", "--attention", "local", "--attention-window", "4"])

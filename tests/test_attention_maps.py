@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from minitransformer.heads import KINDS, attention_maps, draw_attention_maps
-from minitransformer.train import train
+from minitransformer.attention_maps import KINDS, attention_maps, draw_attention_maps
+from minitransformer.training.trainer import train
 from minitransformer.training.options import TrainOptions
 from minitransformer.translator import Translator
 

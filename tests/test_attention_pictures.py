@@ -10,8 +10,8 @@ import pytest
 import minitransformer as mt
 import minitransformer.functional as F
 from minitransformer.functional.attention_kinds import attention_weights, attend
-from minitransformer.heads import attention_maps
-from minitransformer.train import train
+from minitransformer.attention_maps import attention_maps
+from minitransformer.training.trainer import train
 from minitransformer.training.options import TrainOptions
 from minitransformer.translator import Translator
 

@@ -4,8 +4,9 @@ import numpy as np
 import pytest
 
 from minitransformer.data.batching import (
-    Batch, causal_mask, epoch_batches, iterate_batches, make_batches, pad_sequences, padding_mask,
+    Batch, causal_mask, epoch_batches, iterate_batches, make_batches, pad_sequences,
 )
+from minitransformer.functional.masks import padding_mask
 
 PAD, BOS, EOS = 0, 1, 2
 

@@ -12,7 +12,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 import captions  # noqa: E402
-import figures  # noqa: E402
+import quoted_numbers  # noqa: E402
 
 
 def test_every_figure_names_its_script_its_sources_and_its_run():
@@ -54,13 +54,13 @@ def book(tmp_path):
 def test_a_captioned_figure_of_a_recorded_run_passes(book):
     root, results = book
     assert captions.check(root, results) == []
-    assert figures.check(root, results) == []
+    assert quoted_numbers.check(root, results) == []
 
 
 def test_a_caption_naming_a_run_that_disagrees_with_its_results_fails(book):
     root, results = book
     (results / "heads.json").write_text(json.dumps({"run": {"steps": 1400, "weights": "77aa00bb11cc"}}))
-    problems = figures.check(root, results)
+    problems = quoted_numbers.check(root, results)
     assert len(problems) == 4 and any("says 1,400" in p for p in problems) and any("77aa00bb11cc" in p for p in problems)
 
 
@@ -69,7 +69,7 @@ def test_a_caption_naming_a_run_whose_results_are_gone_fails(book):
     (results / "heads.json").unlink()
     problems = captions.check(root, results)
     assert any("heads.json: no such results file" in p for p in problems)
-    assert any("no such results file" in p for p in figures.check(root, results))
+    assert any("no such results file" in p for p in quoted_numbers.check(root, results))
 
 
 @pytest.mark.parametrize("caption, expected", [

@@ -10,7 +10,7 @@ import pytest
 
 from minitransformer import checkpoint as ckpt
 from minitransformer.checkpoint import CheckpointError
-from minitransformer.train import TrainingError, train
+from minitransformer.training.trainer import TrainingError, train
 from minitransformer.training.options import TrainOptions
 from minitransformer.translator import Translator
 

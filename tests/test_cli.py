@@ -160,7 +160,7 @@ def test_every_training_option_has_a_flag():
     import dataclasses
 
     from minitransformer.__main__ import build_parser
-    from minitransformer.train import TrainOptions
+    from minitransformer.training.trainer import TrainOptions
 
     parser = build_parser()
     args = parser.parse_args(["train"])
@@ -238,8 +238,8 @@ TRAIN_FLAGS = {
 def test_each_train_flag_sets_its_training_option(monkeypatch):
     import dataclasses
 
-    import minitransformer.train as training
-    from minitransformer.train import TrainOptions
+    import minitransformer.training.trainer as training
+    from minitransformer.training.trainer import TrainOptions
 
     assert set(TRAIN_FLAGS) == {f.name for f in dataclasses.fields(TrainOptions)}, "a new option needs a row here"
     received = []
@@ -358,7 +358,7 @@ def test_evaluate_scores_the_translations_it_makes(run_dir, tmp_path):
     """--data, --split, --greedy, --limit: the printed scores are those of the model's own translations."""
     from minitransformer.bleu import corpus_bleu_score, tokenization_for
     from minitransformer.chrf import corpus_chrf_score
-    from minitransformer.data.source import load_data
+    from minitransformer.data.run_data import load_data
     from minitransformer.presets import PRESETS
     from minitransformer.translator import Translator
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from minitransformer.train import train
+from minitransformer.training.trainer import train
 from minitransformer.training.options import TrainOptions
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from minitransformer.data.loaders import load_corpus, read_lines, read_parallel, read_tsv
-from minitransformer.data.source import load_data
-from minitransformer.train import TrainingError, train
+from minitransformer.data.run_data import load_data
+from minitransformer.training.trainer import TrainingError, train
 from minitransformer.training.options import TrainOptions
 
 PAIRS = [(f"the dog {i} runs .", f"le chien {i} court .") for i in range(40)]

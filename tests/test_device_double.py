@@ -369,7 +369,7 @@ def test_a_training_step_with_dropout_runs_on_the_device(monkeypatch):
 
 
 def model_dropout_generators(model):
-    from minitransformer.train import dropout_generators  # noqa: PLC0415
+    from minitransformer.training.trainer import dropout_generators  # noqa: PLC0415
     return dropout_generators(model)
 
 

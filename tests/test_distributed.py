@@ -50,7 +50,7 @@ def tiny_setup():
 
 def as_run(model, optimizer, schedule, world):
     """What ``train.train_step`` reads of a Run."""
-    from minitransformer.train import TrainState
+    from minitransformer.training.trainer import TrainState
     return SimpleNamespace(model=model, optimizer=optimizer, schedule=schedule, world=world, state=TrainState(),
                            step_totals=None, loop_started=time.monotonic())
 
@@ -161,7 +161,7 @@ def two_rank_result(tmp_path_factory):
 
 
 def test_the_averaged_gradient_is_the_gradient_of_the_whole_batch(two_rank_result):
-    from minitransformer.train import batch_loss
+    from minitransformer.training.trainer import batch_loss
 
     model, optimizer, _, batches = tiny_setup()
     assert batches[0].n_tgt_tokens != batches[1].n_tgt_tokens   # a plain mean of the two would be wrong
@@ -175,8 +175,8 @@ def test_five_steps_on_two_ranks_are_five_steps_on_the_concatenated_batches(two_
     """Every weight equal to 1e-12, except the key biases: softmax ignores a shift of a whole row of scores,
     so their gradient is zero by the math and only rounding noise (~1e-17) moves them, which Adam divides
     by its ε = 1e-9; they stay within 1e-8 of where they started, in both runs."""
-    from minitransformer import distributed
-    from minitransformer.train import train_step
+    from minitransformer.training import distributed
+    from minitransformer.training.trainer import train_step
 
     model, optimizer, schedule, batches = tiny_setup()
     run = as_run(model, optimizer, schedule, distributed.SINGLE)
@@ -263,7 +263,7 @@ def test_distributed_without_mpi4py_is_refused_in_one_line(tmp_path):
 
 @pytest.mark.parametrize("size", [1, 2, 3])
 def test_shard_deals_each_batch_to_exactly_one_rank_and_resumes_after_the_position(size):
-    from minitransformer.distributed import World, shard
+    from minitransformer.training.distributed import World, shard
 
     stream = [(0, i, f"e0b{i}") for i in range(5)] + [(1, i, f"e1b{i}") for i in range(4)]
     dealt = [list(shard(iter(stream), World(rank, size))) for rank in range(size)]
@@ -283,8 +283,8 @@ def test_shard_deals_each_batch_to_exactly_one_rank_and_resumes_after_the_positi
 
 
 def test_one_process_is_a_world_of_one():
-    from minitransformer import distributed
-    from minitransformer.train import batch_loss
+    from minitransformer.training import distributed
+    from minitransformer.training.trainer import batch_loss
 
     model, optimizer, _, batches = tiny_setup()
     batch_loss(model, batches[0]).backward()
@@ -313,7 +313,8 @@ class TwoEqualRanks:
 @pytest.mark.gpu
 def test_device_gradients_reach_mpi_as_a_host_copy_and_come_back_on_the_device(monkeypatch):
     """On the device double (or a GPU): MPI is handed host memory unless the MPI is said to be CUDA-aware."""
-    from minitransformer import backend, distributed
+    from minitransformer import backend
+    from minitransformer.training import distributed
     from minitransformer.tensor import Tensor
 
     fake = SimpleNamespace(IN_PLACE="in place", SUM="sum")
@@ -340,8 +341,8 @@ def test_device_gradients_reach_mpi_as_a_host_copy_and_come_back_on_the_device(m
 # -- the MPI side: python tests/test_distributed.py MODE OUT, under mpiexec ------------------------------
 def _equality(out: Path) -> None:
     """Rank r takes batches 2s + r: the averaged gradient of step 1, then 5 steps through train_step."""
-    from minitransformer import distributed
-    from minitransformer.train import batch_loss, train_step
+    from minitransformer.training import distributed
+    from minitransformer.training.trainer import batch_loss, train_step
 
     world = distributed.init_world()
     model, optimizer, schedule, batches = tiny_setup()
@@ -360,9 +361,9 @@ def _equality(out: Path) -> None:
 
 def _fail(out: Path) -> None:
     """The real command, with rank 1's loss raising at one step."""
-    import minitransformer.train as training
+    import minitransformer.training.trainer as training
     from minitransformer.__main__ import main
-    from minitransformer.distributed import init_world
+    from minitransformer.training.distributed import init_world
 
     rank, calls, real = init_world().rank, [0], training.batch_loss
 

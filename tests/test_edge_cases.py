@@ -11,7 +11,7 @@ import pytest
 from minitransformer import checkpoint as ckpt
 from minitransformer.checkpoint import CheckpointError
 from minitransformer.data.bpe import BPETokenizer
-from minitransformer.train import TrainingError, TrainOptions, train
+from minitransformer.training.trainer import TrainingError, TrainOptions, train
 
 
 def _weights(rng):
@@ -89,7 +89,7 @@ def test_resuming_with_an_optimizer_state_of_another_model_is_refused(trained, t
 
 
 def test_a_loss_that_becomes_nan_stops_the_run_with_advice(tmp_path, monkeypatch):
-    import minitransformer.train as training
+    import minitransformer.training.trainer as training
 
     real = training.batch_loss
     monkeypatch.setattr(training, "batch_loss", lambda model, batch, **kw: real(model, batch, **kw) * math.nan)

@@ -612,7 +612,7 @@ def test_causal_linear_attention_does_not_see_the_future(rng):
 # -- Exercise 12.1: the alignment error rate of a head ---------------------------------------------------------
 @pytest.mark.grades_12_1
 def test_aer_is_zero_for_a_perfect_head_and_counts_phrase_links_as_possible():
-    from minitransformer.heads import alignment_error_rate
+    from minitransformer.alignment_scores import alignment_error_rate
     assert alignment_error_rate(np.eye(4), [(i, i) for i in range(4)]) == 0.0
     # row 0 has two partners (possible links), row 1 one (a sure link); both argmaxes are right
     weights = np.array([[0.1, 0.8, 0.1], [0.0, 0.0, 1.0]])
@@ -621,7 +621,7 @@ def test_aer_is_zero_for_a_perfect_head_and_counts_phrase_links_as_possible():
 
 @pytest.mark.grades_12_1
 def test_aer_of_a_worked_example():
-    from minitransformer.heads import alignment_error_rate
+    from minitransformer.alignment_scores import alignment_error_rate
     # argmax links A = {(0, 0), (2, 1), (0, 2)}; row 1 has two gold partners (possible links), rows 0 and 2 one
     # (sure links S = {(0, 0), (1, 2)}); A meets S once and the possible links P twice: AER = 1 - 3/5
     weights = np.array([[0.7, 0.2, 0.1], [0.1, 0.3, 0.6], [0.5, 0.4, 0.1], [0.2, 0.2, 0.6]])

@@ -295,16 +295,18 @@ def test_broken_embedding_backward_fails_gradcheck(rng):
         mt.gradcheck(lambda w: EmbeddingAssigningInsteadOfAdding(ids)(w), [weight])
 
 
-def test_linear_and_embedding_live_in_functional_and_keep_their_old_names():
+def test_linear_and_embedding_functions_live_in_functional_only():
+    """Functions live in functional/, Modules in nn/: the layers use the Functions without offering them."""
     import minitransformer.nn as nn
-    from minitransformer.nn.embedding import EmbeddingFunction
-    from minitransformer.nn.linear import LinearFunction, linear
+    import minitransformer.nn.embedding
+    import minitransformer.nn.linear
 
-    assert LinearFunction is nn.LinearFunction is F.LinearFunction
-    assert linear is nn.linear is F.linear
-    assert EmbeddingFunction is nn.EmbeddingFunction is F.EmbeddingFunction
     assert F.LinearFunction.__module__ == "minitransformer.functional.linear"
     assert F.EmbeddingFunction.__module__ == "minitransformer.functional.embedding"
+    for name in ("LinearFunction", "linear", "EmbeddingFunction"):   # nn.linear is the module of the layer
+        assert name not in nn.__all__ and getattr(nn, name, None) is not getattr(F, name)
+    assert "LinearFunction" not in minitransformer.nn.linear.__all__
+    assert "EmbeddingFunction" not in minitransformer.nn.embedding.__all__
 
 
 # -- floating-point only ----------------------------------------------------------------------

@@ -32,7 +32,7 @@ ENGLISH_CHAPTERS = sorted(CHAPTERS.glob("[0-9][0-9]-*.md"))
 
 sys.path.insert(0, str(ROOT / "tools"))
 from build_notebooks import SourceError, parse_cells, split_languages  # noqa: E402
-from figures import MARKER  # noqa: E402
+from quoted_numbers import MARKER  # noqa: E402
 
 
 # -- reading a chapter --------------------------------------------------------------------------------------
@@ -612,7 +612,7 @@ def test_the_student_edition_strips_japanese_chapters_and_notebooks(tmp_path):
 def test_a_remeasured_figure_changes_in_both_languages(tmp_path):
     import json
 
-    import figures as quoted
+    import quoted_numbers as quoted
     (tmp_path / "results").mkdir()
     (tmp_path / "results" / "run.json").write_text(json.dumps({"test_bleu": 31.674}), encoding="utf-8")
     (tmp_path / "chapters" / "ja").mkdir(parents=True)

@@ -126,8 +126,8 @@ def test_load_corpus_errors(tmp_path):
 
 
 def test_load_data_picks_the_builtin_corpus_or_a_folder(tmp_path):
-    """The corpus a run trains on, as training and `evaluate` both ask for it (data/source.py)."""
-    from minitransformer.data.source import load_data
+    """The corpus a run trains on, as training and `evaluate` both ask for it (data/run_data.py)."""
+    from minitransformer.data.run_data import load_data
 
     builtin = load_data(None, "ja-en", dict(n_train=50, n_dev=5, n_test=5, n_heldout=5), limit=20)
     assert builtin.sizes() == {"train": 20, "dev": 5, "test": 5, "test_heldout": 5}

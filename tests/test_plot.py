@@ -48,6 +48,6 @@ def test_attention_heatmap_names_a_shape_mismatch():
 
 
 def test_importing_the_package_does_not_import_matplotlib():
-    code = "import sys, minitransformer, minitransformer.train, minitransformer.plot; print('matplotlib' in sys.modules)"
+    code = "import sys, minitransformer, minitransformer.training.trainer, minitransformer.plot; print('matplotlib' in sys.modules)"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert result.stdout.strip() == "False", result.stderr

@@ -12,7 +12,7 @@ import pytest
 from minitransformer.data import CONSTRUCTION_WEIGHTS, make_builtin_corpus
 from minitransformer.data.bpe import BPETokenizer
 from minitransformer.data.raw_bpe import RawBPETokenizer, choose_tokenizer, looks_unsegmented
-from minitransformer.train import train
+from minitransformer.training.trainer import train
 from minitransformer.training.options import TrainOptions
 from minitransformer.translator import Translator
 

@@ -13,12 +13,12 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
-import figures  # noqa: E402
+import quoted_numbers  # noqa: E402
 import regenerate  # noqa: E402
 
 
 def quoted_files() -> set[str]:
-    return {q.file for path in figures.documents() for q in figures.quotes_in(path)}
+    return {q.file for path in quoted_numbers.documents() for q in quoted_numbers.quotes_in(path)}
 
 
 def written_by_a_step(name: str) -> bool:

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from minitransformer import checkpoint as ckpt
 from minitransformer.checkpoint import CheckpointError
-from minitransformer.train import TrainingError, train
+from minitransformer.training.trainer import TrainingError, train
 from minitransformer.training import run_folder
 from minitransformer.training.options import TrainOptions
 

@@ -25,7 +25,7 @@ def seed_table():
 @pytest.fixture(scope="module")
 def quick_table(tmp_path_factory) -> tuple[dict, Path]:
     """One quick run of the whole table, with a small corpus folder standing in for small_parallel_enja."""
-    from minitransformer.data.source import load_data
+    from minitransformer.data.run_data import load_data
     from minitransformer.presets import PRESETS
 
     folder = tmp_path_factory.mktemp("seed-table")
@@ -79,10 +79,10 @@ def test_the_quick_table_has_every_row_and_column_for_both_corpora(quick_table):
 @pytest.mark.slow
 @pytest.mark.parametrize("language", ["en", "ja"])
 def test_every_figure_of_the_rendered_tables_is_its_results_files(quick_table, tmp_path, language):
-    """The chapter's tables quote the results file through markers that tools/figures.py checks."""
+    """The chapter's tables quote the results file through markers that tools/quoted_numbers.py checks."""
     sys.path.insert(0, str(ROOT / "tools"))
     try:
-        figures = importlib.import_module("figures")
+        figures = importlib.import_module("quoted_numbers")
     finally:
         sys.path.remove(str(ROOT / "tools"))
     table, out = quick_table

@@ -1,4 +1,4 @@
-"""The training loop: exact resume, refusals, the loss, and the pieces train.py is made of."""
+"""The training loop: exact resume, refusals, the loss, and the pieces training/trainer.py is made of."""
 from __future__ import annotations
 
 import json
@@ -11,9 +11,10 @@ import minitransformer as mt
 import minitransformer.functional as F
 from minitransformer import checkpoint as ckpt
 from minitransformer.nn.transformer import Transformer, TransformerConfig
-from minitransformer.presets import MODELS
-from minitransformer.train import (PRESETS, ProgressBar, TrainingError, TrainOptions, batch_loss, dropout_generators,
-                                   rng_state, set_rng_state, train)
+from minitransformer.presets import MODELS, PRESETS
+from minitransformer.training.progress import ProgressBar
+from minitransformer.training.trainer import (TrainingError, TrainOptions, batch_loss, dropout_generators, rng_state,
+                                              set_rng_state, train)
 
 
 def _options(out, **overrides) -> TrainOptions:
@@ -217,7 +218,7 @@ def test_the_loss_is_the_label_smoothed_cross_entropy_of_section_5_4():
 
 def test_the_training_step_uses_the_papers_settings(tmp_path, monkeypatch):
     """Label smoothing 0.1 (§5.4), Adam β = (0.9, 0.98), ε = 1e-9 (§5.3), gradients clipped to norm 1."""
-    import minitransformer.train as training
+    import minitransformer.training.trainer as training
 
     seen = {"smoothing": [], "clip": [], "adam": []}
     real_loss, real_clip, real_step = training.Transformer.loss, training.clip_grad_norm, training.Adam.step
@@ -271,22 +272,24 @@ def test_rng_state_round_trip_restores_the_dropout_streams():
     assert len(dropout_generators(model)) >= 3
 
 
-def test_the_older_list_format_of_the_dropout_state_still_resumes():
-    """Checkpoints once held a list: the Dropout layers' generators in module order, then a global one."""
+def test_the_early_list_format_of_the_dropout_state_is_refused_saying_what_to_do(tmp_path):
+    """Early checkpoints listed the generators' states in module order; resuming one is refused in one line
+    that names the way out (the version that wrote it, or --overwrite), not a KeyError from deep inside."""
     config = TransformerConfig.tiny(9, d_model=8, n_heads=2, d_ff=8, n_layers=1, dropout=0.5, max_len=8)
     model = Transformer(config)
-    src, tgt = np.array([[3, 4, 5]]), np.array([[1, 5, 6]])
-    model(src, tgt)
-    saved = model.rng_state_dict()
-    legacy = [{"seed": state["seed"], "cpu": state["cpu"]} for name, state in saved.items()
-              if not name.endswith("attn.generator")] + [{"seed": 0, "cpu": None}]
-    after = model(src, tgt).numpy()
-    set_rng_state(model, json.loads(json.dumps(legacy)), step=1)
-    np.testing.assert_array_equal(model(src, tgt).numpy(), after)
-    with pytest.raises(TrainingError, match="older format"):
-        set_rng_state(model, legacy[1:], step=1)
+    legacy = [{"seed": state["seed"], "cpu": state["cpu"]} for state in model.rng_state_dict().values()]
+    with pytest.raises(TrainingError, match="early versions.*--overwrite"):
+        set_rng_state(model, json.loads(json.dumps(legacy)), step=1)
     with pytest.raises(TrainingError, match="does not fit"):
         set_rng_state(model, {"encoder.nothing.generator": {"seed": 1}}, step=1)
+    out = tmp_path / "run"
+    train(_options(out, steps=2))
+    state_file = ckpt.list_checkpoints(out)[-1] / ckpt.STATE_FILE
+    state = json.loads(state_file.read_text())
+    state["rng"] = list(state["rng"].values())
+    state_file.write_text(json.dumps(state))
+    with pytest.raises(TrainingError, match=r"--resume: .*state\.json.*early versions.*--overwrite"):
+        train(_options(out, steps=3, resume=True))
 
 
 def test_the_status_line_fits_80_columns_and_shows_an_eta():
@@ -313,7 +316,7 @@ def test_the_dev_loss_uses_the_tokenizers_bos_and_eos():
     from types import SimpleNamespace
 
     from minitransformer.data.batching import make_batches
-    from minitransformer.train import batch_loss, evaluate_loss
+    from minitransformer.training.trainer import batch_loss, evaluate_loss
 
     config = TransformerConfig.tiny(12, d_model=8, n_heads=2, d_ff=8, n_layers=1, dropout=0.0, max_len=16)
     model = Transformer(config).to(np.float64)

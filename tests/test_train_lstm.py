@@ -10,7 +10,7 @@ from minitransformer import checkpoint as ckpt
 from minitransformer.nn.seq2seq import Seq2Seq, Seq2SeqConfig
 from minitransformer.nn.transformer import Transformer, TransformerConfig
 from minitransformer.presets import LSTM_MODELS, MODELS, PRESETS, recipe
-from minitransformer.train import TrainingError, TrainOptions, prepare_run, set_rng_state, train
+from minitransformer.training.trainer import TrainingError, TrainOptions, prepare_run, train
 from minitransformer.training.options import resolve_options
 
 
@@ -124,15 +124,3 @@ def test_a_transformer_run_saved_before_the_model_option_resumes_and_is_found_fi
     assert train(_options(out, steps=3, model="transformer", resume=True))["steps"] == 3
 
 
-def test_the_older_list_format_of_the_dropout_state_fits_an_lstm_too():
-    """A list of generator states (the Dropout layers', then a global one) restores an LSTM's streams; the
-    check that the list fits reads the Transformer's attention dropout only where the model has one."""
-    model = Seq2Seq(Seq2SeqConfig(9, 9, d_model=8, n_layers=2, dropout=0.5, max_len=8))
-    src, tgt = np.array([[3, 4, 5]]), np.array([[1, 5, 6]])
-    model(src, tgt)
-    legacy = [state for state in model.rng_state_dict().values()] + [{"seed": 0, "cpu": None}]
-    after = model(src, tgt).numpy()
-    set_rng_state(model, json.loads(json.dumps(legacy)), step=1)
-    np.testing.assert_array_equal(model(src, tgt).numpy(), after)
-    with pytest.raises(TrainingError, match="older format"):
-        set_rng_state(model, legacy[1:], step=1)

@@ -16,7 +16,7 @@ from minitransformer.data.raw_text import BYTE_TOKENS, FIRST_BYTE_ID, FIRST_PIEC
 from minitransformer.data.tokenizer import SPECIAL_TOKENS
 from minitransformer.data.unigram import (Lattice, UnigramTokenizer, forward_backward, m_step, pruning_loss,
                                           viterbi)
-from minitransformer.train import train
+from minitransformer.training.trainer import train
 from minitransformer.training.options import TrainOptions
 from minitransformer.translator import Translator, tokenizer_from_dict
 

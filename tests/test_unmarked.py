@@ -113,7 +113,7 @@ def test_the_counts_the_book_quotes_are_the_codes_counts_today():
 
     import minitransformer.nn as nn  # noqa: PLC0415
     recorded = json.loads((ROOT / "benchmarks" / "results" / "counts.json").read_text(encoding="utf-8"))
-    assert recorded == book_counts.counts(), "run python benchmarks/book_counts.py, then python tools/figures.py update"
+    assert recorded == book_counts.counts(), "run python benchmarks/book_counts.py, then python tools/quoted_numbers.py update"
     model = nn.Transformer(nn.TransformerConfig.small(1000))
     assert book_counts.model_counts("small", 1000) == {"vocab": 1000, "parameters": model.num_parameters(),
                                                        "parameter_arrays": len(model.parameters())}

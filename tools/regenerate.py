@@ -3,7 +3,7 @@
 whole pipeline still runs (CI does that: tests/test_regenerate.py, marked `later`).
 
     python tools/regenerate.py --list           # the steps, what each writes, and the time they take
-    python tools/regenerate.py                  # all of it (hours: see --list), then figures.py update
+    python tools/regenerate.py                  # all of it (hours: see --list), then quoted_numbers.py update
     python tools/regenerate.py --only heads table3
     python tools/regenerate.py --deterministic  # only what does not time anything (safe on a busy machine)
     python tools/regenerate.py --quick          # minutes; writes nothing in the repository
@@ -30,7 +30,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
-from figures import FigureError, load_results  # noqa: E402
+from quoted_numbers import FigureError, load_results  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data"
 RUN = "runs/enja"                               # the book's default run (chapters 11 and 12)
@@ -56,7 +56,7 @@ STEPS = [
          quick="{python} benchmarks/chapter_figures.py --results {tmp}/chapter_figures.json"),
     Step("proof", "{python} benchmarks/train_step.py --proof-only", "train_step_proof.json", 0.3, needs=("torch",),
          quick="{python} benchmarks/train_step.py --proof-only --results {tmp}/train_step_proof.json"),
-    Step("default_run", "{python} -m minitransformer train --out runs/readme-enja && {python} tools/figures.py "
+    Step("default_run", "{python} -m minitransformer train --out runs/readme-enja && {python} tools/quoted_numbers.py "
          "record-run runs/readme-enja", "default_run.json (the README's run: its scores and its time)", 3, timing=True,
          why_no_quick="the heads step's quick variant trains the same way"),
     Step("heads", "{python} benchmarks/heads.py --train --run " + RUN + " --history " + RUN + "-history",
@@ -116,7 +116,7 @@ STEPS = [
     Step("tatoeba", "for d in 'jpn-eng en-ja --steps 3000' 'jpn-eng ja-en --steps 3000' 'fra-eng en-fr --steps 2000 "
          "--minutes 10' 'deu-eng en-de --steps 2000 --minutes 10'; do OPENBLAS_NUM_THREADS=1 {python} "
          "benchmarks/tatoeba.py $d; done", "tatoeba_*.json (copy each OUT/tatoeba_scores.json into "
-         "tatoeba_PAIR_DIRECTION.json, as benchmarks/README.md says)", 50, timing=True, needs=("data",),
+         "tatoeba_PAIR_DIRECTION.json, as benchmarks/real_corpora.md says)", 50, timing=True, needs=("data",),
          why_no_quick="it needs the real corpora and minutes of training each"),
     Step("tatoeba_diagnosis", "{python} benchmarks/tatoeba_diagnosis.py --run runs/tatoeba-jpn-eng-en-ja --outputs "
          "runs/tatoeba-jpn-eng-en-ja/test_outputs.txt", "tatoeba_diagnosis.json", 5, needs=("data",),
@@ -135,9 +135,9 @@ STEPS = [
          "every figure in chapters/figures/ and chapters/figures/ja/ (the notebooks' seeded ones included)", 15,
          quick="{python} chapters/figures/make_measured.py {tmp} && {python} chapters/figures/make_10_11.py {tmp}/run "
                "{tmp}/heads.json {tmp} && {python} chapters/figures/make_12.py {tmp}/run {tmp}/heads.json {tmp}"),
-    Step("update", "{python} tools/figures.py update && {python} tools/figures.py check",
+    Step("update", "{python} tools/quoted_numbers.py update && {python} tools/quoted_numbers.py check",
          "every quoted number rewritten from its results file, then checked", 0.2,
-         quick="{python} tools/figures.py check"),
+         quick="{python} tools/quoted_numbers.py check"),
 ]
 
 
@@ -145,9 +145,9 @@ STEPS = [
 RECORDS = {
     "enja-default-run.json": "the 1,400-step default run of an earlier recipe, which chapter 12 compares with",
     "decode_1t.json": "the package before the speed work, one thread, copied from an earlier text",
-    "train_step_1t_both.json": "the first tables of benchmarks/README.md, measured on another machine",
-    "train_step_2t_both.json": "the first tables of benchmarks/README.md, measured on another machine",
-    "train_step_2t_keep.json": "the first tables of benchmarks/README.md, measured on another machine",
+    "train_step_1t_both.json": "the first tables of benchmarks/speed.md, measured on another machine",
+    "train_step_2t_both.json": "the first tables of benchmarks/speed.md, measured on another machine",
+    "train_step_2t_keep.json": "the first tables of benchmarks/speed.md, measured on another machine",
     "speed_decode_1t.json": "a before/after run against the package of commit aa839c4 on a loaded machine",
     "speed_overhead_1t.json": "a before/after run against the package of commit aa839c4 on a loaded machine",
     "speed_overhead_1t_end.json": "a before/after run against the package of commit aa839c4 on a loaded machine",

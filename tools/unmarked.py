@@ -1,5 +1,5 @@
 """No measured number without its source: find the numbers in the book that look measured and carry no
-`<!-- fig FILE.json:KEY -->` marker (tools/figures.py), in both languages.
+`<!-- fig FILE.json:KEY -->` marker (tools/quoted_numbers.py), in both languages.
 
     python tools/unmarked.py              # every unmarked measured number, one line each (exit 1 if any)
     python tools/unmarked.py --list       # the exempt numbers and why (tools/exempt_numbers.json)
@@ -40,10 +40,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from figures import MARKER, ROOT  # noqa: E402
+from quoted_numbers import MARKER, ROOT  # noqa: E402
 
 EXEMPT = Path(__file__).resolve().parent / "exempt_numbers.json"
-DOCUMENTS = ("README.md", "README.ja.md", "TEACHING.md", "benchmarks/README.md", "chapters/*.md", "chapters/ja/*.md")
+DOCUMENTS = ("README.md", "README.ja.md", "TEACHING.md", "benchmarks/*.md", "chapters/*.md", "chapters/ja/*.md")
 
 NUMBER = re.compile(r"(?<![\w.,/§#^_{\\-])(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE]-?\d+|·10[⁻]?[⁰¹²³⁴⁵⁶⁷⁸⁹]+)?"
                     r"(?![\w]|\.\d|,\d{3})")
@@ -103,7 +103,7 @@ class Exemption:
     used: set = field(default_factory=set)
 
     def applies_to(self, hit: Hit) -> bool:
-        # a name (12-looking-inside.md) covers a chapter and its Japanese twin; a path (benchmarks/README.md)
+        # a name (12-looking-inside.md) covers a chapter and its Japanese twin; a path (benchmarks/speed.md)
         # one document
         if not any(fnmatch.fnmatch(hit.relative if "/" in pattern else hit.path.name, pattern)
                    for pattern in self.files):

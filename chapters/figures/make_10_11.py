@@ -17,7 +17,7 @@ sys.path.insert(0, str(HERE.parents[1]))
 sys.path.insert(0, str(HERE.parents[1] / "tools"))
 sys.path.insert(0, str(HERE.parents[1] / "benchmarks"))
 
-from figures import load_results  # noqa: E402
+from quoted_numbers import load_results  # noqa: E402
 
 from minitransformer.optim import SGD, NoamSchedule  # noqa: E402
 from minitransformer.plot import attention_heatmap, learning_rate_curves, loss_curves  # noqa: E402

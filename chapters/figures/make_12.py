@@ -20,10 +20,10 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tools"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from figures import results_path  # noqa: E402
+from quoted_numbers import results_path  # noqa: E402
 from runs import require_run  # noqa: E402
 
-from minitransformer.heads import attention_maps, draw_attention_maps  # noqa: E402
+from minitransformer.attention_maps import attention_maps, draw_attention_maps  # noqa: E402
 from minitransformer.plot import loss_curves  # noqa: E402
 from minitransformer.translator import Translator  # noqa: E402
 

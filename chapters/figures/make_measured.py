@@ -22,7 +22,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 
-from figures import load_results  # noqa: E402
+from quoted_numbers import load_results  # noqa: E402
 
 
 def heads_cost(table3: dict):

@@ -17,7 +17,6 @@ from typing import Iterator, Sequence
 import numpy as np
 
 from ..functional import masks
-from ..functional.masks import padding_mask  # noqa: F401  (re-exported: data.padding_mask)
 
 Example = tuple[Sequence[int], Sequence[int]]  # (source ids, target ids without bos/eos)
 

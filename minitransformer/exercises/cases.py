@@ -392,7 +392,7 @@ def probe_merge_pair(rng, sequences=None, pair=(0, 1), new_id: int = 9, count: i
 
 def probe_alignment_error_rate(rng, heads=None, rows: int = 4, sources: int = 5, links: int = 6) -> dict:
     """Exercise 12.1: the AER of given or random heads against given or random gold links."""
-    from minitransformer.heads import alignment_error_rate
+    from minitransformer.alignment_scores import alignment_error_rate
 
     if heads is None:
         heads = []

@@ -266,6 +266,16 @@ def grade(exercise: Exercise, results: dict, functions: list[str], exercise_map:
 
 
 def format_verdict(verdict: Verdict, titles: dict[str, str], root: Path | None = None) -> str:
+    """The report ``check`` prints: what was graded and the counts, the failures by whose code causes
+    them, and a last line with the verdict."""
+    strangers = _unneeded(verdict)
+    out = _report_counts(verdict, root) + _report_failures(verdict, titles, strangers)
+    out += ["", _verdict_line(verdict, strangers)]
+    return "\n".join(out)
+
+
+def _report_counts(verdict: Verdict, root: Path | None) -> list[str]:
+    """The exercise, where its code is, and how many of its grading tests and of the tests that use it passed."""
     e = verdict.exercise
     out = [f"Exercise {e.id} — {e.title}"]
     if root is not None:
@@ -283,6 +293,13 @@ def format_verdict(verdict: Verdict, titles: dict[str, str], root: Path | None =
         out.append(f"  other tests that use it: {len(verdict.dependent_passed)} of {n_dependent} passed")
     if verdict.skipped:
         out.append(f"  skipped: {verdict.skipped} (optional dependencies or no GPU)")
+    return out
+
+
+def _report_failures(verdict: Verdict, titles: dict[str, str], strangers: list[str]) -> list[str]:
+    """The failing tests, apart by cause: this exercise's code, another exercise's, an exercise not solved yet,
+    and the exercises this code reaches that the reference solution does not need (``strangers``)."""
+    e, out = verdict.exercise, []
     if verdict.unsolved:
         out += ["", f"  Not solved yet: {len(verdict.unsolved)} tests still reach the NotImplementedError in {e.file}."]
     failed = {**verdict.grading_failed, **verdict.dependent_failed}
@@ -303,22 +320,26 @@ def format_verdict(verdict: Verdict, titles: dict[str, str], root: Path | None =
         out += ["", "  Waiting for other exercises (not counted against this one):"]
         for other, tests in sorted(verdict.waiting.items(), key=lambda item: _number(item[0])):
             out.append(f"    Exercise {other} ({titles.get(other, '?')}): {len(tests)} test{'s' * (len(tests) != 1)}")
-    strangers = _unneeded(verdict)
     if strangers:
         hint = (" (a backward computes a gradient only for the inputs that need one: self.inputs[i].requires_grad)"
                 if "backward" in e.title else "")
         out += ["", f"  Your code for Exercise {e.id} reaches Exercise {', '.join(strangers)}, which its reference "
                     f"solution does not need: look for a computation it does not have to make{hint}."]
-    out.append("")
+    return out
+
+
+def _verdict_line(verdict: Verdict, strangers: list[str]) -> str:
+    """Solved; not yet (and why); not gradable yet (what to solve or fix first); or not attempted yet."""
+    e = verdict.exercise
+    failed = {**verdict.grading_failed, **verdict.dependent_failed}
     n_failed = len(failed) + len(verdict.unsolved)
     if verdict.solved:
-        out.append(f"Verdict: Exercise {e.id} is solved ✓" +
-                   (" (some tests that also use it wait for other exercises)"
-                    if verdict.waiting or verdict.blamed else ""))
-    elif strangers and not (verdict.grading_failed or verdict.unsolved):
-        out.append(f"Verdict: not yet — your code for Exercise {e.id} needs Exercise {', '.join(strangers)}, which "
-                   f"Exercise {e.id} itself does not need.")
-    elif verdict.waiting_grading and not (verdict.grading_failed or verdict.unsolved):
+        return (f"Verdict: Exercise {e.id} is solved ✓" +
+                (" (some tests that also use it wait for other exercises)" if verdict.waiting or verdict.blamed else ""))
+    if strangers and not (verdict.grading_failed or verdict.unsolved):
+        return (f"Verdict: not yet — your code for Exercise {e.id} needs Exercise {', '.join(strangers)}, which "
+                f"Exercise {e.id} itself does not need.")
+    if verdict.waiting_grading and not (verdict.grading_failed or verdict.unsolved):
         waiting = {o for o, ts in verdict.waiting.items() if any(t in verdict.grading for t in ts)}
         wrong = {o for o, ts in verdict.blamed.items() if any(t in verdict.grading for t in ts)}
         steps = []
@@ -326,13 +347,11 @@ def format_verdict(verdict: Verdict, titles: dict[str, str], root: Path | None =
             steps.append("solve Exercise " + ", ".join(sorted(waiting, key=_number)))
         if wrong:
             steps.append("fix Exercise " + ", ".join(sorted(wrong, key=_number)) + " (its grading tests fail)")
-        out.append(f"Verdict: not gradable yet — {' and '.join(steps)} first.")
-    elif verdict.unsolved and not failed:
-        out.append(f"Verdict: not attempted yet — replace the raise in {e.file} with your code.")
-    else:
-        out.append(f"Verdict: not yet — {n_failed} test{'s' * (n_failed != 1)} fail because of Exercise {e.id}."
-                   + _constant_factor_note(verdict))
-    return "\n".join(out)
+        return f"Verdict: not gradable yet — {' and '.join(steps)} first."
+    if verdict.unsolved and not failed:
+        return f"Verdict: not attempted yet — replace the raise in {e.file} with your code."
+    return (f"Verdict: not yet — {n_failed} test{'s' * (n_failed != 1)} fail because of Exercise {e.id}."
+            + _constant_factor_note(verdict))
 
 
 def _number(exercise_id: str) -> tuple[int, ...]:

@@ -131,37 +131,51 @@ def run_cases(package: Path, specs: list[dict], *, unsafe: bool = False, secrets
             command = bwrap.arguments(read_only=[(package, INSIDE / "package" / "minitransformer"),
                                                  (spec_file, spec_path)], secrets=secrets,
                                       environment=_environment(root), tmp_bytes=limits.tmp_bytes)
-        read_end, write_end = os.pipe()
-        command += [bwrap.python(), "-S", "-s", "-B", "-m", "minitransformer.exercises.cases", spec_path, "--fd",
-                    str(write_end)]
-        started = time.monotonic()
-        process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                   pass_fds=(write_end,), preexec_fn=_limit(limits),
-                                   env=_environment(root) if unsafe else {"PATH": "/usr/bin:/bin"})
-        os.close(write_end)
-        stream = os.fdopen(read_end, "rb")
-        parts: dict[str, list] = {"records": [], "stdout": [], "stderr": []}
-        cut: dict[str, list] = {name: [] for name in parts}
-        threads = [threading.Thread(target=_drain, args=(source, keep, parts[name], cut[name]), daemon=True)
-                   for name, source, keep in (("records", stream, limits.output_bytes),
-                                              ("stdout", process.stdout, limits.log_bytes),
-                                              ("stderr", process.stderr, limits.log_bytes))]
-        for thread in threads:
-            thread.start()
-        try:
-            run.returncode = process.wait(timeout=limits.wall_seconds)
-        except subprocess.TimeoutExpired:
-            run.timed_out = True
-            _kill(process)
-            run.returncode = process.wait()
-        for thread in threads:
-            thread.join(timeout=10)
-        stream.close()
-        run.seconds = time.monotonic() - started
+        records = _run_worker(run, command, spec_path, root, unsafe, limits)
+    _decode_records(run, records)
+    return run
+
+
+def _run_worker(run: Run, command: list[str], spec_path: str, root: Path, unsafe: bool, limits: Limits) -> bytes:
+    """Start the case runner (``command`` is the sandbox's, empty when ``unsafe``), read its records, stdout
+    and stderr within their limits, and stop it at the wall-clock limit. Fills ``run``'s return code, time,
+    output and cut flags; returns the records' bytes."""
+    read_end, write_end = os.pipe()
+    command = command + [bwrap.python(), "-S", "-s", "-B", "-m", "minitransformer.exercises.cases", spec_path,
+                         "--fd", str(write_end)]
+    started = time.monotonic()
+    process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               pass_fds=(write_end,), preexec_fn=_limit(limits),
+                               env=_environment(root) if unsafe else {"PATH": "/usr/bin:/bin"})
+    os.close(write_end)
+    stream = os.fdopen(read_end, "rb")
+    parts: dict[str, list] = {"records": [], "stdout": [], "stderr": []}
+    cut: dict[str, list] = {name: [] for name in parts}
+    threads = [threading.Thread(target=_drain, args=(source, keep, parts[name], cut[name]), daemon=True)
+               for name, source, keep in (("records", stream, limits.output_bytes),
+                                          ("stdout", process.stdout, limits.log_bytes),
+                                          ("stderr", process.stderr, limits.log_bytes))]
+    for thread in threads:
+        thread.start()
+    try:
+        run.returncode = process.wait(timeout=limits.wall_seconds)
+    except subprocess.TimeoutExpired:
+        run.timed_out = True
+        _kill(process)
+        run.returncode = process.wait()
+    for thread in threads:
+        thread.join(timeout=10)
+    stream.close()
+    run.seconds = time.monotonic() - started
     run.output_cut = bool(cut["records"])
     run.stdout = b"".join(parts["stdout"]).decode("utf-8", "replace")
     run.stderr = b"".join(parts["stderr"]).decode("utf-8", "replace")
-    data = b"".join(parts["records"])
+    return b"".join(parts["records"])
+
+
+def _decode_records(run: Run, data: bytes) -> None:
+    """One result per case into ``run.results``; a record that does not decode, or a second one for a case,
+    is a problem noted in ``run.problems`` and never trusted."""
     lines = data.split(b"\n")
     if run.output_cut:
         lines = lines[:-1]          # the last line may be cut short
@@ -182,7 +196,6 @@ def run_cases(package: Path, specs: list[dict], *, unsafe: bool = False, secrets
             continue
         seen.add(case_id)
         run.results[case_id] = result
-    return run
 
 
 def _environment(root: Path) -> dict[str, str]:

@@ -6,15 +6,14 @@
 """
 from . import init
 from .dropout import Dropout
-from .embedding import Embedding, EmbeddingFunction
+from .embedding import Embedding
 from .feedforward import FeedForward
-from .linear import Linear, LinearFunction, linear
+from .linear import Linear
 from .module import Module, ModuleList, Parameter, Sequential
 from .normalization import LayerNorm
 
 __all__ = [
-    "init", "Module", "Parameter", "Sequential", "ModuleList", "Linear", "LinearFunction", "linear",
-    "Embedding", "EmbeddingFunction", "LayerNorm", "Dropout", "FeedForward",
+    "init", "Module", "Parameter", "Sequential", "ModuleList", "Linear", "Embedding", "LayerNorm", "Dropout", "FeedForward",
 ]
 from .attention import MultiHeadAttention, merge_heads, record_attention, split_heads  # noqa: E402  (chapters 6-9)
 from .cache import AttentionCache, DecoderCache, LayerCache  # noqa: E402

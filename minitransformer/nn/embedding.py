@@ -8,12 +8,12 @@ from __future__ import annotations
 import math
 
 from .. import backend
-from ..functional.embedding import EmbeddingFunction, embedding
+from ..functional.embedding import embedding
 from ..tensor import Tensor
 from . import init
 from .module import Module, Parameter
 
-__all__ = ["Embedding", "EmbeddingFunction", "token_ids", "TranslationTables", "TABLE_PARTS", "table_notes"]  # the Function re-exported from its old home
+__all__ = ["Embedding", "token_ids", "TranslationTables", "TABLE_PARTS", "table_notes"]
 
 
 class Embedding(Module):

@@ -6,12 +6,12 @@ The Function that computes it, one matrix product each way, is
 from __future__ import annotations
 
 from .. import backend
-from ..functional.linear import LinearFunction, linear
+from ..functional.linear import linear
 from ..tensor import Tensor
 from . import init
 from .module import Module, Parameter
 
-__all__ = ["Linear", "LinearFunction", "linear"]  # the last two re-exported from their old home
+__all__ = ["Linear"]
 
 
 class Linear(Module):

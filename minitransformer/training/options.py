@@ -15,7 +15,8 @@ from typing import Any
 
 from ..data.tokenizer import TOKENIZERS
 from ..functional.attention_kinds import ATTENTION_KINDS
-from ..presets import DEFAULT_PRESET, PRESETS, RENAMED_PRESETS, unknown_preset_message
+from .. import presets
+from ..presets import DEFAULT_PRESET, PRESETS
 
 MODEL_CHOICES = ("transformer", "lstm")                 # models.MODEL_KINDS, named here to keep --help light
 LSTM_SCORES = ("additive", "dot", "general")            # nn/seq2seq_attention.py's ATTENTION_SCORES
@@ -189,10 +190,10 @@ def resolve_options(options: TrainOptions, saved: dict | None) -> TrainOptions:
                                 f"{'; '.join(conflicts)} (drop those options, or use another --out)")
         for name in DEFINING:
             setattr(chosen, name, saved.get(name))
-        chosen.preset = RENAMED_PRESETS.get(chosen.preset, chosen.preset)   # a run saved under an old name
-    chosen.preset = chosen.preset or DEFAULT_PRESET
-    if chosen.preset not in PRESETS:
-        raise TrainingError(unknown_preset_message(chosen.preset))
+    try:
+        chosen.preset = presets.resolve(chosen.preset, saved=saved is not None)
+    except ValueError as error:
+        raise TrainingError(str(error)) from None
     preset = PRESETS[chosen.preset]
     chosen.direction = chosen.direction or "en-ja"
     chosen.seed = 0 if chosen.seed is None else chosen.seed

@@ -6,7 +6,7 @@
 # score with BLEU. In this notebook we
 # 1. look at the built-in English–Japanese corpus and its held-out split,
 # 2. learn a shared BPE vocabulary (§5.1),
-# 3. train a translator with `minitransformer.train` (a short run in quick mode),
+# 3. train a translator with `minitransformer.training.trainer` (a short run in quick mode),
 # 4. compare greedy search and beam search with the length penalty (§6.1),
 # 5. compute BLEU by hand for one sentence, and for the corpus,
 # 6. average the last checkpoints (§6.1),
@@ -20,7 +20,7 @@
 # ここですべてがつながります。テキストの対はサブワードの id になり、モデルはラベル平滑化、Adam、ウォームアップのスケジュールを使ってトークン数で区切ったバッチで学習し、ビームサーチによって翻訳器になります。その翻訳器を BLEU で採点します。このノートブックでは次のことをします。
 # 1. 組み込みの英日コーパスと、その取り置き用の分割を見ます。
 # 2. 共有の BPE 語彙を学習します（§5.1）。
-# 3. `minitransformer.train` で翻訳器を学習します（クイックモードでは短い学習）。
+# 3. `minitransformer.training.trainer` で翻訳器を学習します（クイックモードでは短い学習）。
 # 4. 貪欲探索と、長さペナルティ付きのビームサーチを比べます（§6.1）。
 # 5. 1 つの文について、そしてコーパス全体について、BLEU を手で計算します。
 # 6. 最後のいくつかのチェックポイントを平均します（§6.1）。
@@ -53,7 +53,7 @@ from minitransformer.data.grammar import make_builtin_corpus
 from minitransformer.decode import beam_search, greedy_decode, length_penalty
 from minitransformer.nn.transformer import Transformer, TransformerConfig
 from minitransformer.plot import attention_heatmap
-from minitransformer.train import TrainOptions, train
+from minitransformer.training.trainer import TrainOptions, train
 from minitransformer.translator import Translator
 
 QUICK = os.environ.get("MT_QUICK") == "1"

@@ -40,16 +40,17 @@ import numpy as np
 
 import minitransformer as mt
 from minitransformer.data.grammar.alignment import word_spans
-from minitransformer.data.source import load_data
+from minitransformer.data.run_data import load_data
 from minitransformer.flops import encoder_layer_flops, training_flops
-from minitransformer.heads import (AlignmentTally, alignment_accuracy, alignment_error_rate, attention_maps,
-                                   attention_mass, offset_baseline)
+from minitransformer.alignment_scores import (AlignmentTally, alignment_accuracy, alignment_error_rate, attention_mass,
+                                              offset_baseline)
+from minitransformer.attention_maps import attention_maps
 from minitransformer.nn import init
 from minitransformer.nn.attention import MultiHeadAttention, record_attention
 from minitransformer.nn.transformer import TransformerConfig
 from minitransformer.plot import attention_grid
 from minitransformer.presets import PRESETS
-from minitransformer.train import TrainOptions, train
+from minitransformer.training.trainer import TrainOptions, train
 from minitransformer.translator import Translator
 
 QUICK = os.environ.get("MT_QUICK") == "1"

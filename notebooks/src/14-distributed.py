@@ -33,7 +33,7 @@ import numpy as np
 
 from minitransformer.data.batching import collate
 from minitransformer.nn.transformer import Transformer, TransformerConfig
-from minitransformer.train import batch_loss
+from minitransformer.training.trainer import batch_loss
 from minitransformer.translator import Translator
 
 QUICK = os.environ.get("MT_QUICK") == "1"
@@ -199,10 +199,10 @@ if MPIEXEC:
 script = work / "two_ranks.py"
 script.write_text(f"""
 import numpy as np
-from minitransformer import distributed
+from minitransformer.training import distributed
 from minitransformer.data.batching import collate
 from minitransformer.nn.transformer import Transformer, TransformerConfig
-from minitransformer.train import batch_loss
+from minitransformer.training.trainer import batch_loss
 
 world = distributed.init_world()
 config = TransformerConfig(**{dataclasses.asdict(config)!r})

@@ -1,6 +1,6 @@
-"""One source for every figure: each measured number quoted in README.md, chapters/ and
-benchmarks/README.md (and in the Japanese edition: README.ja.md, chapters/ja/) names the results file
-that holds it, in an HTML comment right after it:
+"""Quoted numbers: each measured number quoted in README.md, chapters/ and benchmarks/*.md (and in
+the Japanese edition: README.ja.md, chapters/ja/) names the results file that holds it, in an HTML
+comment right after it (a "fig" marker; pictures are chapters/figures/, see tools/captions.py):
 
     reached **31.67**<!-- fig small_parallel_enja.json:test_bleu --> test BLEU
     92.4<!-- fig default_run.json:test_exact_match x100 --> %
@@ -10,15 +10,15 @@ FILE is in benchmarks/results/ (written by the script that measured it), KEY.PAT
 percentage (`x1e-6` quotes a count in millions, `x1e-4` in the ten thousands of Japanese 万). The quoted text must equal the value rounded to as many decimals as the text shows
 (thousands separators allowed). Markdown renders the comment as nothing.
 
-    python tools/figures.py check                 # every quoted figure against its file (exit 1 on a mismatch)
-    python tools/figures.py update                # rewrite the quoted figures from the files
-    python tools/figures.py where default_run.json[:KEY]   # every place that quotes a file (or one key)
-    python tools/figures.py record-run runs/enja  # copy a training run's results.json into default_run.json, then update
+    python tools/quoted_numbers.py check                 # every quoted figure against its file (exit 1 on a mismatch)
+    python tools/quoted_numbers.py update                # rewrite the quoted figures from the files
+    python tools/quoted_numbers.py where default_run.json[:KEY]   # every place that quotes a file (or one key)
+    python tools/quoted_numbers.py record-run runs/enja  # copy a training run's results.json into default_run.json, then update
 
 Numbers may be written in scientific form, `4e-11` or `8.03·10¹²`, and a marker may follow a hexadecimal
 digest instead of a number (`a3f09c1d2e4b<!-- fig heads.json:run.weights -->`): the text must then equal
 the string in the file. Code is skipped (fenced or indented blocks, `inline code`): a marker there would
-print. tests/test_figures.py runs `check`; the command line's `check` also runs the generated tables
+print. tests/test_quoted_numbers.py runs `check`; the command line's `check` also runs the generated tables
 (tools/regions.py), the unmarked-number check (tools/unmarked.py) and the captions (tools/captions.py).
 
 A results file is found by its name alone (`results_path`): the tools never build a path to one.
@@ -34,7 +34,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
-DOCUMENTS = ("README.md", "chapters/*.md", "benchmarks/README.md", "TEACHING.md",
+DOCUMENTS = ("README.md", "chapters/*.md", "benchmarks/*.md", "TEACHING.md",
              "README.ja.md", "chapters/ja/*.md")          # a re-measured figure changes in both languages
 
 SUPERSCRIPT = str.maketrans("0123456789-", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻")
@@ -185,7 +185,7 @@ def record_run(run: Path, results: Path = RESULTS) -> dict:
     if not source.is_file():
         raise FigureError(f"{source}: no results.json (is {run} a finished training run?)")
     summary = json.loads(source.read_text(encoding="utf-8"))
-    record = {"source": f"python tools/figures.py record-run {run}",
+    record = {"source": f"python tools/quoted_numbers.py record-run {run}",
               "command": f"python -m minitransformer train --out {run}"}
     record.update({k: summary[k] for k in RUN_FIELDS if k in summary})
     record["epochs"] = round(summary["epochs"], 1)

@@ -1,5 +1,5 @@
-"""Every figure quoted in README.md, chapters/ and benchmarks/README.md matches the results file that
-its marker names (tools/figures.py), and the check really fails when a quoted figure is edited."""
+"""Every figure quoted in README.md, chapters/ and benchmarks/*.md matches the results file that
+its marker names (tools/quoted_numbers.py), and the check really fails when a quoted figure is edited."""
 from __future__ import annotations
 
 import json
@@ -10,15 +10,15 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
-import figures  # noqa: E402
+import quoted_numbers  # noqa: E402
 
 
 def test_every_quoted_figure_matches_its_results_file():
-    assert figures.check() == []
+    assert quoted_numbers.check() == []
 
 
 def test_the_documents_quote_figures_from_several_results_files():
-    quoted = {q.file for path in figures.documents() for q in figures.quotes_in(path)}
+    quoted = {q.file for path in quoted_numbers.documents() for q in quoted_numbers.quotes_in(path)}
     assert {"default_run.json", "overhead.json", "small_parallel_enja.json", "chapter_figures.json"} <= quoted
 
 
@@ -38,7 +38,7 @@ def book(tmp_path):
 
 
 def test_a_faithful_copy_passes(book):
-    assert figures.check(book, book / "benchmarks" / "results") == []
+    assert quoted_numbers.check(book, book / "benchmarks" / "results") == []
 
 
 @pytest.mark.parametrize("edited, original", [("96.17", "96.16"), ("92.5", "92.4"), ("1,401", "1,400"),
@@ -46,21 +46,21 @@ def test_a_faithful_copy_passes(book):
 def test_editing_a_quoted_figure_fails_the_check(book, edited, original):
     readme = book / "README.md"
     readme.write_text(readme.read_text().replace(original, edited, 1))
-    problems = figures.check(book, book / "benchmarks" / "results")
+    problems = quoted_numbers.check(book, book / "benchmarks" / "results")
     assert len(problems) == 1 and f"quotes {edited}" in problems[0] and f"says {original}" in problems[0]
 
 
 def test_a_marker_naming_a_missing_key_or_file_fails(book):
     readme = book / "README.md"
     readme.write_text(readme.read_text() + "7<!-- fig run.json:nope --> and 8<!-- fig gone.json:x -->\n")
-    problems = figures.check(book, book / "benchmarks" / "results")
+    problems = quoted_numbers.check(book, book / "benchmarks" / "results")
     assert any("no key 'nope'" in p for p in problems) and any("gone.json: no such results file" in p for p in problems)
 
 
 def test_a_marker_that_follows_no_number_fails(book):
     readme = book / "README.md"
     readme.write_text(readme.read_text() + "about ten <!-- fig run.json:steps -->\n")
-    assert any("malformed" in p for p in figures.check(book, book / "benchmarks" / "results"))
+    assert any("malformed" in p for p in quoted_numbers.check(book, book / "benchmarks" / "results"))
 
 
 def test_update_rewrites_a_changed_result_in_the_quoted_format(book):
@@ -68,12 +68,12 @@ def test_update_rewrites_a_changed_result_in_the_quoted_format(book):
     data = json.loads(results.read_text())
     data.update(bleu=95.5, exact=0.9, steps=12345)
     results.write_text(json.dumps(data))
-    changed = figures.update(book, book / "benchmarks" / "results")
+    changed = quoted_numbers.update(book, book / "benchmarks" / "results")
     text = (book / "README.md").read_text()
     assert len(changed) == 3
     assert "**95.50**<!-- fig run.json:bleu -->" in text and "90.0<!-- fig run.json:exact x100 -->" in text
     assert "12,345<!-- fig run.json:steps -->" in text
-    assert figures.check(book, book / "benchmarks" / "results") == []
+    assert quoted_numbers.check(book, book / "benchmarks" / "results") == []
 
 
 def test_record_run_copies_the_quoted_fields_of_a_run(tmp_path):
@@ -84,7 +84,7 @@ def test_record_run_copies_the_quoted_fields_of_a_run(tmp_path):
          "test_exact_match": 0.93, "test_heldout_bleu": 96.7, "test_heldout_exact_match": 0.9,
          "final_model": "last checkpoint", "losses": [1.0],
          "history": [{"epoch": 1, "step": 265, "train_loss": 1.9, "dev_loss": 0.6, "dev_bleu_greedy": 58.81}]}))
-    record = figures.record_run(run, tmp_path)
+    record = quoted_numbers.record_run(run, tmp_path)
     saved = json.loads((tmp_path / "default_run.json").read_text())
     assert saved == record
     assert record["test_bleu"] == 96.3 and record["step_seconds"] == 0.07 and record["epochs"] == 5.3
@@ -92,8 +92,8 @@ def test_record_run_copies_the_quoted_fields_of_a_run(tmp_path):
 
 
 def test_record_run_refuses_a_folder_without_results(tmp_path):
-    with pytest.raises(figures.FigureError, match="no results.json"):
-        figures.record_run(tmp_path, tmp_path)
+    with pytest.raises(quoted_numbers.FigureError, match="no results.json"):
+        quoted_numbers.record_run(tmp_path, tmp_path)
 
 
 @pytest.mark.parametrize("value, written", [(4.1e-11, "4e-11"), (0.00513, "5.1e-3"), (8028520999891.967, "8.03·10¹²"),
@@ -103,9 +103,9 @@ def test_scientific_forms_are_quoted_and_compared(book, value, written):
     results.write_text(json.dumps({**json.loads(results.read_text()), "x": value}))
     readme = book / "README.md"
     readme.write_text(readme.read_text() + f"measured {written}<!-- fig run.json:x -->\n")
-    assert figures.check(book, book / "benchmarks" / "results") == []
+    assert quoted_numbers.check(book, book / "benchmarks" / "results") == []
     results.write_text(json.dumps({**json.loads(results.read_text()), "x": value * 3}))
-    problems = figures.check(book, book / "benchmarks" / "results")
+    problems = quoted_numbers.check(book, book / "benchmarks" / "results")
     assert len(problems) == 1 and f"quotes {written}" in problems[0]
 
 
@@ -114,21 +114,21 @@ def test_a_digest_is_quoted_as_written(book):
     results.write_text(json.dumps({**json.loads(results.read_text()), "weights": "3f0a9c1b2d4e"}))
     readme = book / "README.md"
     readme.write_text(readme.read_text() + "weights 3f0a9c1b2d4e<!-- fig run.json:weights -->\n")
-    assert figures.check(book, book / "benchmarks" / "results") == []
+    assert quoted_numbers.check(book, book / "benchmarks" / "results") == []
     readme.write_text(readme.read_text().replace("3f0a9c1b2d4e", "3f0a9c1b2d4f"))
-    assert "says 3f0a9c1b2d4e" in figures.check(book, book / "benchmarks" / "results")[0]
+    assert "says 3f0a9c1b2d4e" in quoted_numbers.check(book, book / "benchmarks" / "results")[0]
 
 
 def test_a_results_file_is_found_by_its_name_below_the_results_folder(tmp_path):
     (tmp_path / "a" / "b").mkdir(parents=True)
     (tmp_path / "a" / "b" / "heads.json").write_text('{"x": 1}')
-    assert figures.results_path("heads.json", tmp_path) == tmp_path / "a" / "b" / "heads.json"
-    assert figures.lookup("heads.json", "x", tmp_path) == 1
+    assert quoted_numbers.results_path("heads.json", tmp_path) == tmp_path / "a" / "b" / "heads.json"
+    assert quoted_numbers.lookup("heads.json", "x", tmp_path) == 1
     (tmp_path / "a" / "heads.json").write_text('{"x": 2}')
-    with pytest.raises(figures.FigureError, match="more than one"):
-        figures.results_path("heads.json", tmp_path)
-    with pytest.raises(figures.FigureError, match="no such results file"):
-        figures.results_path("gone.json", tmp_path)
+    with pytest.raises(quoted_numbers.FigureError, match="more than one"):
+        quoted_numbers.results_path("heads.json", tmp_path)
+    with pytest.raises(quoted_numbers.FigureError, match="no such results file"):
+        quoted_numbers.results_path("gone.json", tmp_path)
 
 
 def test_a_count_is_quoted_in_millions_or_in_ten_thousands(book):
@@ -137,6 +137,6 @@ def test_a_count_is_quoted_in_millions_or_in_ten_thousands(book):
     readme = book / "README.md"
     readme.write_text(readme.read_text() + "a 1.05<!-- fig run.json:parameters x1e-6 --> M model, "
                                            "105<!-- fig run.json:parameters x1e-4 --> 万\n")
-    assert figures.check(book, book / "benchmarks" / "results") == []
+    assert quoted_numbers.check(book, book / "benchmarks" / "results") == []
     readme.write_text(readme.read_text().replace("1.05<", "1.06<"))
-    assert "says 1.05" in figures.check(book, book / "benchmarks" / "results")[0]
+    assert "says 1.05" in quoted_numbers.check(book, book / "benchmarks" / "results")[0]

@@ -1,4 +1,4 @@
-"""The sentence pairs a run trains and is scored on: the built-in corpus, or a corpus folder.
+"""The data of a run: the sentence pairs it trains and is scored on, from the built-in corpus or a folder.
 
 Training and the ``evaluate`` command both call ``load_data`` with the settings a
 run recorded, so that a model is always scored on the corpus it was trained on.

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from minitransformer.heads import (AlignmentTally, alignment_accuracy, alignment_error_rate, attention_mass,
+from minitransformer.alignment_scores import (AlignmentTally, alignment_accuracy, alignment_error_rate, attention_mass,
                                    offset_baseline, relation_accuracy)
 
 DIAGONAL = [(i, i) for i in range(5)]          # (source, target)

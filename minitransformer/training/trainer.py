@@ -38,33 +38,30 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-import numpy as np
 from tqdm.auto import tqdm
 
-from . import backend
-from . import checkpoint as ckpt
-from . import distributed, models
-from .bleu import corpus_bleu_score, tokenization_for
-from .chrf import corpus_chrf_score
-from .data import source
-from .data.batching import epoch_batches, iterate_batches
-from .data.corpus import Corpus
-from .data.raw_bpe import choose_tokenizer
-from .data.tokenizer import TOKENIZERS, Tokenizer
-from .data.loaders import CorpusError
-from .decode import decode_sentences
+from .. import backend
+from .. import checkpoint as ckpt
+from .. import models
+from ..bleu import tokenization_for
+from ..chrf import corpus_chrf_score
+from ..data import run_data
+from ..data.batching import epoch_batches, iterate_batches
+from ..data.corpus import Corpus
+from ..data.raw_bpe import choose_tokenizer
+from ..data.tokenizer import TOKENIZERS, Tokenizer
+from ..data.loaders import CorpusError
+from ..functional.dropout import Generator
+from ..nn.seq2seq import Seq2Seq, Seq2SeqConfig
+from ..nn.transformer import Transformer, TransformerConfig
+from ..optim import Adam, NoamSchedule, clip_grad_norm
+from ..presets import PRESETS, recipe
+from ..tensor import no_grad
+from ..translator import Translator, config_from_dict, tokenizer_from_dict, tokenizer_to_dict
+from . import distributed, run_folder
 from .distributed import World
-from .functional.dropout import Generator
-from .nn.dropout import Dropout
-from .nn.seq2seq import Seq2Seq, Seq2SeqConfig
-from .nn.transformer import Transformer, TransformerConfig
-from .optim import Adam, NoamSchedule, clip_grad_norm
-from .presets import DEFAULT_PRESET, PRESETS, recipe  # noqa: F401 - part of this module's interface
-from .tensor import no_grad
-from .training import run_folder
-from .training.options import TrainingError, TrainOptions, result_settings, run_settings
-from .training.progress import ProgressBar
-from .translator import Translator, config_from_dict, tokenizer_from_dict, tokenizer_to_dict
+from .options import TrainingError, TrainOptions, result_settings, run_settings
+from .progress import ProgressBar
 
 LABEL_SMOOTHING = 0.1   # ε_ls (§5.4)
 CLIP_NORM = 1.0
@@ -175,43 +172,75 @@ def prepare_run(opts: TrainOptions, saved: dict | None, say: Callable[[str], Non
     see); rank 0 alone learns BPE and writes the new run folder, and sends the vocabulary to the others.
     ``corpus``: the run's corpus if already loaded (``load_data``).
     """
-    out = Path(opts.out)
     _use_device(opts)
     corpus = corpus if corpus is not None else load_data(opts)
     try:
         train_pairs = corpus.pairs("train", opts.direction)
     except ValueError as error:
         raise TrainingError(str(error)) from None
+    if saved is not None:                       # resume: the vocabulary and model the run was started with
+        checkpoint = _load_resume_checkpoint(Path(opts.out))
+        tokenizer, config = resumed_vocabulary(checkpoint, opts, world)
+    else:
+        checkpoint = None
+        tokenizer, config = new_vocabulary(opts, train_pairs, say, world)
+    run = build_run(opts, corpus, tokenizer, config, say, world)
+    if checkpoint is not None:
+        restore(run, checkpoint)
+        say(f"resuming {run.out} at step {run.state.step} (epoch {run.state.epoch + 1}, batch {run.state.position})")
+    else:
+        distributed.seed_dropout(run.model, world)   # each rank its own dropout masks; rank 0 those of one process
+    distributed.broadcast_parameters(world, run.model.parameters())   # one model: rank 0's weights everywhere
+    if world.size > 1:
+        say(f"data parallel on {world.size} ranks: each step takes {world.size} batches, one per rank, "
+            f"and averages their gradients with one all-reduce")
+    say(f"{corpus.name} corpus {opts.direction}: {len(run.train_examples):,} training pairs, "
+        f"{len(run.dev_examples)} dev; {_describe_model(config)}, "
+        f"{run.model.num_parameters():,} parameters; batches of ≤ {opts.max_tokens} tokens")
+    return run
 
-    checkpoint = None
-    if saved is not None:
-        checkpoint = _load_resume_checkpoint(out)
-        _check_same_ranks(checkpoint, world)
-        tokenizer = tokenizer_from_dict(checkpoint.tokenizer or {}, str(checkpoint.path / ckpt.TOKENIZER_FILE))
-        config = config_from_dict(checkpoint.state.get("config"), str(checkpoint.path))
-        differences = ckpt.config_differences(dataclasses.asdict(config),
-                                              dataclasses.asdict(_model_config(opts, tokenizer.vocab_size)))
-        if differences:
-            raise TrainingError(f"{checkpoint.path}: saved from another model configuration: "
-                                + "; ".join(differences))
-    elif world.is_root:
-        t0 = time.monotonic()
-        kind, why = choose_tokenizer(opts.tokenizer, [[s for s, _ in train_pairs], [t for _, t in train_pairs]])
-        tokenizer = TOKENIZERS[kind].train([s for pair in train_pairs for s in pair], opts.vocab_size)
-        say(f"{'unigram LM' if kind == 'unigram' else 'BPE'} "
-            f"({'raw text, SentencePiece-style' if kind != 'words' else 'within words'}: {why}): "
-            f"{tokenizer.vocab_size} tokens shared by both languages (learned in {time.monotonic() - t0:.1f} s)")
-        if tokenizer.vocab_size != opts.vocab_size:
-            say(f"--vocab-size {opts.vocab_size}: the vocabulary has {tokenizer.vocab_size} tokens, because "
-                + ("every character of the training text and each special token has a token of its own"
-                   if tokenizer.vocab_size > opts.vocab_size else "the training text offers no more to merge"))
-        config = _model_config(opts, tokenizer.vocab_size)
-        start_run_folder(out, opts, config, tokenizer)
-        world.broadcast_json(tokenizer_to_dict(tokenizer))
-    else:                                       # another rank of a new run: rank 0's vocabulary
+
+def resumed_vocabulary(checkpoint: ckpt.Checkpoint, opts: TrainOptions,
+                       world: World) -> tuple[Tokenizer, TransformerConfig | Seq2SeqConfig]:
+    """The tokenizer and model configuration of the run being resumed, refused if the options now ask for
+    another model or another number of ranks."""
+    _check_same_ranks(checkpoint, world)
+    tokenizer = tokenizer_from_dict(checkpoint.tokenizer or {}, str(checkpoint.path / ckpt.TOKENIZER_FILE))
+    config = config_from_dict(checkpoint.state.get("config"), str(checkpoint.path))
+    differences = ckpt.config_differences(dataclasses.asdict(config),
+                                          dataclasses.asdict(_model_config(opts, tokenizer.vocab_size)))
+    if differences:
+        raise TrainingError(f"{checkpoint.path}: saved from another model configuration: " + "; ".join(differences))
+    return tokenizer, config
+
+
+def new_vocabulary(opts: TrainOptions, train_pairs: list[tuple[str, str]], say: Callable[[str], None],
+                   world: World) -> tuple[Tokenizer, TransformerConfig | Seq2SeqConfig]:
+    """A new run's tokenizer, learned from both sides of the training pairs (one shared vocabulary, §3.4),
+    and its model configuration. Rank 0 learns it, starts the run folder and sends it to the other ranks."""
+    if not world.is_root:                       # another rank of a new run: rank 0's vocabulary
         tokenizer = tokenizer_from_dict(world.broadcast_json(), "the vocabulary rank 0 sent")
-        config = _model_config(opts, tokenizer.vocab_size)
+        return tokenizer, _model_config(opts, tokenizer.vocab_size)
+    t0 = time.monotonic()
+    kind, why = choose_tokenizer(opts.tokenizer, [[s for s, _ in train_pairs], [t for _, t in train_pairs]])
+    tokenizer = TOKENIZERS[kind].train([s for pair in train_pairs for s in pair], opts.vocab_size)
+    say(f"{'unigram LM' if kind == 'unigram' else 'BPE'} "
+        f"({'raw text, SentencePiece-style' if kind != 'words' else 'within words'}: {why}): "
+        f"{tokenizer.vocab_size} tokens shared by both languages (learned in {time.monotonic() - t0:.1f} s)")
+    if tokenizer.vocab_size != opts.vocab_size:
+        say(f"--vocab-size {opts.vocab_size}: the vocabulary has {tokenizer.vocab_size} tokens, because "
+            + ("every character of the training text and each special token has a token of its own"
+               if tokenizer.vocab_size > opts.vocab_size else "the training text offers no more to merge"))
+    config = _model_config(opts, tokenizer.vocab_size)
+    start_run_folder(Path(opts.out), opts, config, tokenizer)
+    world.broadcast_json(tokenizer_to_dict(tokenizer))
+    return tokenizer, config
 
+
+def build_run(opts: TrainOptions, corpus: Corpus, tokenizer: Tokenizer, config: TransformerConfig | Seq2SeqConfig,
+              say: Callable[[str], None], world: World) -> Run:
+    """The run at step 0: the pairs as token ids, the model, Adam (§5.3) and the rate of eq. 3."""
+    train_pairs = corpus.pairs("train", opts.direction)
     train_examples = _encode_split(tokenizer, train_pairs, config.max_len, "train", say)
     if not train_examples:
         raise TrainingError(f"no training pair of corpus {corpus.name!r} fits the model's {config.max_len} tokens")
@@ -224,27 +253,14 @@ def prepare_run(opts: TrainOptions, saved: dict | None, say: Callable[[str], Non
     optimizer = Adam(model.parameters(), lr=0.0, betas=(0.9, 0.98), eps=1e-9)   # §5.3
     chosen = recipe(opts.preset, opts.model)
     schedule = NoamSchedule(optimizer, config.d_model, warmup=chosen["warmup"], factor=chosen["factor"])
-    run = Run(opts, corpus, tokenizer, model, optimizer, schedule, train_examples, dev_examples, TrainState(), say,
-              tokenization_for(opts.direction.split("-")[-1], [t for _, t in train_pairs]), world)
-    if checkpoint is not None:
-        restore(run, checkpoint)
-        say(f"resuming {out} at step {run.state.step} (epoch {run.state.epoch + 1}, batch {run.state.position})")
-    else:
-        distributed.seed_dropout(model, world)  # each rank its own dropout masks; rank 0 those of one process
-    distributed.broadcast_parameters(world, model.parameters())   # one model: rank 0's weights everywhere
-    if world.size > 1:
-        say(f"data parallel on {world.size} ranks: each step takes {world.size} batches, one per rank, "
-            f"and averages their gradients with one all-reduce")
-    say(f"{corpus.name} corpus {opts.direction}: {len(train_examples):,} training pairs, "
-        f"{len(run.dev_examples)} dev; {_describe_model(config)}, "
-        f"{model.num_parameters():,} parameters; batches of ≤ {opts.max_tokens} tokens")
-    return run
+    return Run(opts, corpus, tokenizer, model, optimizer, schedule, train_examples, dev_examples, TrainState(), say,
+               tokenization_for(opts.direction.split("-")[-1], [t for _, t in train_pairs]), world)
 
 
 def load_data(options: TrainOptions) -> Corpus:
-    """The corpus of a run (data/source.py), the built-in one sized by the preset."""
+    """The corpus of a run (data/run_data.py), the built-in one sized by the preset."""
     try:
-        corpus = source.load_data(options.data, options.direction, PRESETS[options.preset]["corpus"],
+        corpus = run_data.load_data(options.data, options.direction, PRESETS[options.preset]["corpus"],
                                   limit=options.limit)
     except CorpusError as error:
         raise TrainingError(str(error)) from None
@@ -278,7 +294,9 @@ def restore(run: Run, checkpoint: ckpt.Checkpoint) -> None:
         run.schedule.load_state_dict(_saved_field(checkpoint, "schedule", dict, "a table"))
     except (KeyError, ValueError, TypeError) as error:
         raise TrainingError(f"{checkpoint.path}: optimiser state does not fit ({error})") from None
-    rng = _saved_field(checkpoint, "rng", (dict, list), "a table of dropout streams")
+    if isinstance(checkpoint.state.get("rng"), list):
+        raise TrainingError(f"--resume: {checkpoint.path / ckpt.STATE_FILE}: {OLD_RNG_FORMAT}")
+    rng = _saved_field(checkpoint, "rng", dict, "a table of dropout streams")
     if run.world.comm is not None and "rng_ranks" in checkpoint.state:   # each rank its own dropout streams
         rng = checkpoint.state["rng_ranks"][run.world.rank]
     set_rng_state(run.model, rng, checkpoint.step)
@@ -527,7 +545,7 @@ def _attention_picture(run: Run) -> dict:
     if not pairs:
         return {}
     try:
-        from . import plot  # noqa: PLC0415 - matplotlib only when drawing
+        from .. import plot  # noqa: PLC0415 - matplotlib only when drawing
     except ImportError as error:
         run.say(f"no attention picture ({error}); install matplotlib to draw it")
         return {}
@@ -682,22 +700,22 @@ def rng_state(model: Transformer) -> dict[str, dict]:
     return model.rng_state_dict()
 
 
-def set_rng_state(model: Transformer, states: dict | list, step: int | None = None) -> None:
+def set_rng_state(model: Transformer, states: dict, step: int | None = None) -> None:
     """Restore what ``rng_state`` saved: exactly on the CPU, reproducibly on a GPU (Generator.state_dict)."""
-    if isinstance(states, list):   # the older format: the Dropout layers' generators in order, then a global one
-        dropout_layers = [name for name, module in model.named_modules() if isinstance(module, Dropout)]
-        attention_dropout = getattr(model.config, "attention_dropout", 0.0)      # a Transformer's only
-        if len(states) != len(dropout_layers) + 1 or attention_dropout > 0:
-            raise TrainingError(f"the checkpoint's dropout state (an older format, {len(states)} generators) does "
-                                f"not fit this model ({len(dropout_layers)} dropout layers"
-                                f"{', attention dropout' if attention_dropout > 0 else ''})")
-        states = {**model.rng_state_dict(), **{f"{name}.generator": state
-                                               for name, state in zip(dropout_layers, states)}}
+    if isinstance(states, list):
+        raise TrainingError(OLD_RNG_FORMAT)
     try:
         model.load_rng_state_dict(states)
     except (KeyError, ValueError, TypeError) as error:
         raise TrainingError(f"the checkpoint's dropout state does not fit the model: {error}") from None
 
+
+# Checkpoints of early versions listed the dropout generators' states in module order, which could not say
+# which state belonged to which layer; they are refused rather than guessed at.
+OLD_RNG_FORMAT = ("the checkpoint's dropout state is a list of generator states, the format of early versions "
+                  "of minitransformer, which this version cannot match to the model's dropout layers; finish "
+                  "that run with the version that started it, or start it again with --overwrite (its final "
+                  "or last checkpoint still translates and evaluates: only resuming needs the dropout state)")
 
 
 def bleu_of(model: Transformer, tokenizer: Tokenizer, pairs, beam: int, alpha: float = 0.6,

@@ -35,9 +35,9 @@ from typing import Any, Iterable, Iterator, Sequence
 
 import numpy
 
-from . import backend
-from .tensor import Tensor
-from .training.options import TrainingError
+from .. import backend
+from ..tensor import Tensor
+from .options import TrainingError
 
 MPI_HINT = "pip install mpi4py mpich (or the extra: pip install -e '.[mpi]'), then start with mpirun -n 2 ..."
 CUDA_AWARE_VARIABLE = "MINITRANSFORMER_CUDA_AWARE_MPI"
