@@ -210,11 +210,71 @@ def _cpu_model() -> dict:
     return record
 
 
+# -- the vector extensions a run may use ------------------------------------------------------------
+# Machines of the same name differ in their widest vectors: some have AVX-512, some AVX2 only, and the
+# libraries pick their kernels by what they find (OpenBLAS: SkylakeX or Haswell; PyTorch: its AVX-512 or
+# AVX2 kernels, MKL's and oneDNN's code paths). ``--isa avx2`` caps every library at AVX2 on an AVX-512
+# machine, so one machine measures what the AVX2 kind runs; each variable is honoured by one library.
+ISA_CAPS = {
+    "native": {},
+    "avx2": {"OPENBLAS_CORETYPE": "Haswell",        # NumPy's OpenBLAS: the Haswell (AVX2) kernel
+             "ATEN_CPU_CAPABILITY": "avx2",          # PyTorch's own kernels (softmax, layer norm, Adam, ...)
+             "MKL_ENABLE_INSTRUCTIONS": "AVX2",      # PyTorch's GEMMs (MKL)
+             "ONEDNN_MAX_CPU_ISA": "AVX2"},          # PyTorch's oneDNN primitives
+}
+ISA_VARIABLES = tuple(sorted({name for caps in ISA_CAPS.values() for name in caps}))
+
+
+def isa_environment(isa: str) -> dict[str, str]:
+    """The variables that cap the libraries at ``isa`` ('native': none)."""
+    if isa not in ISA_CAPS:
+        raise ValueError(f"isa must be one of {', '.join(ISA_CAPS)}, got {isa!r}")
+    return dict(ISA_CAPS[isa])
+
+
+def apply_isa(isa: str) -> dict[str, str]:
+    """Set ``isa``'s caps in this process's environment (workers and commands started later inherit them);
+    refuse an AVX2 cap on a CPU without AVX2. Returns what was set."""
+    caps = isa_environment(isa)
+    simd = _cpu_model().get("simd")
+    if caps and simd is not None and "avx2" not in simd:
+        raise SystemExit(f"--isa {isa}: this CPU has no AVX2 ({'+'.join(simd) or 'no AVX'}): nothing to emulate")
+    os.environ.update(caps)
+    return caps
+
+
+def blas_kernel_of(env: dict[str, str] | None = None) -> str | None:
+    """The OpenBLAS kernel NumPy picks under ``env`` (default: this environment), asked in a child process so
+    that the driver itself never loads NumPy's threads; None where NumPy's BLAS is not OpenBLAS."""
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); from common import openblas_kernel; "
+            "print(openblas_kernel() or '')")
+    try:
+        answer = subprocess.run([sys.executable, "-c", code, str(Path(__file__).resolve().parent)],
+                                env={**os.environ, **(env or {}), "OPENBLAS_NUM_THREADS": "1"},
+                                capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return answer.stdout.strip() or None
+
+
+def machine_kind(cpu: dict, kernel: str | None, caps: dict[str, str]) -> str:
+    """One line for a results file: the widest vectors the CPU has, the ones the run used, the BLAS kernel."""
+    simd = cpu.get("simd") or []
+    widest = "AVX-512" if "avx512f" in simd else "AVX2" if "avx2" in simd else "no AVX2"
+    used = f", capped at AVX2 ({', '.join(f'{k}={v}' for k, v in sorted(caps.items()))})" if caps else ""
+    return f"{widest} CPU{used}; NumPy's OpenBLAS kernel {kernel or 'unknown'}"
+
+
 def machine_record() -> dict:
-    """What the driver knows of the machine: CPU, cores, load now, the OpenBLAS overrides, Python."""
+    """What the driver knows of the machine: CPU and its vector extensions, the OpenBLAS kernel NumPy picks
+    here, the ISA caps and OpenBLAS overrides in the environment, cores, load now, Python."""
     import platform
 
-    return {"cpu": _cpu_model(), "load_average": load_average(), "openblas_overrides": openblas_overrides(),
+    cpu = _cpu_model()
+    kernel = blas_kernel_of()
+    caps = {name: os.environ[name] for name in ISA_VARIABLES if name in os.environ}
+    return {"cpu": cpu, "kind": machine_kind(cpu, kernel, caps), "openblas_kernel": kernel, "isa_caps": caps,
+            "load_average": load_average(), "openblas_overrides": openblas_overrides(),
             "python": platform.python_version(), "system": f"{platform.system()} {platform.release()}"}
 
 
@@ -228,8 +288,8 @@ def library_record(library: str) -> dict:
     import numpy
 
     record: dict = {"numpy": numpy.__version__,
-                    "env": {k: os.environ[k] for k in (*OPENBLAS_OVERRIDES, "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS")
-                            if k in os.environ}}
+                    "env": {k: os.environ[k] for k in (*OPENBLAS_OVERRIDES, *ISA_VARIABLES, "OMP_NUM_THREADS",
+                                                       "OPENBLAS_NUM_THREADS") if k in os.environ}}
     try:
         from threadpoolctl import threadpool_info
 
@@ -299,6 +359,8 @@ def describe_machine(machine: dict, libraries: dict[str, dict]) -> str:
     lines = [f"machine: {cpu.get('model')} ({cpu.get('cores')} cores, L2 {cpu.get('L2', '?')}, "
              f"{'+'.join(cpu.get('simd', []))}), load average {machine['load_average']}, "
              f"OpenBLAS overrides in the environment: {machine['openblas_overrides'] or 'none'}"]
+    if machine.get("kind"):
+        lines.append(f"  kind: {machine['kind']}")
     for name, record in libraries.items():
         blas = record.get("blas")
         kernels = ", ".join(f"{b['internal_api']} {b['version']} kernel {b['architecture']} × {b['num_threads']}"

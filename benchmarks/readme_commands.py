@@ -3,6 +3,7 @@
     python benchmarks/readme_commands.py                  # both commands, in a fresh clone of HEAD
     python benchmarks/readme_commands.py --only main      # the first one (install, train, translate)
     python benchmarks/readme_commands.py --keep /tmp/mt   # leave the clone there afterwards
+    python benchmarks/readme_commands.py --isa avx2       # as on a machine with AVX2 only (see below)
 
 The script clones the committed tree (HEAD) into an empty folder, takes the first two ```bash blocks
 of the clone's README.md (the two commands the README opens with) and runs each with bash in the
@@ -14,6 +15,11 @@ is copied to runs/readme-enja (ignored by git) so that
     python tools/quoted_numbers.py record-run runs/readme-enja
 
 refreshes the default run's figures (default_run.json) from the same run.
+
+The record names the machine kind: the CPU, its vector extensions (AVX2, AVX-512) and the OpenBLAS
+kernel NumPy picks (benchmarks/common.py). ``--isa avx2`` runs both commands with NumPy's OpenBLAS on
+its Haswell kernel (and PyTorch, where the tests load it, capped at AVX2): on an AVX-512 machine, the
+times of the AVX2-only kind; its record goes to readme_commands_avx2.json.
 """
 from __future__ import annotations
 
@@ -27,6 +33,10 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import ISA_CAPS, apply_isa, machine_record  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "readme_commands.json"
@@ -59,8 +69,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", choices=NAMES, help="run one of the two commands")
     parser.add_argument("--keep", type=Path, help="clone into this (new) folder and keep it")
-    parser.add_argument("--results", type=Path, default=RESULTS)
+    parser.add_argument("--results", type=Path, default=None,
+                        help=f"default {RESULTS.relative_to(ROOT)} (with --isa avx2: readme_commands_avx2.json)")
+    parser.add_argument("--isa", choices=tuple(ISA_CAPS), default="native",
+                        help="avx2: cap NumPy's OpenBLAS (and PyTorch) at AVX2, the AVX2-only machine kind")
     args = parser.parse_args(argv)
+    if args.results is None:
+        args.results = RESULTS if args.isa == "native" else RESULTS.with_name(f"{RESULTS.stem}_{args.isa}.json")
+    apply_isa(args.isa)
 
     scratch = None
     if args.keep is None:
@@ -75,15 +91,16 @@ def main(argv: list[str] | None = None) -> int:
                             text=True, check=True).stdout.strip()
     commands = readme_commands(clone / "README.md")
     previous = json.loads(args.results.read_text(encoding="utf-8")) if args.results.is_file() else {}
-    record = {"source": "python benchmarks/readme_commands.py", "commit": commit, "cpus": os.cpu_count(),
-              "python": sys.version.split()[0], **{k: v for k, v in previous.items() if k in NAMES}}
+    record = {"source": "python benchmarks/readme_commands.py" + (f" --isa {args.isa}" if args.isa != "native" else ""),
+              "commit": commit, "cpus": os.cpu_count(), "python": sys.version.split()[0], "isa": args.isa,
+              "machine": machine_record(), **{k: v for k, v in previous.items() if k in NAMES}}
     failed = False
     for name in NAMES:
         if args.only not in (None, name):
             continue
         print(f"running the README's {name} command in {clone} ...", flush=True)
         log = clone / f"readme-{name}.log"
-        record[name] = run(commands[name], clone, log)
+        record[name] = {**run(commands[name], clone, log), "kind": record["machine"]["kind"]}
         print(f"  exit {record[name]['exit_code']} after {record[name]['seconds']:.0f} s "
               f"(load {record[name]['load_before']} -> {record[name]['load_after']}); log: {log}", flush=True)
         if record[name]["exit_code"] != 0:

@@ -34,6 +34,14 @@ from nn.Linear / nn.LayerNorm / nn.Embedding, loaded with our weights.
    Where OPENBLAS_CORETYPE or OPENBLAS_L2_SIZE is set (they make NumPy's OpenBLAS use an older
    kernel; PyTorch's MKL ignores them), ``--openblas auto`` (the default) measures with them and
    without them, each in its own workers.
+5. The machine kind: ``--isa avx2`` measures, on an AVX-512 machine, what a machine with AVX2 only
+   runs: NumPy's OpenBLAS on its Haswell kernel (OPENBLAS_CORETYPE=Haswell) and PyTorch capped at
+   AVX2 as well (ATEN_CPU_CAPABILITY, MKL_ENABLE_INSTRUCTIONS, ONEDNN_MAX_CPU_ISA), so that neither
+   library keeps wider vectors than the other. The results file records the caps and the kernels
+   (``machine.kind``, and each worker's OpenBLAS kernel and torch CPU capability) and gets ``_avx2``
+   in its name.
+
+    python benchmarks/train_step.py --isa avx2 --malloc default   # the AVX2 kind, on any AVX2+ machine
 """
 from __future__ import annotations
 
@@ -46,9 +54,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import (CONFIGS, PAD, BenchConfig, Worker, config_named, describe_machine,  # noqa: E402
-                    library_record, load_average, machine_record, median, memory_mib, minor_page_faults,
-                    openblas_settings, pause, random_batch, serve, setup_worker_threads, worker_env)
+from common import (CONFIGS, ISA_CAPS, PAD, BenchConfig, Worker, apply_isa, config_named,  # noqa: E402
+                    describe_machine, library_record, load_average, machine_record, median, memory_mib,
+                    minor_page_faults, openblas_settings, pause, random_batch, serve, setup_worker_threads,
+                    worker_env)
 
 LABEL_SMOOTHING = 0.1
 LEARNING_RATE = 1e-4
@@ -478,6 +487,9 @@ def main() -> int:
     parser.add_argument("--openblas", choices=("auto", "as-set", "unset", "both"), default="auto",
                         help="OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE as set, removed, or both in turn "
                              "(auto: both where any is set)")
+    parser.add_argument("--isa", choices=tuple(ISA_CAPS), default="native",
+                        help="native: every library uses what the CPU has; avx2: both capped at AVX2 "
+                             "(OpenBLAS's Haswell kernel, PyTorch's AVX2 kernels), the AVX2-only machine kind")
     parser.add_argument("--baseline", default=None,
                         help="a folder holding another minitransformer package, timed in the same rounds")
     parser.add_argument("--skip-proof", action="store_true")
@@ -501,6 +513,12 @@ def main() -> int:
             config_named(name)
         except ValueError as error:
             parser.error(str(error))
+    if args.isa != "native":
+        if args.openblas == "unset":
+            parser.error(f"--isa {args.isa} sets OPENBLAS_CORETYPE; --openblas unset would remove it again")
+        apply_isa(args.isa)
+        if args.openblas == "auto":   # the override is the point here: no second run without it
+            args.openblas = "as-set"
     if args.proof_only:
         return 0 if print_proof(args, Path(args.results) if args.results else PROOF_RESULTS) else 1
     if not args.skip_proof and not print_proof(args):
@@ -509,7 +527,7 @@ def main() -> int:
     machine = machine_record()
     load = machine["load_average"][0] if machine["load_average"] else float("nan")
     print(f"\n{args.threads} threads, dropout {args.dropout}, device {args.device}, {args.rounds} rounds, "
-          f"load average at start {load:.2f}; torch attention: "
+          f"load average at start {load:.2f}; vector extensions: {args.isa} ({machine['kind']}); torch attention: "
           f"{'explicit' if args.explicit_attention else 'F.scaled_dot_product_attention'}")
     settings = ("default", "keep") if args.malloc == "both" else (args.malloc,)
     for blas in openblas_settings(args.openblas):
@@ -520,12 +538,13 @@ def main() -> int:
         print(describe_machine(machine, first["records"]))
         print_results(results, floors, args)
         if args.results or args.device == "cpu":
-            default = Path(__file__).resolve().parent / "results" / f"train_step_{args.threads}t_{args.malloc}.json"
+            isa = "" if args.isa == "native" else f"_{args.isa}"
+            default = Path(__file__).resolve().parent / "results" / f"train_step_{args.threads}t_{args.malloc}{isa}.json"
             path = Path(args.results) if args.results else default
             if blas == "unset" and args.openblas != "unset":
                 path = path.with_name(path.stem + "_openblas-unset.json")
             record = results_record(results, floors, args, load)
-            record.update(machine=machine, openblas_env=blas)
+            record.update(machine=machine, openblas_env=blas, isa=args.isa)
             path.write_text(json.dumps(record, indent=1) + "\n")
             print(f"wrote {path}")
     return 0

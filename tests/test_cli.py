@@ -291,6 +291,20 @@ def test_the_train_options_shape_the_run(tmp_path, monkeypatch, capsys):
     assert 1 <= json.loads((out / "results.json").read_text())["steps"] < 20      # 6 ms of steps, not 50 epochs
 
 
+def test_a_minutes_budget_spent_before_the_first_step_still_trains_one_step(tmp_path, monkeypatch, capsys):
+    """--minutes counts from the loop's start, and setting up the first batch takes time too: on a loaded
+    machine a tiny budget could run out before any step. A budget stops training after a step, as on
+    several ranks (where the time travels with each step's all-reduce), never before the first."""
+    import minitransformer.train as training
+
+    clock = iter(range(0, 10**6, 60))          # every look at the clock finds another minute gone
+    monkeypatch.setattr(training.time, "monotonic", lambda: float(next(clock)))
+    status = _in_process(monkeypatch, "train", "--out", tmp_path / "run", "--preset", "toy", "--limit", "20",
+                         "--minutes", "0.5", "--epochs", "5", "--no-eval", "--average", "1", "--quiet")
+    assert status == 0, capsys.readouterr().err
+    assert json.loads((tmp_path / "run" / "results.json").read_text())["steps"] == 1
+
+
 def test_device_cuda_without_cupy_is_refused_in_one_line(run_dir, tmp_path):
     fake = tmp_path / "no_cupy" / "cupy"
     fake.mkdir(parents=True)

@@ -199,6 +199,7 @@ def unsolved_exercises(notebook: str) -> list[str]:
     return [e.id for e in load_exercises(ROOT) if e.id in needs.get(notebook, []) and e.unsolved]
 
 
+@pytest.mark.later          # minutes: the whole book built by Sphinx; CI runs it in its later step
 @pytest.mark.slow
 @pytest.mark.notebook
 def test_the_site_in_a_browser(tmp_path):

@@ -164,5 +164,5 @@ def _dropout_keep_scale(weights, p: float, generator):
     if not 0 <= p < 1:
         raise ValueError(f"attention dropout probability must be in [0, 1), got {p}")
     generator = generator if generator is not None else default_generator()
-    keep = generator.uniform(weights.shape, like=weights) >= p                  # (B, h, T, S) bool
+    keep = generator.keep(weights.shape, p, like=weights)                      # (B, h, T, S) bool, u ≥ p
     return keep.astype(weights.dtype) * weights.dtype.type(1.0 / (1.0 - p))

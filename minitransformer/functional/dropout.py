@@ -15,6 +15,9 @@ memory of a float32 mask.
 """
 from __future__ import annotations
 
+import math
+import sys
+
 from ..backend import get_device, xp_for, xp_of
 from ..tensor import Function, Tensor
 from .checks import require_floating_point
@@ -37,10 +40,7 @@ class Generator:
         self._streams: dict[str, object] = {}
         self.device_draws = 0   # calls on a GPU stream (whose position CuPy cannot report)
 
-    def uniform(self, shape: tuple[int, ...], like):
-        """float32 uniforms of ``shape`` on the device (and array module) of the array ``like``."""
-        xp = xp_of(like)
-        device = get_device(like)
+    def _stream(self, device: str, xp):
         stream = self._streams.get(device)
         if stream is None:
             if device == "cpu":
@@ -48,10 +48,40 @@ class Generator:
             else:  # CuPy: the RandomState API takes a dtype and is stable across CuPy versions
                 stream = xp.random.RandomState(self._device_seed())
             self._streams[device] = stream
+        return stream
+
+    def uniform(self, shape: tuple[int, ...], like):
+        """float32 uniforms of ``shape`` on the device (and array module) of the array ``like``."""
+        xp = xp_of(like)
+        device = get_device(like)
+        stream = self._stream(device, xp)
         if device == "cpu":
             return stream.random(shape, dtype=xp.float32)
         self.device_draws += 1
         return stream.random_sample(shape, dtype=xp.float32)
+
+    def keep(self, shape: tuple[int, ...], p: float, like):
+        """``uniform(shape, like) >= p``, the mask of inverted dropout: the same booleans, the stream left
+        at the same place, drawn without making the uniforms on the CPU.
+
+        NumPy's float32 uniform is (w >> 8)·2⁻²⁴ for the next 32-bit word w of the stream, and PCG64 gives
+        its 64-bit outputs to those words low half first. So u ≥ p is w ≥ 256·k_p, k_p the smallest
+        24-bit integer with k_p·2⁻²⁴ ≥ p, and the words come straight from ``random_raw``: one integer
+        comparison per entry instead of a shift, a multiply and a float comparison.
+        """
+        xp = xp_of(like)
+        device = get_device(like)
+        stream = self._stream(device, xp)
+        size = math.prod(shape)
+        bits = getattr(stream, "bit_generator", None)
+        if (device != "cpu" or type(bits).__name__ != "PCG64" or size % 2 or sys.byteorder != "little"
+                or bits.state["has_uint32"]):   # a half-used 64-bit output waits: the plain way keeps the order
+            return self.uniform(shape, like) >= p
+        threshold = _word_threshold(p)
+        if threshold is None:
+            return self.uniform(shape, like) >= p
+        words = bits.random_raw(size // 2).view(xp.uint32)      # low half, then high half, as NumPy reads them
+        return (words >= threshold).reshape(shape)
 
     def _device_seed(self) -> int:
         """The GPU stream's seed: the initial seed at first, mixed with the draws so far after a restore."""
@@ -84,6 +114,23 @@ class Generator:
         return f"Generator(seed={self.initial_seed})"
 
 
+_thresholds: dict = {}
+
+
+def _word_threshold(p: float):
+    """256·k, k the smallest integer in [0, 2²⁴) whose uniform k·2⁻²⁴ (float32) is ≥ p as NumPy compares
+    them (a Python float p in float32, a NumPy float64 in float64), or None when none is."""
+    key = (type(p), p)
+    if key not in _thresholds:
+        import numpy
+
+        guess = math.ceil(float(p) * 2**24)                      # k·2⁻²⁴ is exact: within a step of p
+        candidates = numpy.arange(max(guess - 2, 0), min(guess + 3, 2**24), dtype=numpy.int64)
+        at_least_p = (candidates.astype(numpy.float32) * numpy.float32(2.0**-24)) >= p
+        _thresholds[key] = numpy.uint32(int(candidates[at_least_p.argmax()]) << 8) if at_least_p.any() else None
+    return _thresholds[key]
+
+
 _default_generator = Generator(0)
 
 
@@ -104,7 +151,7 @@ class Dropout(Function):
         self.generator = generator
 
     def forward(self, x):
-        keep = self.generator.uniform(x.shape, like=x) >= self.p   # bool, True w.p. 1 − p
+        keep = self.generator.keep(x.shape, self.p, like=x)   # bool, True w.p. 1 − p (uniform ≥ p)
         self.save_for_backward(keep)
         self.scale = x.dtype.type(1 / (1 - self.p))
         y = x * keep            # dropped entries become 0

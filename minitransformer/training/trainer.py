@@ -345,7 +345,9 @@ def train_loop(run: Run) -> dict:
             if world.is_root:
                 end_of_epoch(run, losses, time.monotonic() - started)
             state.epoch, state.position = epoch, 0
-        reason = stop_reason(opts, state, elapsed_seconds(run))
+        # --minutes is read after a step, never before the first: the setup of the first batch takes
+        # time too, and under MPI the clock only travels with a step's all-reduce
+        reason = stop_reason(opts, state, elapsed_seconds(run) if losses else 0.0)
         if reason is not None:
             break
         loss, lr = train_step(run, batch)
