@@ -295,7 +295,7 @@ def test_a_minutes_budget_spent_before_the_first_step_still_trains_one_step(tmp_
     """--minutes counts from the loop's start, and setting up the first batch takes time too: on a loaded
     machine a tiny budget could run out before any step. A budget stops training after a step, as on
     several ranks (where the time travels with each step's all-reduce), never before the first."""
-    import minitransformer.train as training
+    import minitransformer.training.trainer as training
 
     clock = iter(range(0, 10**6, 60))          # every look at the clock finds another minute gone
     monkeypatch.setattr(training.time, "monotonic", lambda: float(next(clock)))
