@@ -23,7 +23,10 @@ import shutil
 import tempfile
 from pathlib import Path
 
+import zmq
 from jupyter_client.manager import AsyncKernelManager
+from jupyter_core.utils import run_sync
+from nbclient.exceptions import DeadKernelError
 from nbconvert.preprocessors import ClearMetadataPreprocessor
 from nbformat.v4 import new_output
 from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, Execute, IgnorePattern, LimitOutput,
@@ -84,6 +87,20 @@ class SandboxedExecute(Execute):
     def __init__(self, *args, **kwargs):
         kwargs["kernel_manager_class"] = SandboxedKernelManager    # Execute would set its own otherwise
         super().__init__(*args, **kwargs)
+
+    send_seconds = Integer(10, config=True, help="how long a request to the kernel may wait to be sent")
+
+    async def async_start_new_kernel_client(self):
+        client = await super().async_start_new_kernel_client()
+        # Over Unix sockets, a request to a kernel that has died waits for a peer forever: time it out, so that
+        # a dead kernel ends the notebook (its unrun cells score 0) instead of hanging the autograde
+        client.shell_channel.socket.setsockopt(zmq.SNDTIMEO, self.send_seconds * 1000)
+        return client
+
+    def preprocess_cell(self, cell, resources, index):
+        if self.km is not None and not run_sync(self.km.is_alive)():
+            raise DeadKernelError("the kernel is no longer running")
+        return super().preprocess_cell(cell, resources, index)
 
     def preprocess(self, nb, resources=None, km=None):
         try:

@@ -35,7 +35,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .registry import BEGIN, HEADER, ExerciseError, find_blocks, load_exercises, parse_file
+from .registry import BEGIN, HEADER, ExerciseError, find_blocks, load_exercises, parse_file, parse_python
 
 # the teacher's own files: never copied into an edition (the catalogue of mistakes quotes the solutions;
 # the hidden cases' folder holds the expected outputs and the secret seed)
@@ -95,7 +95,7 @@ def names_produced(text: str, begin: int, end: int) -> list[str]:
     that the lines below expect ``flat_index`` and ``flat_value``.
     """
     try:
-        tree = ast.parse(text)
+        tree = parse_python(text)
     except SyntaxError:
         return []
     function = None
@@ -133,7 +133,7 @@ def names_produced(text: str, begin: int, end: int) -> list[str]:
 def block_returns(text: str, begin: int, end: int) -> bool:
     """Does the solution block end its function with a ``return``?"""
     try:
-        tree = ast.parse(text)
+        tree = parse_python(text)
     except SyntaxError:
         return False
     return any(isinstance(node, ast.Return) and begin < node.lineno < end for node in ast.walk(tree))

@@ -15,7 +15,7 @@ from pathlib import Path
 from .judge import factor_in_words
 from .pytest_results import ENVIRONMENT
 from .pytest_support import MAP_FILE, load_map
-from .registry import RAISED, Exercise, load_exercises
+from .registry import RAISED, Exercise, load_exercises, parse_python
 
 GRADING_FILE = "tests/test_exercises.py"
 # the suite as the exercise map sees it: no notebooks (they run whole chapters), no classroom tests, no GPU, and
@@ -40,7 +40,7 @@ def grading_tests(root: Path) -> dict[str, list[str]]:
     if not path.exists():
         return {}
     found: dict[str, list[str]] = {}
-    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+    for node in parse_python(path.read_text(encoding="utf-8")).body:
         if not isinstance(node, ast.FunctionDef):
             continue
         for decorator in node.decorator_list:

@@ -32,7 +32,7 @@ import textwrap
 from pathlib import Path
 
 from .edition import write_edition
-from .registry import Exercise, ExerciseError, load_exercises
+from .registry import Exercise, ExerciseError, load_exercises, parse_python
 
 CONFIG = '''\
 # nbgrader configuration written by python -m minitransformer.exercises nbgrader
@@ -154,7 +154,7 @@ def _enclosing_functions(root: Path, exercise: Exercise) -> list[tuple[str, str,
     found = []
     for block in exercise.blocks:
         text = (root / block.path).read_text(encoding="utf-8")
-        tree = ast.parse(text)
+        tree = parse_python(text)
         chain: list = []
 
         def visit(node, parents):

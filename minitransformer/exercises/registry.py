@@ -24,6 +24,7 @@ import copy
 import functools
 import io
 import re
+import threading
 import tokenize
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -160,6 +161,16 @@ def find_blocks(text: str, path: str = "<text>", python: bool = True) -> list[tu
     return blocks
 
 
+_PARSING = threading.Lock()
+
+
+def parse_python(source: str) -> ast.Module:
+    """ast.parse, one thread at a time: CPython 3.11's parser is not safe to run from several threads at
+    once ("AST constructor recursion depth mismatch"), and editions are written by a thread pool."""
+    with _PARSING:
+        return ast.parse(source)
+
+
 def _check_inside_function(source: str, path: str, begin: int, end: int, indent: str) -> None:
     """A block at module or class level would raise on import in the student edition: refuse it."""
     lines = source.splitlines()
@@ -167,7 +178,7 @@ def _check_inside_function(source: str, path: str, begin: int, end: int, indent:
     if not code:
         raise ExerciseError(f"{path}:{begin}: this solution block is empty")
     try:
-        tree = ast.parse(source)
+        tree = parse_python(source)
     except SyntaxError as error:
         raise ExerciseError(f"{path}:{error.lineno}: cannot parse: {error.msg}") from None
     for node in ast.walk(tree):

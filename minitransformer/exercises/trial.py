@@ -11,12 +11,13 @@ import ast
 import contextlib
 import importlib
 from types import ModuleType
+from .registry import parse_python
 
 
 def enclosing_functions(text: str, lines: list[int]) -> list[str]:
     """The qualified names (``Class.method``) of the innermost functions holding each of ``lines`` (1-based)."""
     found: list[str] = []
-    tree = ast.parse(text)
+    tree = parse_python(text)
 
     def visit(node, prefix: list[str]):
         for child in ast.iter_child_nodes(node):
