@@ -455,3 +455,92 @@ def test_table1s_recurrent_row_is_chapter_6s_lstm():
     short, long = (table1.graph_depth(layer.unrolled(mt.Tensor(np.ones((1, n, 8))))) for n in (16, 32))
     assert long > 1.9 * short and table1.graph_depth(layer(mt.Tensor(np.ones((1, 32, 8))))) < 5
     assert table1.path_length(layer, 16, 8, np.random.default_rng(1)) == 1
+
+
+# -- linear attention as a recurrent network: decoding in constant memory -----------------------------------------
+@pytest.mark.parametrize("steps", [[1] * 9, [4, 1, 3, 1], [9]])
+def test_the_recurrent_steps_equal_the_causal_pass(rng, steps):
+    q, k, v = qkv(rng, 9, 9)
+    full = F.linear_attention(q, k, v, causal=True).data
+    state, outs, start = None, [], 0
+    for size in steps:                                      # the new positions, a few at a time
+        rows = slice(start, start + size)
+        out, state = linear_module.linear_attention_step(q.data[..., rows, :], k.data[..., rows, :],
+                                                         v.data[..., rows, :], state)
+        outs.append(out.data)
+        start += size
+    np.testing.assert_allclose(np.concatenate(outs, axis=-2), full, rtol=0, atol=1e-10)
+    kv, z = state                                           # the state is the prefix sums of the whole sequence
+    phi_k = linear_module.elu_plus_one(k.data)
+    np.testing.assert_allclose(kv, phi_k.swapaxes(-1, -2) @ v.data, atol=1e-12)
+    np.testing.assert_allclose(z, phi_k.sum(axis=-2), atol=1e-12)
+
+
+def test_the_recurrent_step_refuses_a_state_that_does_not_fit(rng):
+    q, k, v = (x.data for x in qkv(rng, 1, 1))
+    with pytest.raises(ValueError, match="does not fit"):
+        linear_module.linear_attention_step(q, k, v, (np.zeros((2, 2, 5, 3)), np.zeros((2, 2, 5))))
+    with pytest.raises(ValueError, match="of the same positions"):
+        linear_module.linear_attention_step(q, k[..., :0, :], v)
+
+
+def linear_decoder(d_model=8, heads=2):
+    config = mt.nn.TransformerConfig.tiny(11, d_model=d_model, n_heads=heads, d_ff=16, dropout=0.0, max_len=64,
+                                          attention="linear")
+    return mt.nn.Transformer(config).to(np.float64)
+
+
+def test_cached_linear_decoding_equals_the_full_pass_and_keeps_no_keys():
+    model = linear_decoder()
+    rng = np.random.default_rng(3)
+    src, tgt_in = rng.integers(3, 11, (2, 5)), rng.integers(3, 11, (2, 12))
+    memory, src_mask = model.encode(src)
+    full = model.decode(tgt_in, memory, src_mask).data
+    cache = model.init_cache()
+    with mt.no_grad():
+        steps = [model.decode_step(tgt_in[:, t], memory, src_mask, cache).data for t in range(tgt_in.shape[1])]
+    np.testing.assert_allclose(np.stack(steps, axis=1), full, rtol=0, atol=1e-10)
+    for layer in cache.layers:
+        assert layer.self_attn.keys is None and layer.self_attn.length == 12
+        assert layer.cross_attn.keys is not None                 # cross-attention still projects the memory once
+
+
+def test_the_linear_cache_does_not_grow_with_the_prefix():
+    model = linear_decoder()
+    memory, src_mask = model.encode(np.array([[4, 5, 6]]))
+    cache, sizes = model.init_cache(), []
+    with mt.no_grad():
+        for t in range(40):
+            model.decode_step(np.array([3 + t % 7]), memory, src_mask, cache)
+            sizes.append(sum(layer.self_attn.nbytes for layer in cache.layers))
+    assert len(set(sizes)) == 1 and sizes[0] > 0                # the same bytes after 1 step and after 40
+    softmax = mt.nn.Transformer(mt.nn.TransformerConfig.tiny(11, d_model=8, n_heads=2, d_ff=16, dropout=0.0,
+                                                              max_len=64)).to(np.float64)
+    memory, src_mask = softmax.encode(np.array([[4, 5, 6]]))
+    grown = softmax.init_cache()
+    with mt.no_grad():
+        for t in range(40):
+            softmax.decode_step(np.array([3]), memory, src_mask, grown)
+    assert sum(layer.self_attn.nbytes for layer in grown.layers) == len(grown.layers) * 40 * 2 * 8 * 8   # t keys, values
+
+
+def test_beam_reordering_reorders_the_linear_state():
+    model = linear_decoder()
+    memory, src_mask = model.encode(np.array([[4, 5, 6], [7, 8, 9]]))
+    cache = model.init_cache()
+    with mt.no_grad():
+        model.decode_step(np.array([3, 4]), memory, src_mask, cache)
+        before = [layer.self_attn.state[0].copy() for layer in cache.layers]
+        cache.reorder(np.array([1, 1, 0]))
+    for layer, kv in zip(cache.layers, before):
+        np.testing.assert_array_equal(layer.self_attn.state[0], kv[[1, 1, 0]])
+
+
+def test_a_state_that_forgets_the_past_is_caught(rng, monkeypatch):
+    real = linear_module.recurrent_step
+    monkeypatch.setattr(linear_module, "recurrent_step",
+                        lambda phi_q, phi_k, v, kv, z: real(phi_q, phi_k, v, 0 * kv, z))   # S not carried
+    q, k, v = qkv(rng, 6, 6)
+    out, _ = linear_module.linear_attention_step(q.data, k.data, v.data)
+    with pytest.raises(AssertionError, match="Not equal to tolerance"):
+        np.testing.assert_allclose(out.data, F.linear_attention(q, k, v, causal=True).data, atol=1e-10)

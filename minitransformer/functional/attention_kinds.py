@@ -27,7 +27,7 @@ from ..tensor import Function, Tensor, no_grad
 from .attention import scaled_dot_product_attention
 from .dropout import Generator
 from .flash_attention import flash_attention
-from .linear_attention import elu_plus_one, linear_attention
+from .linear_attention import elu_plus_one, linear_attention, linear_attention_step
 from .local_attention import is_window, local_attention
 from .multi_head import PackedAttention
 
@@ -41,6 +41,8 @@ class AttentionKind:
     window: bool = False                 # needs attention_window, a positive integer
     weights: bool = False                # forms the (T, S) weights: attention dropout, and pictures of them
     packed: type[Function] | None = None   # runs it on the packed Q, K, V projections (nn.MultiHeadAttention)
+    # cached decoding from a running state instead of the keys: step(q, k, v, state) -> (out, state)
+    recurrent: Callable | None = None
 
 
 def split_mask(mask, n_queries: int, n_keys: int, kind: str):
@@ -105,7 +107,7 @@ ATTENTION_KINDS: dict[str, AttentionKind] = {kind.name: kind for kind in (
     AttentionKind("softmax", _softmax, weights=True, packed=PackedAttention),
     AttentionKind("flash", _flash),
     AttentionKind("local", _local, window=True),
-    AttentionKind("linear", _linear),
+    AttentionKind("linear", _linear, recurrent=linear_attention_step),
 )}
 
 

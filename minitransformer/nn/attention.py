@@ -91,6 +91,9 @@ class MultiHeadAttention(Module):
         if cache is None and packed is not None and self._projections_alike():
             return self._packed_forward(packed, query, key_value, mask)
         q = split_heads(self.w_q(query), self.n_heads)                   # (B, h, T, d_k)
+        recurrent = ATTENTION_KINDS[self.attention].recurrent
+        if cache is not None and not cache.static and recurrent is not None:
+            return self.w_o(merge_heads(self._recurrent_step(recurrent, q, source, mask, cache)))
         if cache is not None and cache.static and cache.keys is not None:
             k, v = cache.keys, cache.values                             # memory projected on step 1
         else:
@@ -112,6 +115,19 @@ class MultiHeadAttention(Module):
             self.attention_weights = Tensor(attention_weights(          # computed from q and k for pictures
                 self.attention, q.data, k.data, mask, self.window))
         return self.w_o(merge_heads(attended))                           # (B, T, d_model)
+
+    def _recurrent_step(self, step, q: Tensor, source: Tensor, mask, cache: AttentionCache) -> Tensor:
+        """Cached self-attention of a kind with a recurrent form: the new positions update the running
+        state of the earlier ones (chapter 13), and no key or value is kept."""
+        if mask is not None:
+            raise ValueError(f"MultiHeadAttention: attention {self.attention!r} decodes from its running state and "
+                             "takes no mask with a cache (each new position sees itself and every earlier one)")
+        k = split_heads(self.w_k(source), self.n_heads)                  # (B, h, T, d_k), the new positions only
+        v = split_heads(self.w_v(source), self.n_heads)
+        attended, cache.state = step(q, k, v, cache.state)
+        cache.steps += q.shape[2]
+        self.attention_weights = None                                    # no weights formed, no keys kept to draw them
+        return attended
 
     def _projections_alike(self) -> bool:
         """W^Q, W^K, W^V of one shape, with biases: what packing them side by side needs (chapter 12's
