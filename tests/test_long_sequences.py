@@ -544,3 +544,228 @@ def test_a_state_that_forgets_the_past_is_caught(rng, monkeypatch):
     out, _ = linear_module.linear_attention_step(q.data, k.data, v.data)
     with pytest.raises(AssertionError, match="Not equal to tolerance"):
         np.testing.assert_allclose(out.data, F.linear_attention(q, k, v, causal=True).data, atol=1e-10)
+
+
+# -- sparse patterns: each against a dense mask built from its definition, pair by pair ------------------------------
+sparse_module = importlib.import_module("minitransformer.functional.sparse_patterns")
+
+
+def from_definition(n, allowed):
+    return np.array([[bool(allowed(i, j)) for j in range(n)] for i in range(n)])
+
+
+@pytest.mark.parametrize("n, l", [(10, 3), (16, 4), (7, 1), (5, 9)])
+def test_the_strided_pattern_is_its_definition(n, l):
+    local, strided = F.strided_pattern(n, l, device="cpu")
+    np.testing.assert_array_equal(local, from_definition(n, lambda i, j: max(0, i - l) <= j <= i))
+    np.testing.assert_array_equal(strided, from_definition(n, lambda i, j: j <= i and (i - j) % l == 0))
+
+
+@pytest.mark.parametrize("n, l, c", [(12, 4, 1), (13, 4, 2), (9, 3, 3)])
+def test_the_fixed_pattern_is_its_definition(n, l, c):
+    own_block, summaries = F.fixed_pattern(n, l, c, device="cpu")
+    np.testing.assert_array_equal(own_block, from_definition(n, lambda i, j: j <= i and j // l == i // l))
+    np.testing.assert_array_equal(summaries, from_definition(n, lambda i, j: j <= i and j % l in range(l - c, l)))
+
+
+@pytest.mark.parametrize("n, w, d, g, is_causal", [(12, 2, 1, (), False), (15, 2, 3, (0, 7), False),
+                                                   (11, 1, 2, (4,), True), (6, 9, 1, (5,), False)])
+def test_the_longformer_pattern_is_its_definition(n, w, d, g, is_causal):
+    def allowed(i, j):
+        seen = any(j == i + d * m for m in range(-w, w + 1)) or i in g or j in g
+        return seen and (j <= i or not is_causal)
+    np.testing.assert_array_equal(F.longformer_pattern(n, w, d, g, is_causal, device="cpu"), from_definition(n, allowed))
+
+
+@pytest.mark.parametrize("blocks, r, g, seed", [(8, 1, 1, 0), (10, 2, 2, 5), (4, 5, 0, 1), (6, 0, 6, 2)])
+def test_the_bigbird_layout_is_window_global_and_random_blocks(blocks, r, g, seed):
+    layout = F.bigbird_layout(blocks, r, g, seed)
+    structured = from_definition(blocks, lambda a, b: abs(a - b) <= 1 or a < g or b < g)
+    assert (layout >= structured).all()                                  # the window and the global blocks
+    extra = layout & ~structured
+    assert not extra[:g].any()
+    for row in range(g, blocks):                                         # r random blocks more, or all that were left
+        assert extra[row].sum() == min(r, (~structured[row]).sum())
+    np.testing.assert_array_equal(F.bigbird_layout(blocks, r, g, seed), layout)   # seeded: the same draw again
+    if r and blocks > 4:
+        assert any((F.bigbird_layout(blocks, r, g, s) != layout).any() for s in range(seed + 1, seed + 6))
+
+
+def test_the_covering_layout_holds_exactly_the_touched_tiles():
+    mask = np.zeros((7, 9), bool)
+    mask[0, 8], mask[5, 3] = True, True
+    expected = np.zeros((3, 3), bool)
+    expected[0, 2], expected[1, 1] = True, True
+    np.testing.assert_array_equal(F.covering_layout(mask, 3), expected)
+    np.testing.assert_array_equal(F.expand_layout(expected, 3, 7, 9, device="cpu")[5], [0, 0, 0, 1, 1, 1, 0, 0, 0])
+
+
+PATTERNS = {
+    "strided": lambda n: np.logical_or(*F.strided_pattern(n, 3, device="cpu")),
+    "fixed": lambda n: np.logical_or(*F.fixed_pattern(n, 4, 1, device="cpu")),
+    "longformer": lambda n: F.longformer_pattern(n, 2, 2, (0, 5), device="cpu"),
+    "bigbird": lambda n: F.expand_layout(F.bigbird_layout(-(-n // 4), 1, 1, 3), 4, n, device="cpu"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PATTERNS))
+def test_sparse_attention_is_eq1_on_the_pattern(rng, name):
+    pattern = PATTERNS[name](14)
+    assert_same_values_and_gradients(
+        lambda q, k, v: F.sparse_attention(q, k, v, pattern, block_size=4),
+        lambda q, k, v: F.scaled_dot_product_attention(q, k, v, mask=pattern[None, None]), qkv(rng, 14, 14), rng)
+
+
+@pytest.mark.parametrize("name", ["fixed", "bigbird"])
+def test_sparse_attention_gradcheck(rng, name):
+    pattern = PATTERNS[name](10)
+    assert mt.gradcheck(lambda q, k, v: F.sparse_attention(q, k, v, pattern, block_size=4),
+                        list(qkv(rng, 10, 10, heads=1)))
+
+
+def test_a_pattern_of_whole_tiles_runs_without_an_entry_mask(rng, monkeypatch):
+    seen = []
+    real = sparse_module.flash_attention
+    monkeypatch.setattr(sparse_module, "flash_attention", lambda *a, **kw: seen.append(kw) or real(*a, **kw))
+    q, k, v = qkv(rng, 32, 32, batch=1, heads=1)
+    F.sparse_attention(q, k, v, PATTERNS["bigbird"](32), block_size=4)
+    F.sparse_attention(q, k, v, PATTERNS["strided"](32), block_size=4)
+    assert seen[0]["mask"] is None and seen[1]["mask"] is not None
+    np.testing.assert_array_equal(seen[0]["block_mask"], F.bigbird_layout(8, 1, 1, 3))   # its own tiles only
+
+
+def test_two_layers_of_either_pattern_connect_every_earlier_position():
+    """Child et al. §4.2: each position reaches every earlier one in two steps of the factorised pattern."""
+    n, l = 36, 6
+    for first, second in (F.strided_pattern(n, l, device="cpu"), F.fixed_pattern(n, l, 1, device="cpu")):
+        both = (first | second).astype(int)                              # the merged head, or two layers of heads
+        np.testing.assert_array_equal((both @ both) > 0, np.tril(np.ones((n, n), bool)))
+        assert both.sum() < n * (n + 1) // 2 and not both[n - 1, 1]      # one step does not: it is sparse
+    local, strided = F.strided_pattern(n, l, device="cpu")              # strided: one head after the other suffices
+    np.testing.assert_array_equal((strided.astype(int) @ local.astype(int)) > 0, np.tril(np.ones((n, n), bool)))
+
+
+def test_a_covering_layout_that_drops_the_ragged_tiles_is_caught(rng, monkeypatch):
+    real = sparse_module.covering_layout
+
+    def whole_tiles_only(mask, block_size):
+        layout = real(mask, block_size)
+        layout[-1, :] = layout[:, -1] = False                           # the last, smaller tiles forgotten
+        return layout
+
+    monkeypatch.setattr(sparse_module, "covering_layout", whole_tiles_only)
+    pattern = PATTERNS["longformer"](10)
+    with pytest.raises(AssertionError, match="Not equal to tolerance"):
+        assert_same_values_and_gradients(
+            lambda q, k, v: F.sparse_attention(q, k, v, pattern, block_size=4),
+            lambda q, k, v: F.scaled_dot_product_attention(q, k, v, mask=pattern[None, None]), qkv(rng, 10, 10), rng)
+
+
+def test_sparse_patterns_refuse_bad_arguments(rng):
+    with pytest.raises(ValueError, match="stride must be a positive integer"):
+        F.strided_pattern(8, 0)
+    with pytest.raises(ValueError, match="summary .* cannot exceed"):
+        F.fixed_pattern(8, 2, 3)
+    with pytest.raises(ValueError, match="global token 9 is not a position"):
+        F.longformer_pattern(8, 1, global_tokens=[9])
+    with pytest.raises(ValueError, match="n_random must be >= 0"):
+        F.bigbird_layout(4, -1)
+    with pytest.raises(ValueError, match=r"pattern must be a boolean \(T, S\) = \(5, 5\)"):
+        F.sparse_attention(*qkv(rng, 5, 5), np.ones((5, 4), bool))
+
+
+# -- Linformer: keys and values projected along the sequence -------------------------------------------------------
+linformer_module = importlib.import_module("minitransformer.functional.linformer")
+
+
+def linformer_reference(q, k, v, e, f, lengths=None):
+    """softmax(Q (E K)ᵀ/√d) (F V) summed out position by position, padded keys left out of the sums."""
+    n = k.shape[-2]
+    keep = np.ones(k.shape[:-1] + (1,)) if lengths is None else \
+        (np.arange(n)[None, :] < np.array(lengths)[:, None])[:, None, :, None]
+    projected_k = np.einsum("rj,...jd->...rd", e.data[:, :n], k.data * keep)
+    projected_v = np.einsum("rj,...jd->...rd", f.data[:, :n], v.data * keep)
+    scores = q.data @ projected_k.swapaxes(-1, -2) / np.sqrt(q.shape[-1])
+    weights = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    return (weights / weights.sum(axis=-1, keepdims=True)) @ projected_v
+
+
+@pytest.mark.parametrize("n, n_max, k_proj, lengths", [(7, 7, 3, None), (5, 9, 2, None), (8, 8, 4, [5, 8])])
+def test_linformer_is_its_definition(rng, n, n_max, k_proj, lengths):
+    q, k, v = qkv(rng, n, n)
+    e, f = tensor(rng, k_proj, n_max), tensor(rng, k_proj, n_max)
+    mask = None if lengths is None else padding(lengths, n)
+    out = F.linformer_attention(q, k, v, e, f, mask=mask)
+    np.testing.assert_allclose(out.data, linformer_reference(q, k, v, e, f, lengths), rtol=0, atol=1e-12)
+
+
+def test_linformer_gradcheck_of_all_five_inputs(rng):
+    q, k, v = qkv(rng, 6, 6, heads=1)
+    e, f = tensor(rng, 3, 8), tensor(rng, 3, 8)
+    mask = padding([4, 6], 6)
+    assert mt.gradcheck(lambda q, k, v, e, f: F.linformer_attention(q, k, v, e, f, mask=mask), [q, k, v, e, f])
+
+
+def test_linformer_padding_is_the_same_as_a_shorter_sentence(rng):
+    q, k, v = qkv(rng, 6, 6, batch=1)
+    e, f = tensor(rng, 3, 6), tensor(rng, 3, 6)
+    padded = F.linformer_attention(q, k, v, e, f, mask=padding([4], 6)).data
+    short = F.linformer_attention(q, k[..., :4, :], v[..., :4, :], e, f).data   # the first 4 columns of E and F
+    np.testing.assert_allclose(padded, short, atol=1e-12)
+
+
+def test_linformer_refuses_causal_use_and_bad_shapes(rng):
+    q, k, v = qkv(rng, 5, 5)
+    e, f = tensor(rng, 2, 5), tensor(rng, 2, 5)
+    with pytest.raises(ValueError, match="no causal form. Each projected key E K mixes all n positions"):
+        F.linformer_attention(q, k, v, e, f, causal=True)
+    with pytest.raises(ValueError, match="no causal form"):
+        F.attend("linformer", q, k, v, mask=F.causal_mask(5, "cpu"), window=2, projections=(e, f))
+    with pytest.raises(ValueError, match=r"e must be \(k, n_max\) with n_max >= n = 5"):
+        F.linformer_attention(q, k, v, tensor(rng, 2, 4), f)
+    with pytest.raises(ValueError, match="needs its learned projections"):
+        F.attend("linformer", q, k, v, window=2)
+    with pytest.raises(ValueError, match="key-padding mask of shape"):
+        F.linformer_attention(q, k, v, e, f, mask=np.ones((2, 1, 5, 5), bool))
+    with pytest.raises(ValueError, match="TransformerConfig: attention 'linformer' has no causal form"):
+        mt.nn.TransformerConfig.tiny(11, attention="linformer", attention_window=4)
+    with pytest.raises(ValueError, match="needs max_len"):
+        mt.nn.MultiHeadAttention(8, 2, attention="linformer", window=3)
+    with pytest.raises(ValueError, match="forms no"):
+        mt.nn.attention.attention_weights("linformer", q.data, k.data, window=2)
+
+
+def test_a_linformer_layer_learns_its_projections(rng):
+    layer = mt.nn.MultiHeadAttention(8, 2, attention="linformer", window=3, max_len=10).to(np.float64)
+    x = mt.Tensor(rng.standard_normal((2, 7, 8)))
+    layer(x, mask=padding([5, 7], 7)).sum().backward()
+    assert layer.proj_e.shape == layer.proj_f.shape == (3, 10)
+    assert np.abs(layer.proj_e.grad[:, :5]).sum() > 0 and np.abs(layer.proj_f.grad[:, 7:]).sum() == 0
+    assert mt.gradcheck(lambda x, e: F.attend("linformer", x, x, x, window=3, projections=(e, layer.proj_f)),
+                        [tensor(rng, 1, 2, 7, 4), layer.proj_e])
+
+
+def test_values_projected_with_the_keys_projection_are_caught(rng, monkeypatch):
+    real = linformer_module.project_along_sequence
+    first = []
+
+    def keys_projection_for_both(projection, x):
+        first.append(projection) if not first else None
+        return real(first[0], x)                                # F forgotten: E projects the values as well
+
+    monkeypatch.setattr(linformer_module, "project_along_sequence", keys_projection_for_both)
+    q, k, v = qkv(rng, 6, 6, batch=1)
+    e, f = tensor(rng, 3, 6), tensor(rng, 3, 6)
+    with pytest.raises(AssertionError, match="Not equal to tolerance"):
+        np.testing.assert_allclose(F.linformer_attention(q, k, v, e, f).data, linformer_reference(q, k, v, e, f),
+                                   atol=1e-10)
+
+
+def test_a_projection_that_forgets_the_far_positions_is_caught(rng, monkeypatch):
+    monkeypatch.setattr(linformer_module, "project_along_sequence",
+                        lambda projection, x: projection[:, :x.shape[-2] - 1] @ x[..., :-1, :])   # drops the last key
+    q, k, v = qkv(rng, 6, 6, batch=1)
+    e, f = tensor(rng, 3, 6), tensor(rng, 3, 6)
+    with pytest.raises(AssertionError, match="Not equal to tolerance"):
+        np.testing.assert_allclose(F.linformer_attention(q, k, v, e, f).data, linformer_reference(q, k, v, e, f),
+                                   atol=1e-10)

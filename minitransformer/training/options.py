@@ -15,6 +15,8 @@ from typing import Any
 
 from ..data.tokenizer import TOKENIZERS
 from ..functional.attention_kinds import ATTENTION_KINDS
+
+DECODER_KINDS = [name for name, kind in ATTENTION_KINDS.items() if not kind.projected]   # a decoder is causal
 from ..presets import DEFAULT_PRESET, PRESETS, RENAMED_PRESETS, unknown_preset_message
 
 MODEL_CHOICES = ("transformer", "lstm")                 # models.MODEL_KINDS, named here to keep --help light
@@ -78,7 +80,7 @@ class TrainOptions:
                                           "auto (default: raw when a side has almost no spaces)",
                                     choices=["auto", *TOKENIZERS])
     attention: str | None = _option(None, "self-attention: softmax (eq. 1, default), flash, local or linear "
-                                          "(chapter 13)", choices=list(ATTENTION_KINDS))
+                                          "(chapter 13)", choices=DECODER_KINDS)
     attention_window: int | None = _option(None, "± positions each query sees with --attention local",
                                            type=positive_int)
     attention_score: str | None = _option(None, "the score of --model lstm's attention: additive (Bahdanau et al., "
