@@ -769,3 +769,34 @@ def test_a_projection_that_forgets_the_far_positions_is_caught(rng, monkeypatch)
     with pytest.raises(AssertionError, match="Not equal to tolerance"):
         np.testing.assert_allclose(F.linformer_attention(q, k, v, e, f).data, linformer_reference(q, k, v, e, f),
                                    atol=1e-10)
+
+
+# -- Linformer's premise measured: the energy rank of trained attention matrices ------------------------------------
+def test_energy_rank_counts_singular_values():
+    rank = benchmark_module("attention_rank").energy_rank
+    assert rank(np.eye(10)) == 9                                 # equal singular values: 9 of 10 hold 90 %
+    assert rank(np.outer(np.arange(1, 6), np.ones(5))) == 1      # rank one
+    assert rank(np.diag([3.0, 0.5, 0.1])) == 1 and rank(np.diag([3.0, 0.5, 0.1]), 0.98) == 2   # 9/9.26, 9.25/9.26
+    with pytest.raises(ValueError, match="fraction must be in"):
+        rank(np.eye(2), 1.5)
+
+
+def test_the_rank_script_reads_a_trained_run(tmp_path):
+    from minitransformer.train import train
+    from minitransformer.training.options import TrainOptions
+
+    run = tmp_path / "run"
+    train(TrainOptions(out=str(run), preset="toy", limit=30, steps=2, average=1, evaluate=False, quiet=True))
+    results_file = tmp_path / "rank.json"
+    script = benchmark_module("attention_rank")
+    assert script.main(["--run", str(run), "--sentences", "3", "--results", str(results_file)]) == 0
+    results = json.loads(results_file.read_text(encoding="utf-8"))
+    assert results["sentences"] == 3 and results["run"]["weights"]
+    config = mt.translator.Translator.load(run).model.config
+    assert len(results["heads"]) == config.n_layers * config.n_heads
+    for head in results["heads"]:
+        assert all(1 <= r <= n for r, n in zip(head["ranks"], results["lengths"]))
+    for curve in results["layer_curves"]:
+        assert np.all(np.diff(curve["energy"]) >= -1e-9) and abs(curve["energy"][-1] - 1) < 1e-6
+    script.main(["--run", str(run), "--results", str(results_file), "--render", "--figure", str(tmp_path / "r.png")])
+    assert (tmp_path / "r.png").stat().st_size > 0
