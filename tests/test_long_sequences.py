@@ -800,3 +800,77 @@ def test_the_rank_script_reads_a_trained_run(tmp_path):
         assert np.all(np.diff(curve["energy"]) >= -1e-9) and abs(curve["energy"][-1] - 1) < 1e-6
     script.main(["--run", str(run), "--results", str(results_file), "--render", "--figure", str(tmp_path / "r.png")])
     assert (tmp_path / "r.png").stat().st_size > 0
+
+
+# -- Reformer's LSH attention ------------------------------------------------------------------------------------------
+lsh_module = importlib.import_module("minitransformer.functional.lsh_attention")
+
+
+def lsh_reference_pattern(buckets, chunk, is_causal):
+    """The pairs, one query at a time: sort by (bucket, position), chunk, same bucket, own or previous chunk."""
+    n = len(buckets)
+    order = sorted(range(n), key=lambda p: (buckets[p], p))
+    chunk_of = {p: order.index(p) // chunk for p in range(n)}
+    rows = []
+    for i in range(n):
+        seen = [j != i and buckets[j] == buckets[i] and chunk_of[j] in (chunk_of[i], chunk_of[i] - 1)
+                and (j <= i or not is_causal) for j in range(n)]
+        rows.append(seen if any(seen) else [j == i for j in range(n)])
+    return np.array(rows)
+
+
+@pytest.mark.parametrize("n, chunk, buckets, is_causal", [(12, 4, 4, False), (12, 3, 2, True), (16, 16, 8, False),
+                                                          (10, 1, 4, True)])
+def test_lsh_attention_is_eq1_on_its_pattern(rng, n, chunk, buckets, is_causal):
+    q, _, v = qkv(rng, n, n)
+    rotations = lsh_module.random_rotations(5, buckets, 1, seed=4, device="cpu")
+    hashed = lsh_module.lsh_buckets(q, rotations)[0]                                 # (B, h, n)
+    pattern = np.stack([[lsh_reference_pattern(list(hashed[b, h]), chunk, is_causal) for h in range(2)]
+                        for b in range(2)])
+    np.testing.assert_array_equal(F.lsh_pattern(hashed, chunk, is_causal), pattern)
+    assert_same_values_and_gradients(
+        lambda q, v: F.lsh_attention(q, v, buckets, chunk, is_causal, seed=4),
+        lambda q, v: F.scaled_dot_product_attention(q, q / (q * q).sum(axis=-1, keepdims=True) ** 0.5, v,
+                                                    mask=pattern), [q, v], rng)
+
+
+def test_lsh_attention_gradcheck(rng):
+    q, _, v = qkv(rng, 8, 8, heads=1)
+    assert mt.gradcheck(lambda q, v: F.lsh_attention(q, v, n_buckets=2, chunk=4, causal=True, seed=1), [q, v])
+
+
+def test_near_vectors_share_buckets_and_more_hashes_find_more_neighbours():
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((1, 64))
+    rotations = lsh_module.random_rotations(64, 8, 50, seed=0, device="cpu")
+    near, far = x + 0.05 * rng.standard_normal((1, 64)), rng.standard_normal((1, 64))
+    same = lambda y: (lsh_module.lsh_buckets(x, rotations) == lsh_module.lsh_buckets(y, rotations)).mean()   # noqa
+    assert same(near) > 0.8 > 0.4 > same(far)
+    queries, keys = rng.standard_normal((200, 16)), rng.standard_normal((300, 16))
+    recalls = [F.bucket_recall(queries, keys, 8, hashes, seed=3) for hashes in (1, 2, 4, 8)]
+    assert all(a <= b for a, b in zip(recalls, recalls[1:])) and recalls[0] < recalls[-1]
+    assert F.bucket_recall(queries, keys, 2, 1, top=300) == pytest.approx(0.5, abs=0.05)   # any key: half, 2 buckets
+
+
+def test_a_chunk_that_cannot_see_the_one_before_is_caught(rng, monkeypatch):
+    real = lsh_module.concatenate
+    monkeypatch.setattr(lsh_module, "concatenate",
+                        lambda parts, axis: real([parts[1] * 0.0 + parts[1], parts[1]], axis) if axis == 3
+                        else real(parts, axis))                       # the previous chunk replaced by its own
+    q, _, v = qkv(rng, 12, 12)
+    out = F.lsh_attention(q, v, 2, 3, seed=4)
+    monkeypatch.undo()
+    hashed = lsh_module.lsh_buckets(q, lsh_module.random_rotations(5, 2, 1, seed=4, device="cpu"))[0]
+    keys = q.data / np.linalg.norm(q.data, axis=-1, keepdims=True)
+    expected = F.scaled_dot_product_attention(q, mt.Tensor(keys), v, mask=F.lsh_pattern(hashed, 3)).data
+    assert np.abs(out.data - expected).max() > 1e-3
+
+
+def test_lsh_refuses_bad_arguments(rng):
+    q, _, v = qkv(rng, 10, 10)
+    with pytest.raises(ValueError, match="divides n = 10"):
+        F.lsh_attention(q, v, chunk=4)
+    with pytest.raises(ValueError, match="n_buckets must be an even integer"):
+        F.lsh_attention(q, v, n_buckets=3, chunk=5)
+    with pytest.raises(ValueError, match="n_hashes must be a positive integer"):
+        F.bucket_recall(q.data[0, 0], q.data[0, 0], 4, 0)
