@@ -63,15 +63,20 @@ def longformer_pattern(length: int, window: int, dilation: int = 1, global_token
     xp, i, j = _grid(length, device)
     window = _positive("window", window, "longformer_pattern")
     dilation = _positive("dilation", dilation, "longformer_pattern")
-    offset = j - i
-    allowed = (xp.abs(offset) <= window * dilation) & (offset % dilation == 0)
-    globals_ = xp.zeros(length, dtype=bool)
+    is_global = xp.zeros((length, 1), dtype=bool)                         # (n, 1): True for a global token
     for token in global_tokens:
         if isinstance(token, bool) or int(token) != token or not 0 <= token < length:
             raise ValueError(f"longformer_pattern: global token {token!r} is not a position in [0, {length})")
-        globals_[int(token)] = True
-    allowed = allowed | globals_[:, None] | globals_[None, :]          # a global token sees all, all see it
-    return allowed & (offset <= 0) if causal else allowed
+        is_global[int(token)] = True
+    # Exercise 13.5 — Longformer's dilated window with global tokens (chapters/13-long-sequences.md; graded by pytest -m ex_13_5)
+    ### BEGIN SOLUTION
+    offset = j - i                                                         # (n, n): how far key j is from query i
+    allowed = (xp.abs(offset) <= window * dilation) & (offset % dilation == 0)   # j = i + d·m, |m| ≤ w
+    allowed = allowed | is_global | is_global.T                            # a global token sees all, all see it
+    if causal:
+        allowed = allowed & (offset <= 0)                                  # and never a later key
+    ### END SOLUTION
+    return allowed
 
 
 def bigbird_layout(n_blocks: int, n_random: int = 1, n_global: int = 1, seed: int = 0):
