@@ -781,12 +781,19 @@ def test_energy_rank_counts_singular_values():
         rank(np.eye(2), 1.5)
 
 
-def test_the_rank_script_reads_a_trained_run(tmp_path):
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    """A toy model trained for two steps: enough for the scripts that read a trained run's attention."""
     from minitransformer.train import train
     from minitransformer.training.options import TrainOptions
 
-    run = tmp_path / "run"
+    run = tmp_path_factory.mktemp("tiny") / "run"
     train(TrainOptions(out=str(run), preset="toy", limit=30, steps=2, average=1, evaluate=False, quiet=True))
+    return run
+
+
+def test_the_rank_script_reads_a_trained_run(tmp_path, tiny_run):
+    run = tiny_run
     results_file = tmp_path / "rank.json"
     script = benchmark_module("attention_rank")
     assert script.main(["--run", str(run), "--sentences", "3", "--results", str(results_file)]) == 0
@@ -874,3 +881,40 @@ def test_lsh_refuses_bad_arguments(rng):
         F.lsh_attention(q, v, n_buckets=3, chunk=5)
     with pytest.raises(ValueError, match="n_hashes must be a positive integer"):
         F.bucket_recall(q.data[0, 0], q.data[0, 0], 4, 0)
+
+
+# -- the benchmark's other kinds, at toy sizes (what is timed here is not looked at) ----------------------------
+def test_the_benchmark_runs_the_other_kinds_at_a_toy_size():
+    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "long_sequences.py"), "--quick", "--lengths",
+                             "64", "--functions", "sparse,linformer,lsh"], capture_output=True, text=True, timeout=300,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=ROOT / "benchmarks")
+    assert result.returncode == 0, result.stderr
+    records = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
+    assert [r["function"] for r in records] == ["sparse", "linformer", "lsh"] and all("seconds" in r for r in records)
+    assert "| n | BigBird blocks | Linformer, k = 256 | LSH, 1 round |" in result.stdout
+    refused = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "long_sequences.py"), "--functions", "nope"],
+                             capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert refused.returncode == 2 and "unknown function(s) nope" in refused.stderr
+
+
+def test_the_cache_benchmark_at_a_toy_size_shows_the_state_does_not_grow():
+    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "long_sequences.py"), "--cache", "--quick",
+                             "--lengths", "16,32"], capture_output=True, text=True, timeout=300,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert result.returncode == 0, result.stderr
+    by = {(r["kind"], r["n"]): r["cache_bytes"] for r in map(json.loads, result.stdout.splitlines())}
+    assert by[("linear", 16)] == by[("linear", 32)] and by[("softmax", 32)] == 2 * by[("softmax", 16)]
+
+
+def test_the_approximation_errors_on_a_trained_runs_own_queries(tiny_run):
+    bench = benchmark_module("long_sequences")
+    triples = bench.own_qkv(tiny_run, 3)
+    config = mt.translator.Translator.load(tiny_run).model.config
+    assert len(triples) == 3 * config.n_layers and all(q.shape[:2] == (1, config.n_heads) for q, _, _ in triples)
+    found = bench.approximation_errors(triples)
+    assert set(found["relative_error"]) == set(bench.APPROXIMATIONS)
+    assert all(np.isfinite(e) and e >= 0 for e in found["relative_error"].values())
+    rng = np.random.default_rng(0)
+    short = [tuple(rng.standard_normal((1, 2, 3, 4)) for _ in range(3))]        # n = 3: every window sees all
+    exact = bench.approximation_errors(short)["relative_error"]
+    assert exact["local, w = 2"] < 1e-12 and exact["BigBird, b = 4"] < 1e-12 and exact["linear"] > 1e-3
