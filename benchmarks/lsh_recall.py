@@ -11,6 +11,7 @@ Nothing is timed: the counts follow from the seed.
 """
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
@@ -38,11 +39,14 @@ def measure() -> dict:
             "by": {f"b{row['buckets']}_top{row['top']}_r{row['hashes']}": row["recall"] for row in rows}}
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--results", type=Path, default=RESULTS)
+    args = parser.parse_args(argv)
     results = measure()
-    tmp = RESULTS.with_suffix(".json.tmp")
+    tmp = args.results.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
-    tmp.replace(RESULTS)
+    tmp.replace(args.results)
     for row in results["rows"]:
         print(f"{row['buckets']:>3} buckets, top {row['top']}, {row['hashes']:>2} rounds: recall {row['recall']:.3f} "
               f"(chance {row['chance']:.3f})")

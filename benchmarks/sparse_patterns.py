@@ -11,6 +11,7 @@ timed: the counts follow from the definitions (and BigBird's seed).
 """
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
@@ -51,7 +52,7 @@ def measure() -> dict:
     return {"command": "python benchmarks/sparse_patterns.py", "n": N, "block": BLOCK, "patterns": counts}
 
 
-def draw(results: dict) -> None:
+def draw(results: dict, path: Path = FIGURE) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -71,18 +72,23 @@ def draw(results: dict) -> None:
         ax.set_yticks([])
     axes[0].set_ylabel("query i")
     fig.tight_layout()
-    fig.savefig(FIGURE, dpi=90, bbox_inches="tight")
-    with saving_chapter_figures("ja"):
-        fig.savefig(FIGURE, dpi=90, bbox_inches="tight")
+    fig.savefig(path, dpi=90, bbox_inches="tight")
+    if path == FIGURE:                                      # the Japanese edition's copy, chapters/figures/ja/
+        with saving_chapter_figures("ja"):
+            fig.savefig(path, dpi=90, bbox_inches="tight")
     plt.close(fig)
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--results", type=Path, default=RESULTS)
+    parser.add_argument("--figure", type=Path, default=FIGURE)
+    args = parser.parse_args(argv)
     results = measure()
-    tmp = RESULTS.with_suffix(".json.tmp")
+    tmp = args.results.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
-    tmp.replace(RESULTS)
-    draw(results)
+    tmp.replace(args.results)
+    draw(results, args.figure)
     for name, count in results["patterns"].items():
         print(f"{name}: {count['pairs']} of {count['of_pairs']} pairs, {count['tiles']} of {count['of_tiles']} tiles")
     return 0
