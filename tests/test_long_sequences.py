@@ -918,3 +918,34 @@ def test_the_approximation_errors_on_a_trained_runs_own_queries(tiny_run):
     short = [tuple(rng.standard_normal((1, 2, 3, 4)) for _ in range(3))]        # n = 3: every window sees all
     exact = bench.approximation_errors(short)["relative_error"]
     assert exact["local, w = 2"] < 1e-12 and exact["BigBird, b = 4"] < 1e-12 and exact["linear"] > 1e-3
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["sparse", "linformer", "lsh"])
+def test_the_other_kinds_run_on_cupy_and_agree_with_numpy(rng, name):
+    def call(device):
+        to = lambda a: mt.backend.to_device(a, device)                 # noqa: E731
+        pattern = F.longformer_pattern(11, 2, 2, [0], device=device)
+        e, f = (mt.Tensor(to(np.random.default_rng(s).standard_normal((4, 11))), requires_grad=True) for s in (1, 2))
+        return {"sparse": lambda q, k, v: F.sparse_attention(q, k, v, pattern, block_size=4),
+                "linformer": lambda q, k, v: F.linformer_attention(q, k, v, e, f),
+                "lsh": lambda q, v: F.lsh_attention(q, v, n_buckets=4, chunk=11, seed=2)}[name]   # keys are queries
+    inputs = qkv(rng, 11, 11, d_v=5)
+    inputs = [inputs[0], inputs[2]] if name == "lsh" else inputs
+    upstream = rng.standard_normal((2, 2, 11, 5))
+    expected, expected_grads = values_and_gradients(call("cpu"), inputs, upstream)
+    on_gpu = [mt.Tensor(mt.backend.to_device(x.data, "cuda"), requires_grad=True) for x in inputs]
+    out = call("cuda")(*on_gpu)
+    out.backward(mt.backend.to_device(upstream, "cuda"))
+    np.testing.assert_allclose(out.numpy(), expected, atol=1e-10)
+    for x, want in zip(on_gpu, expected_grads):
+        np.testing.assert_allclose(mt.backend.asnumpy(x.grad), want, atol=1e-10)
+
+
+@pytest.mark.gpu
+def test_the_recurrent_step_runs_on_cupy(rng):
+    q, k, v = (x.data for x in qkv(rng, 6, 6))
+    out, (kv, z) = linear_module.linear_attention_step(*(mt.backend.to_device(a, "cuda") for a in (q, k, v)))
+    expected, (kv_cpu, _) = linear_module.linear_attention_step(q, k, v)
+    np.testing.assert_allclose(out.numpy(), expected.data, atol=1e-10)
+    np.testing.assert_allclose(mt.backend.asnumpy(kv), kv_cpu, atol=1e-10)
