@@ -20,6 +20,16 @@ with every figure (other jobs share the cores).
                                                         # writes benchmarks/results/long_sequences_gpu.json;
                                                         # says so and exits 0 where CuPy sees no GPU
     python benchmarks/long_sequences.py --render        # chapter 13's tables and figure from the JSON
+    python benchmarks/long_sequences.py --functions sparse,linformer,lsh   # the other kinds of chapter 13
+    python benchmarks/long_sequences.py --cache         # decoding: the linear state against the softmax cache,
+                                                        # writes benchmarks/results/long_sequences_cache.json
+    python benchmarks/long_sequences.py --error --run runs/enja   # each approximation against eq. 1 on the
+                                                        # trained run's own q, k, v: attention_error.json
+
+The other kinds: "sparse" is BigBird's layout (blocks of 64, one global and one random block) through
+flash's tiles; "linformer" projects to k = 256 summaries with fixed Gaussian E, F; "lsh" is one round
+of shared-QK LSH attention (chunks of 64, n/64 buckets, at least 2). A results file shows the columns of
+the functions it measured.
 """
 from __future__ import annotations
 
@@ -42,8 +52,12 @@ CHAPTER = ROOT / "chapters" / "13-long-sequences.md"
 FIGURE = ROOT / "chapters" / "figures" / "13-memory-time.png"
 
 BATCH, HEADS, D_K = 1, 4, 64
-FUNCTIONS = ("sdpa", "flash", "local", "linear")
-LABELS = {"sdpa": "eq. 1 (SDPA)", "flash": "flash", "local": "local, w = 128", "linear": "linear"}
+FUNCTIONS = ("sdpa", "flash", "local", "linear")                       # the default run, the chapter's table
+OTHER_FUNCTIONS = ("sparse", "linformer", "lsh")
+LABELS = {"sdpa": "eq. 1 (SDPA)", "flash": "flash", "local": "local, w = 128", "linear": "linear",
+          "sparse": "BigBird blocks", "linformer": "Linformer, k = 256", "lsh": "LSH, 1 round"}
+LINFORMER_K, LSH_CHUNK = 256, 64
+CACHE_LENGTHS = (1024, 2048, 4096, 8192, 16384)
 LENGTHS = (64, 256, 1024, 2048, 4096, 8192, 16384)
 MEMORY_LENGTHS = (256, 1024, 4096, 16384)
 GPU_LENGTHS = (1024, 4096, 16384, 32768)
@@ -55,13 +69,33 @@ def sdpa_bytes(n: int, itemsize: int = 4) -> int:
 
 
 # -- the worker: one function, one length, one process ------------------------------------------------------
-def attention_call(name: str, window: int, block: int):
+def attention_call(name: str, window: int, block: int, n: int | None = None, xp=None, dtype="float32"):
+    """The call of one function on q, k, v; the other kinds are built for one length n (and device xp)."""
+    import numpy as np
+
+    import minitransformer as mt
     import minitransformer.functional as F
 
-    return {"sdpa": lambda q, k, v: F.scaled_dot_product_attention(q, k, v),
-            "flash": lambda q, k, v: F.flash_attention(q, k, v, block_size=block),
-            "local": lambda q, k, v: F.local_attention(q, k, v, window),
-            "linear": lambda q, k, v: F.linear_attention(q, k, v)}[name]
+    calls = {"sdpa": lambda q, k, v: F.scaled_dot_product_attention(q, k, v),
+             "flash": lambda q, k, v: F.flash_attention(q, k, v, block_size=block),
+             "local": lambda q, k, v: F.local_attention(q, k, v, window),
+             "linear": lambda q, k, v: F.linear_attention(q, k, v)}
+    if name in calls:
+        return calls[name]
+    if name not in OTHER_FUNCTIONS:
+        raise ValueError(f"unknown function {name!r}; one of {', '.join(FUNCTIONS + OTHER_FUNCTIONS)}")
+    if n is None:
+        raise ValueError(f"attention_call: {name!r} is built for one length n")
+    if name == "sparse":
+        layout = F.bigbird_layout(-(-n // block), 1, 1, seed=0)
+        return lambda q, k, v: F.flash_attention(q, k, v, block_size=block, block_mask=layout)
+    if name == "linformer":                   # fixed Gaussian E, F: the random projection of Linformer's Theorem 1
+        rows, xp = min(LINFORMER_K, n), xp or np
+        e, f = (mt.Tensor(xp.asarray((np.random.default_rng(seed).standard_normal((rows, n)) / rows ** 0.5)
+                                     .astype(dtype))) for seed in (1, 2))
+        return lambda q, k, v: F.linformer_attention(q, k, v, e, f)
+    chunk = min(LSH_CHUNK, n)
+    return lambda q, k, v: F.lsh_attention(q, v, n_buckets=max(2, 2 * (n // (2 * chunk))), chunk=chunk, seed=0)
 
 
 def worker(name: str, n: int, repeats: int, window: int, block: int, device: str) -> dict:
@@ -74,7 +108,7 @@ def worker(name: str, n: int, repeats: int, window: int, block: int, device: str
     q, k, v = (mt.Tensor(xp.asarray(rng.standard_normal((BATCH, HEADS, n, D_K)).astype(np.float32)),
                          requires_grad=True) for _ in range(3))
     upstream = xp.asarray(rng.standard_normal((BATCH, HEADS, n, D_K)).astype(np.float32))
-    call = attention_call(name, window, block)
+    call = attention_call(name, window, block, n, xp)
     synchronize, peak = (lambda: None), None
     if device == "cuda":
         synchronize, peak = _gpu_peak_tracker(xp)
@@ -151,11 +185,12 @@ def machine(threads: int) -> dict:
 
 
 def run(args, device: str) -> dict:
-    lengths = [n for n in (GPU_LENGTHS if device == "cuda" else LENGTHS) if not args.quick or n <= 1024]
+    lengths = args.lengths or (GPU_LENGTHS if device == "cuda" else LENGTHS)
+    lengths = [n for n in lengths if not args.quick or n <= 1024]
     limit = args.sdpa_limit_gib * 2 ** 30
     records = []
     for n in lengths:
-        for name in FUNCTIONS:
+        for name in args.functions:
             if name == "sdpa" and sdpa_bytes(n) > limit:
                 record = {"function": name, "n": n, "skipped": (
                     f"eq. 1 would hold three (B·h·n²) float32 arrays, {sdpa_bytes(n) / 2 ** 30:.1f} GiB, over the "
@@ -190,9 +225,16 @@ def table(results: dict) -> dict:
     return {(r["function"], r["n"]): r for r in results["records"]}
 
 
+def measured_functions(results: dict) -> list[str]:
+    """The functions a results file measured, in the order of the tables."""
+    found = {r["function"] for r in results["records"]}
+    return [f for f in FUNCTIONS + OTHER_FUNCTIONS if f in found]
+
+
 def render_markdown(results: dict) -> str:
     """The chapter's tables, from the results file only."""
     by = table(results)
+    functions = measured_functions(results)
     lengths = sorted({r["n"] for r in results["records"]})
     memory_lengths = [n for n in MEMORY_LENGTHS if n in lengths]
 
@@ -207,14 +249,14 @@ def render_markdown(results: dict) -> str:
         return fmt(record[key])
 
     lines = [f"Memory added by one forward + backward (MiB; B = {BATCH}, h = {HEADS}, d_k = {D_K}, float32):", "",
-             "| n | " + " | ".join(LABELS[f] for f in FUNCTIONS) + " |", "|---" * (len(FUNCTIONS) + 1) + "|"]
+             "| n | " + " | ".join(LABELS[f] for f in functions) + " |", "|---" * (len(functions) + 1) + "|"]
     for n in memory_lengths:
-        lines.append(f"| {n:,} | " + " | ".join(cell(f, n, "added_mib", lambda x: f"{x:,.0f}") for f in FUNCTIONS)
+        lines.append(f"| {n:,} | " + " | ".join(cell(f, n, "added_mib", lambda x: f"{x:,.0f}") for f in functions)
                      + " |")
     lines += ["", "Time of one forward + backward (seconds, best of the runs):", "",
-              "| n | " + " | ".join(LABELS[f] for f in FUNCTIONS) + " |", "|---" * (len(FUNCTIONS) + 1) + "|"]
+              "| n | " + " | ".join(LABELS[f] for f in functions) + " |", "|---" * (len(functions) + 1) + "|"]
     for n in lengths:
-        lines.append(f"| {n:,} | " + " | ".join(cell(f, n, "seconds", lambda x: f"{x:.3g}") for f in FUNCTIONS)
+        lines.append(f"| {n:,} | " + " | ".join(cell(f, n, "seconds", lambda x: f"{x:.3g}") for f in functions)
                      + " |")
     skipped = [r for r in results["records"] if "skipped" in r]
     loads = [r[key] for r in results["records"] for key in ("load_before", "load_after") if key in r]
@@ -302,7 +344,7 @@ def draw(results: dict, path: Path, language: str = "en") -> None:
 
     by = table(results)
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
-    for name, marker in zip(FUNCTIONS, "osd^"):
+    for name, marker in zip(measured_functions(results), "osd^v<>"):
         points = sorted((n, r) for (f, n), r in by.items() if f == name and "seconds" in r)
         ns = [n for n, _ in points]
         axes[0].loglog(ns, [max(r["added_mib"], 0.1) for _, r in points], marker + "-", label=LABELS[name])
@@ -324,6 +366,123 @@ def draw(results: dict, path: Path, language: str = "en") -> None:
     plt.close(fig)
 
 
+# -- decoding: the linear state against the softmax cache ---------------------------------------------------
+def cache_worker(kind: str, n: int) -> dict:
+    """Decode n positions with a one-layer decoder of the default width; the cache's bytes and the peak memory."""
+    import numpy as np
+
+    import minitransformer as mt
+
+    config = mt.nn.TransformerConfig(src_vocab_size=64, tgt_vocab_size=64, d_model=256, n_heads=4, d_ff=1024,
+                                     n_layers=1, dropout=0.0, max_len=n + 1, attention=kind)
+    model = mt.nn.Transformer(config)
+    memory, src_mask = model.encode(np.array([[4, 5, 6, 7]]))
+    cache, ids = model.init_cache(), np.random.default_rng(0).integers(3, 64, n)
+    before = memory_mib()["VmRSS"]
+    with mt.no_grad():
+        for t in range(n):
+            model.decode_step(ids[t:t + 1], memory, src_mask, cache)
+    return {"cache_bytes": sum(layer.self_attn.nbytes for layer in cache.layers),
+            "added_mib": round(memory_mib()["VmHWM"] - before, 1)}
+
+
+def run_cache(args) -> dict:
+    records = []
+    for n in args.lengths or CACHE_LENGTHS:
+        for kind in ("softmax", "linear"):
+            command = [sys.executable, str(Path(__file__).resolve()), "--cache-worker", kind, "--n", str(n)]
+            load = os.getloadavg()[0]
+            result = subprocess.run(command, env=worker_env(args.threads, "default"), capture_output=True, text=True)
+            record = ({"kind": kind, "n": n, "failed": result.stderr.strip().splitlines()[-1][:300]} if result.returncode
+                      else {"kind": kind, "n": n, **json.loads(result.stdout.strip().splitlines()[-1]),
+                            "load_before": round(load, 2), "load_after": round(os.getloadavg()[0], 2)})
+            records.append(record)
+            print(json.dumps(record), flush=True)
+    return {"command": "python " + " ".join([Path(sys.argv[0]).as_posix(), *sys.argv[1:]]),
+            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "machine": machine(args.threads),
+            "model": "one decoder layer, d_model 256, 4 heads, float32", "records": records}
+
+
+# -- approximation error on a trained run's own queries, keys and values -------------------------------------
+def own_qkv(run: Path, sentences: int):
+    """(q, k, v) of every encoder self-attention call (B = 1, h, n, d_k) of a trained run, float64, per sentence."""
+    import numpy as np
+
+    import minitransformer.nn.attention as attention_module
+    from minitransformer.translator import Translator
+
+    translator = Translator.load(run)
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from heads import corpus_of  # noqa: PLC0415
+
+    from minitransformer import backend
+
+    seen, real = [], attention_module.attend
+
+    def recording(kind, q, k, v, *args, **kwargs):
+        seen.append(tuple(backend.asnumpy(x.data).astype(np.float64) for x in (q, k, v)))
+        return real(kind, q, k, v, *args, **kwargs)
+
+    attention_module.attend = recording
+    alike = attention_module.MultiHeadAttention._projections_alike
+    attention_module.MultiHeadAttention._projections_alike = lambda self: False   # the unpacked path calls attend
+    try:
+        for english, _ in corpus_of(run).pairs("test")[:sentences]:
+            ids = translator.encode_sources([english])[0]
+            translator.model.encode(np.asarray([ids], dtype=np.int64))
+    finally:
+        attention_module.attend = real
+        attention_module.MultiHeadAttention._projections_alike = alike
+    return seen
+
+
+APPROXIMATIONS = ("local, w = 2", "BigBird, b = 4", "strided, l = 4", "linear", "Linformer, k = n/2", "LSH, 1 round")
+
+
+def approximation_errors(triples) -> dict:
+    """Relative error ‖o − o_eq.1‖ / ‖o_eq.1‖ of each approximation, averaged over the calls, and the n seen."""
+    import numpy as np
+
+    import minitransformer as mt
+    import minitransformer.functional as F
+
+    errors = {name: [] for name in APPROXIMATIONS}
+    for q, k, v in triples:
+        n = q.shape[-2]
+        q_, k_, v_ = (mt.Tensor(x) for x in (q, k, v))
+        exact = F.scaled_dot_product_attention(q_, k_, v_).data
+        rows = max(1, n // 2)
+        e, f = (mt.Tensor(np.random.default_rng(s).standard_normal((rows, n)) / rows ** 0.5) for s in (1, 2))
+        blocks = F.expand_layout(F.bigbird_layout(-(-n // 4), 1, 1, seed=0), 4, n, device="cpu")
+        keep = n - n % 4 if n >= 4 else n                     # LSH needs whole chunks: the first 4·⌊n/4⌋ positions
+        strided = np.logical_or(*F.strided_pattern(n, 4, device="cpu"))   # both heads, and both directions (an encoder)
+        outputs = {
+            "local, w = 2": F.local_attention(q_, k_, v_, 2).data,
+            "BigBird, b = 4": F.sparse_attention(q_, k_, v_, blocks, block_size=4).data,
+            "strided, l = 4": F.sparse_attention(q_, k_, v_, strided | strided.T, block_size=4).data,
+            "linear": F.linear_attention(q_, k_, v_).data,
+            "Linformer, k = n/2": F.linformer_attention(q_, k_, v_, e, f).data,
+        }
+        for name, out in outputs.items():
+            errors[name].append(float(np.linalg.norm(out - exact) / np.linalg.norm(exact)))
+        lsh_q = mt.Tensor(q[..., :keep, :])
+        lsh = F.lsh_attention(lsh_q, mt.Tensor(v[..., :keep, :]), n_buckets=4, chunk=min(4, keep), seed=0).data
+        shared = F.scaled_dot_product_attention(lsh_q, lsh_q / ((lsh_q * lsh_q).sum(axis=-1, keepdims=True) ** 0.5),
+                                                mt.Tensor(v[..., :keep, :])).data   # LSH's own exact: shared QK
+        errors["LSH, 1 round"].append(float(np.linalg.norm(lsh - shared) / np.linalg.norm(shared)))
+    return {"calls": len(triples), "lengths": sorted({int(q.shape[-2]) for q, _, _ in triples}),
+            "relative_error": {name: round(float(np.mean(found)), 4) for name, found in errors.items()}}
+
+
+def write(path: Path, results: dict) -> None:
+    """The results file, atomically (a half-written file never replaces a whole one)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
+    tmp.replace(path)
+    print(f"wrote {path}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="n ≤ 1,024 only; writes no results file")
@@ -334,11 +493,44 @@ def main() -> int:
     parser.add_argument("--block", type=int, default=64, help="flash block size on the CPU")
     parser.add_argument("--gpu-block", type=int, default=256, help="flash block size on the GPU")
     parser.add_argument("--sdpa-limit-gib", type=float, default=6.0)
+    parser.add_argument("--functions", default=",".join(FUNCTIONS),
+                        help=f"which functions, of {', '.join(FUNCTIONS + OTHER_FUNCTIONS)} (default: the first four)")
+    parser.add_argument("--lengths", default=None, help="comma-separated lengths instead of the default ones")
+    parser.add_argument("--cache", action="store_true", help="decoding: linear state against softmax cache")
+    parser.add_argument("--error", action="store_true", help="each approximation against eq. 1 on --run's q, k, v")
+    parser.add_argument("--run", default="runs/enja", help="the trained run for --error (default runs/enja)")
+    parser.add_argument("--sentences", type=int, default=100, help="test sentences for --error (default 100)")
+    parser.add_argument("--cache-worker", help=argparse.SUPPRESS)
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--n", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--repeats", type=int, default=3, help=argparse.SUPPRESS)
     parser.add_argument("--device", default="cpu", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    args.functions = [name.strip() for name in args.functions.split(",") if name.strip()]
+    unknown = [name for name in args.functions if name not in FUNCTIONS + OTHER_FUNCTIONS]
+    if unknown:
+        parser.error(f"unknown function(s) {', '.join(unknown)}; choose from {', '.join(FUNCTIONS + OTHER_FUNCTIONS)}")
+    args.lengths = [int(n) for n in args.lengths.split(",")] if args.lengths else None
+    if args.cache_worker:
+        print(json.dumps(cache_worker(args.cache_worker, args.n)))
+        return 0
+    if args.cache:
+        results = run_cache(args)
+        if not args.quick:
+            write(ROOT / "benchmarks" / "results" / "long_sequences_cache.json", results)
+        return 0
+    if args.error:
+        run_folder = Path(args.run)
+        if not (run_folder / "results.json").is_file():
+            parser.error(f"{run_folder}: no results.json; --error needs a finished training run")
+        sys.path.insert(0, str(ROOT / "benchmarks"))
+        from runs import run_record  # noqa: PLC0415
+        results = {"command": "python " + " ".join([Path(sys.argv[0]).as_posix(), *sys.argv[1:]]),
+                   "run": run_record(run_folder), **approximation_errors(own_qkv(run_folder, args.sentences))}
+        print(json.dumps(results["relative_error"], indent=1))
+        if not args.quick:
+            write(ROOT / "benchmarks" / "results" / "attention_error.json", results)
+        return 0
     if args.worker:
         print(json.dumps(worker(args.worker, args.n, args.repeats, args.window, args.block, args.device)))
         return 0
@@ -356,9 +548,7 @@ def main() -> int:
     results = run(args, "cuda" if args.gpu else "cpu")
     if not args.quick:
         path = GPU_RESULTS if args.gpu else RESULTS
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
-        print(f"wrote {path}")
+        write(path, results)
     print(render_markdown(results))
     return 0
 

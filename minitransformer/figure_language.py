@@ -107,6 +107,8 @@ TEXTS_JA: dict[str, str] = {
     "alignment accuracy": "アライメント正解率",
     # chapter 13
     "key block": "キーのブロック",
+    "key j": "キー j",
+    "query i": "クエリ i",
     "query block": "クエリのブロック",
     "key": "キー",
     "query": "クエリ",
@@ -153,6 +155,13 @@ PATTERNS_JA: list[tuple[str, str]] = [
     (r"local \((\d+) blocks\)\n(\d+) of (\d+) tiles", r"局所（\1 ブロック）\n\3 タイル中 \2"),
     (r"fixed summaries \(every (\d+)th\)\n(\d+) of (\d+) tiles", r"固定の要約（\1 ブロックごと）\n\3 タイル中 \2"),
     (r"local \+ summaries\n(\d+) of (\d+) tiles", r"局所 + 要約\n\2 タイル中 \1"),
+    (r"strided \(l = (\d+)\)\n(\d+) pairs, (\d+) of (\d+) tiles", r"ストライド（l = \1）\n\2 組、\4 タイル中 \3"),
+    (r"fixed \(l = (\d+), c = (\d+)\)\n(\d+) pairs, (\d+) of (\d+) tiles",
+     r"固定（l = \1、c = \2）\n\3 組、\5 タイル中 \4"),
+    (r"Longformer \(w = (\d+), d = (\d+), (\d+) global\)\n(\d+) pairs, (\d+) of (\d+) tiles",
+     r"Longformer（w = \1、d = \2、グローバル \3 個）\n\4 組、\6 タイル中 \5"),
+    (r"BigBird \(b = (\d+), r = (\d+), g = (\d+)\)\n(\d+) pairs, (\d+) of (\d+) tiles",
+     r"BigBird（b = \1、r = \2、g = \3）\n\4 組、\6 タイル中 \5"),
     (r"restricted self-attention, r = (\d+)", r"制限付き自己注意、r = \1"),
     (r"restricted self-attention, w = (\d+) a side \(r = (\d+)\)", r"制限付き自己注意、片側 w = \1（r = \2）"),
 ]

@@ -55,7 +55,7 @@ def test_attend_refuses_masks_it_cannot_split_and_unknown_kinds(rng):
     both = padding([3, 4], 4) & F.causal_mask(4, "cpu")                      # (B, 1, T, T)
     with pytest.raises(ValueError, match=r"takes a key-padding mask \(B, 1, 1, S\) or the causal mask"):
         F.attend("linear", q, k, v, mask=both)
-    with pytest.raises(ValueError, match="attention must be one of softmax, flash, local, linear"):
+    with pytest.raises(ValueError, match="attention must be one of softmax, flash, local, linear, linformer"):
         F.attend("sparse", q, k, v)
     with pytest.raises(ValueError, match="needs a window"):
         F.attend("local", q, k, v)
@@ -84,7 +84,7 @@ def test_attend_drops_and_returns_the_weights_of_softmax_only(rng):
 
 
 @pytest.mark.parametrize("kind, window, dropout, message", [
-    ("sparse", None, 0.0, "attention must be one of softmax, flash, local, linear; got 'sparse'"),
+    ("sparse", None, 0.0, "attention must be one of softmax, flash, local, linear, linformer; got 'sparse'"),
     ("local", None, 0.0, "attention 'local' needs a window"),
     ("local", 1.5, 0.0, "attention 'local' needs a window"),
     ("linear", None, 0.1, "attention 'linear' has no weights to drop"),
@@ -107,7 +107,8 @@ def test_the_command_line_offers_the_kinds_of_the_table():
 
     from minitransformer.training.options import TrainOptions
     choices = {f.name: f.metadata.get("choices") for f in dataclasses.fields(TrainOptions)}
-    assert choices["attention"] == list(F.ATTENTION_KINDS) == ["softmax", "flash", "local", "linear"]
+    assert choices["attention"] == ["softmax", "flash", "local", "linear"]      # the kinds a causal decoder can use
+    assert list(F.ATTENTION_KINDS) == choices["attention"] + ["linformer"]
     assert [kind.name for kind in F.ATTENTION_KINDS.values() if kind.packed] == ["softmax"]
 
 

@@ -609,6 +609,59 @@ def test_causal_linear_attention_does_not_see_the_future(rng):
     np.testing.assert_array_equal(F.linear_attention(q, k, v, causal=True).data[:, :, :5], out.data[:, :, :5])
 
 
+# -- Exercise 13.4: the recurrent step of linear attention ---------------------------------------------------------
+@pytest.mark.grades_13_4
+def test_one_recurrent_step_adds_the_position_to_the_state_and_reads_it(rng):
+    from minitransformer.functional.linear_attention import recurrent_step
+
+    phi_q, phi_k, v = rng.random((2, 3)), rng.random((2, 3)), rng.standard_normal((2, 4))
+    kv, z = rng.random((2, 3, 4)), rng.random((2, 3))
+    num, den, new_kv, new_z = recurrent_step(phi_q, phi_k, v, kv, z)
+    np.testing.assert_allclose(new_kv, kv + phi_k[:, :, None] * v[:, None, :], rtol=1e-12)   # S + φ(k) vᵀ
+    np.testing.assert_allclose(new_z, z + phi_k, rtol=1e-12)
+    np.testing.assert_allclose(num, np.einsum("bd,bde->be", phi_q, new_kv), rtol=1e-12)      # the position sees itself
+    np.testing.assert_allclose(den, (phi_q * new_z).sum(axis=-1, keepdims=True), rtol=1e-12)
+    assert den.shape == (2, 1)
+
+
+@pytest.mark.grades_13_4
+@pytest.mark.parametrize("steps", [[1] * 7, [3, 4]])
+def test_decoding_step_by_step_equals_the_causal_pass(rng, steps):
+    from minitransformer.functional.linear_attention import linear_attention_step
+
+    q, k, v = (rng.standard_normal((1, 2, 7, 3)) for _ in range(3))
+    phi = lambda x: np.where(x > 0, x + 1, np.exp(np.minimum(x, 0)))      # noqa: E731  (elu + 1)
+    similarity = np.tril(phi(q) @ phi(k).swapaxes(-1, -2))                 # φ(q_i)·φ(k_j) for j ≤ i
+    full = similarity @ v / similarity.sum(axis=-1, keepdims=True)        # the causal pass, spelled out
+    state, outs, start = None, [], 0
+    for size in steps:
+        out, state = linear_attention_step(q[..., start:start + size, :], k[..., start:start + size, :],
+                                           v[..., start:start + size, :], state)
+        outs.append(out.data)
+        start += size
+    np.testing.assert_allclose(np.concatenate(outs, axis=-2), full, rtol=1e-10, atol=1e-12)
+
+
+# -- Exercise 13.5: Longformer's dilated window with global tokens --------------------------------------------
+@pytest.mark.grades_13_5
+@pytest.mark.parametrize("n, w, d, g, causal", [(9, 1, 1, (), False), (12, 2, 3, (0, 6), False),
+                                                (10, 2, 2, (3,), True)])
+def test_the_longformer_pattern_pair_by_pair(n, w, d, g, causal):
+    def allowed(i, j):
+        return (any(j == i + d * m for m in range(-w, w + 1)) or i in g or j in g) and (j <= i or not causal)
+    expected = np.array([[allowed(i, j) for j in range(n)] for i in range(n)])
+    got = F.longformer_pattern(n, w, d, g, causal, device="cpu")
+    assert got.shape == (n, n) and got.dtype == bool
+    np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.grades_13_5
+def test_a_global_token_sees_everything_and_is_seen_by_everything():
+    got = F.longformer_pattern(8, 1, 2, [5], device="cpu")
+    assert got[5].all() and got[:, 5].all()
+    assert got[0].sum() == 2 + 1                          # itself, key 2 (d = 2), and the global token 5
+
+
 # -- Exercise 12.1: the alignment error rate of a head ---------------------------------------------------------
 @pytest.mark.grades_12_1
 def test_aer_is_zero_for_a_perfect_head_and_counts_phrase_links_as_possible():

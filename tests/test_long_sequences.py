@@ -455,3 +455,497 @@ def test_table1s_recurrent_row_is_chapter_6s_lstm():
     short, long = (table1.graph_depth(layer.unrolled(mt.Tensor(np.ones((1, n, 8))))) for n in (16, 32))
     assert long > 1.9 * short and table1.graph_depth(layer(mt.Tensor(np.ones((1, 32, 8))))) < 5
     assert table1.path_length(layer, 16, 8, np.random.default_rng(1)) == 1
+
+
+# -- linear attention as a recurrent network: decoding in constant memory -----------------------------------------
+@pytest.mark.parametrize("steps", [[1] * 9, [4, 1, 3, 1], [9]])
+def test_the_recurrent_steps_equal_the_causal_pass(rng, steps):
+    q, k, v = qkv(rng, 9, 9)
+    full = F.linear_attention(q, k, v, causal=True).data
+    state, outs, start = None, [], 0
+    for size in steps:                                      # the new positions, a few at a time
+        rows = slice(start, start + size)
+        out, state = linear_module.linear_attention_step(q.data[..., rows, :], k.data[..., rows, :],
+                                                         v.data[..., rows, :], state)
+        outs.append(out.data)
+        start += size
+    np.testing.assert_allclose(np.concatenate(outs, axis=-2), full, rtol=0, atol=1e-10)
+    kv, z = state                                           # the state is the prefix sums of the whole sequence
+    phi_k = linear_module.elu_plus_one(k.data)
+    np.testing.assert_allclose(kv, phi_k.swapaxes(-1, -2) @ v.data, atol=1e-12)
+    np.testing.assert_allclose(z, phi_k.sum(axis=-2), atol=1e-12)
+
+
+def test_the_recurrent_step_refuses_a_state_that_does_not_fit(rng):
+    q, k, v = (x.data for x in qkv(rng, 1, 1))
+    with pytest.raises(ValueError, match="does not fit"):
+        linear_module.linear_attention_step(q, k, v, (np.zeros((2, 2, 5, 3)), np.zeros((2, 2, 5))))
+    with pytest.raises(ValueError, match="of the same positions"):
+        linear_module.linear_attention_step(q, k[..., :0, :], v)
+
+
+def linear_decoder(d_model=8, heads=2):
+    config = mt.nn.TransformerConfig.tiny(11, d_model=d_model, n_heads=heads, d_ff=16, dropout=0.0, max_len=64,
+                                          attention="linear")
+    return mt.nn.Transformer(config).to(np.float64)
+
+
+def test_cached_linear_decoding_equals_the_full_pass_and_keeps_no_keys():
+    model = linear_decoder()
+    rng = np.random.default_rng(3)
+    src, tgt_in = rng.integers(3, 11, (2, 5)), rng.integers(3, 11, (2, 12))
+    memory, src_mask = model.encode(src)
+    full = model.decode(tgt_in, memory, src_mask).data
+    cache = model.init_cache()
+    with mt.no_grad():
+        steps = [model.decode_step(tgt_in[:, t], memory, src_mask, cache).data for t in range(tgt_in.shape[1])]
+    np.testing.assert_allclose(np.stack(steps, axis=1), full, rtol=0, atol=1e-10)
+    for layer in cache.layers:
+        assert layer.self_attn.keys is None and layer.self_attn.length == 12
+        assert layer.cross_attn.keys is not None                 # cross-attention still projects the memory once
+
+
+def test_the_linear_cache_does_not_grow_with_the_prefix():
+    model = linear_decoder()
+    memory, src_mask = model.encode(np.array([[4, 5, 6]]))
+    cache, sizes = model.init_cache(), []
+    with mt.no_grad():
+        for t in range(40):
+            model.decode_step(np.array([3 + t % 7]), memory, src_mask, cache)
+            sizes.append(sum(layer.self_attn.nbytes for layer in cache.layers))
+    assert len(set(sizes)) == 1 and sizes[0] > 0                # the same bytes after 1 step and after 40
+    softmax = mt.nn.Transformer(mt.nn.TransformerConfig.tiny(11, d_model=8, n_heads=2, d_ff=16, dropout=0.0,
+                                                              max_len=64)).to(np.float64)
+    memory, src_mask = softmax.encode(np.array([[4, 5, 6]]))
+    grown = softmax.init_cache()
+    with mt.no_grad():
+        for t in range(40):
+            softmax.decode_step(np.array([3]), memory, src_mask, grown)
+    assert sum(layer.self_attn.nbytes for layer in grown.layers) == len(grown.layers) * 40 * 2 * 8 * 8   # t keys, values
+
+
+def test_beam_reordering_reorders_the_linear_state():
+    model = linear_decoder()
+    memory, src_mask = model.encode(np.array([[4, 5, 6], [7, 8, 9]]))
+    cache = model.init_cache()
+    with mt.no_grad():
+        model.decode_step(np.array([3, 4]), memory, src_mask, cache)
+        before = [layer.self_attn.state[0].copy() for layer in cache.layers]
+        cache.reorder(np.array([1, 1, 0]))
+    for layer, kv in zip(cache.layers, before):
+        np.testing.assert_array_equal(layer.self_attn.state[0], kv[[1, 1, 0]])
+
+
+def test_a_state_that_forgets_the_past_is_caught(rng, monkeypatch):
+    real = linear_module.recurrent_step
+    monkeypatch.setattr(linear_module, "recurrent_step",
+                        lambda phi_q, phi_k, v, kv, z: real(phi_q, phi_k, v, 0 * kv, z))   # S not carried
+    q, k, v = qkv(rng, 6, 6)
+    out, _ = linear_module.linear_attention_step(q.data, k.data, v.data)
+    with pytest.raises(AssertionError, match="Not equal to tolerance"):
+        np.testing.assert_allclose(out.data, F.linear_attention(q, k, v, causal=True).data, atol=1e-10)
+
+
+# -- sparse patterns: each against a dense mask built from its definition, pair by pair ------------------------------
+sparse_module = importlib.import_module("minitransformer.functional.sparse_patterns")
+
+
+def from_definition(n, allowed):
+    return np.array([[bool(allowed(i, j)) for j in range(n)] for i in range(n)])
+
+
+@pytest.mark.parametrize("n, l", [(10, 3), (16, 4), (7, 1), (5, 9)])
+def test_the_strided_pattern_is_its_definition(n, l):
+    local, strided = F.strided_pattern(n, l, device="cpu")
+    np.testing.assert_array_equal(local, from_definition(n, lambda i, j: max(0, i - l) <= j <= i))
+    np.testing.assert_array_equal(strided, from_definition(n, lambda i, j: j <= i and (i - j) % l == 0))
+
+
+@pytest.mark.parametrize("n, l, c", [(12, 4, 1), (13, 4, 2), (9, 3, 3)])
+def test_the_fixed_pattern_is_its_definition(n, l, c):
+    own_block, summaries = F.fixed_pattern(n, l, c, device="cpu")
+    np.testing.assert_array_equal(own_block, from_definition(n, lambda i, j: j <= i and j // l == i // l))
+    np.testing.assert_array_equal(summaries, from_definition(n, lambda i, j: j <= i and j % l in range(l - c, l)))
+
+
+@pytest.mark.parametrize("n, w, d, g, is_causal", [(12, 2, 1, (), False), (15, 2, 3, (0, 7), False),
+                                                   (11, 1, 2, (4,), True), (6, 9, 1, (5,), False)])
+def test_the_longformer_pattern_is_its_definition(n, w, d, g, is_causal):
+    def allowed(i, j):
+        seen = any(j == i + d * m for m in range(-w, w + 1)) or i in g or j in g
+        return seen and (j <= i or not is_causal)
+    np.testing.assert_array_equal(F.longformer_pattern(n, w, d, g, is_causal, device="cpu"), from_definition(n, allowed))
+
+
+@pytest.mark.parametrize("blocks, r, g, seed", [(8, 1, 1, 0), (10, 2, 2, 5), (4, 5, 0, 1), (6, 0, 6, 2)])
+def test_the_bigbird_layout_is_window_global_and_random_blocks(blocks, r, g, seed):
+    layout = F.bigbird_layout(blocks, r, g, seed)
+    structured = from_definition(blocks, lambda a, b: abs(a - b) <= 1 or a < g or b < g)
+    assert (layout >= structured).all()                                  # the window and the global blocks
+    extra = layout & ~structured
+    assert not extra[:g].any()
+    for row in range(g, blocks):                                         # r random blocks more, or all that were left
+        assert extra[row].sum() == min(r, (~structured[row]).sum())
+    np.testing.assert_array_equal(F.bigbird_layout(blocks, r, g, seed), layout)   # seeded: the same draw again
+    if r and blocks > 4:
+        assert any((F.bigbird_layout(blocks, r, g, s) != layout).any() for s in range(seed + 1, seed + 6))
+
+
+def test_the_covering_layout_holds_exactly_the_touched_tiles():
+    mask = np.zeros((7, 9), bool)
+    mask[0, 8], mask[5, 3] = True, True
+    expected = np.zeros((3, 3), bool)
+    expected[0, 2], expected[1, 1] = True, True
+    np.testing.assert_array_equal(F.covering_layout(mask, 3), expected)
+    np.testing.assert_array_equal(F.expand_layout(expected, 3, 7, 9, device="cpu")[5], [0, 0, 0, 1, 1, 1, 0, 0, 0])
+
+
+PATTERNS = {
+    "strided": lambda n: np.logical_or(*F.strided_pattern(n, 3, device="cpu")),
+    "fixed": lambda n: np.logical_or(*F.fixed_pattern(n, 4, 1, device="cpu")),
+    "longformer": lambda n: F.longformer_pattern(n, 2, 2, (0, 5), device="cpu"),
+    "bigbird": lambda n: F.expand_layout(F.bigbird_layout(-(-n // 4), 1, 1, 3), 4, n, device="cpu"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PATTERNS))
+def test_sparse_attention_is_eq1_on_the_pattern(rng, name):
+    pattern = PATTERNS[name](14)
+    assert_same_values_and_gradients(
+        lambda q, k, v: F.sparse_attention(q, k, v, pattern, block_size=4),
+        lambda q, k, v: F.scaled_dot_product_attention(q, k, v, mask=pattern[None, None]), qkv(rng, 14, 14), rng)
+
+
+@pytest.mark.parametrize("name", ["fixed", "bigbird"])
+def test_sparse_attention_gradcheck(rng, name):
+    pattern = PATTERNS[name](10)
+    assert mt.gradcheck(lambda q, k, v: F.sparse_attention(q, k, v, pattern, block_size=4),
+                        list(qkv(rng, 10, 10, heads=1)))
+
+
+def test_a_pattern_of_whole_tiles_runs_without_an_entry_mask(rng, monkeypatch):
+    seen = []
+    real = sparse_module.flash_attention
+    monkeypatch.setattr(sparse_module, "flash_attention", lambda *a, **kw: seen.append(kw) or real(*a, **kw))
+    q, k, v = qkv(rng, 32, 32, batch=1, heads=1)
+    F.sparse_attention(q, k, v, PATTERNS["bigbird"](32), block_size=4)
+    F.sparse_attention(q, k, v, PATTERNS["strided"](32), block_size=4)
+    assert seen[0]["mask"] is None and seen[1]["mask"] is not None
+    np.testing.assert_array_equal(seen[0]["block_mask"], F.bigbird_layout(8, 1, 1, 3))   # its own tiles only
+
+
+def test_two_layers_of_either_pattern_connect_every_earlier_position():
+    """Child et al. §4.2: each position reaches every earlier one in two steps of the factorised pattern."""
+    n, l = 36, 6
+    for first, second in (F.strided_pattern(n, l, device="cpu"), F.fixed_pattern(n, l, 1, device="cpu")):
+        both = (first | second).astype(int)                              # the merged head, or two layers of heads
+        np.testing.assert_array_equal((both @ both) > 0, np.tril(np.ones((n, n), bool)))
+        assert both.sum() < n * (n + 1) // 2 and not both[n - 1, 1]      # one step does not: it is sparse
+    local, strided = F.strided_pattern(n, l, device="cpu")              # strided: one head after the other suffices
+    np.testing.assert_array_equal((strided.astype(int) @ local.astype(int)) > 0, np.tril(np.ones((n, n), bool)))
+
+
+def test_a_covering_layout_that_drops_the_ragged_tiles_is_caught(rng, monkeypatch):
+    real = sparse_module.covering_layout
+
+    def whole_tiles_only(mask, block_size):
+        layout = real(mask, block_size)
+        layout[-1, :] = layout[:, -1] = False                           # the last, smaller tiles forgotten
+        return layout
+
+    monkeypatch.setattr(sparse_module, "covering_layout", whole_tiles_only)
+    pattern = PATTERNS["longformer"](10)
+    with pytest.raises(AssertionError, match="Not equal to tolerance"):
+        assert_same_values_and_gradients(
+            lambda q, k, v: F.sparse_attention(q, k, v, pattern, block_size=4),
+            lambda q, k, v: F.scaled_dot_product_attention(q, k, v, mask=pattern[None, None]), qkv(rng, 10, 10), rng)
+
+
+def test_sparse_patterns_refuse_bad_arguments(rng):
+    with pytest.raises(ValueError, match="stride must be a positive integer"):
+        F.strided_pattern(8, 0)
+    with pytest.raises(ValueError, match="summary .* cannot exceed"):
+        F.fixed_pattern(8, 2, 3)
+    with pytest.raises(ValueError, match="global token 9 is not a position"):
+        F.longformer_pattern(8, 1, global_tokens=[9])
+    with pytest.raises(ValueError, match="n_random must be >= 0"):
+        F.bigbird_layout(4, -1)
+    with pytest.raises(ValueError, match=r"pattern must be a boolean \(T, S\) = \(5, 5\)"):
+        F.sparse_attention(*qkv(rng, 5, 5), np.ones((5, 4), bool))
+
+
+# -- Linformer: keys and values projected along the sequence -------------------------------------------------------
+linformer_module = importlib.import_module("minitransformer.functional.linformer")
+
+
+def linformer_reference(q, k, v, e, f, lengths=None):
+    """softmax(Q (E K)ᵀ/√d) (F V) summed out position by position, padded keys left out of the sums."""
+    n = k.shape[-2]
+    keep = np.ones(k.shape[:-1] + (1,)) if lengths is None else \
+        (np.arange(n)[None, :] < np.array(lengths)[:, None])[:, None, :, None]
+    projected_k = np.einsum("rj,...jd->...rd", e.data[:, :n], k.data * keep)
+    projected_v = np.einsum("rj,...jd->...rd", f.data[:, :n], v.data * keep)
+    scores = q.data @ projected_k.swapaxes(-1, -2) / np.sqrt(q.shape[-1])
+    weights = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    return (weights / weights.sum(axis=-1, keepdims=True)) @ projected_v
+
+
+@pytest.mark.parametrize("n, n_max, k_proj, lengths", [(7, 7, 3, None), (5, 9, 2, None), (8, 8, 4, [5, 8])])
+def test_linformer_is_its_definition(rng, n, n_max, k_proj, lengths):
+    q, k, v = qkv(rng, n, n)
+    e, f = tensor(rng, k_proj, n_max), tensor(rng, k_proj, n_max)
+    mask = None if lengths is None else padding(lengths, n)
+    out = F.linformer_attention(q, k, v, e, f, mask=mask)
+    np.testing.assert_allclose(out.data, linformer_reference(q, k, v, e, f, lengths), rtol=0, atol=1e-12)
+
+
+def test_linformer_gradcheck_of_all_five_inputs(rng):
+    q, k, v = qkv(rng, 6, 6, heads=1)
+    e, f = tensor(rng, 3, 8), tensor(rng, 3, 8)
+    mask = padding([4, 6], 6)
+    assert mt.gradcheck(lambda q, k, v, e, f: F.linformer_attention(q, k, v, e, f, mask=mask), [q, k, v, e, f])
+
+
+def test_linformer_padding_is_the_same_as_a_shorter_sentence(rng):
+    q, k, v = qkv(rng, 6, 6, batch=1)
+    e, f = tensor(rng, 3, 6), tensor(rng, 3, 6)
+    padded = F.linformer_attention(q, k, v, e, f, mask=padding([4], 6)).data
+    short = F.linformer_attention(q, k[..., :4, :], v[..., :4, :], e, f).data   # the first 4 columns of E and F
+    np.testing.assert_allclose(padded, short, atol=1e-12)
+
+
+def test_linformer_refuses_causal_use_and_bad_shapes(rng):
+    q, k, v = qkv(rng, 5, 5)
+    e, f = tensor(rng, 2, 5), tensor(rng, 2, 5)
+    with pytest.raises(ValueError, match="no causal form. Each projected key E K mixes all n positions"):
+        F.linformer_attention(q, k, v, e, f, causal=True)
+    with pytest.raises(ValueError, match="no causal form"):
+        F.attend("linformer", q, k, v, mask=F.causal_mask(5, "cpu"), window=2, projections=(e, f))
+    with pytest.raises(ValueError, match=r"e must be \(k, n_max\) with n_max >= n = 5"):
+        F.linformer_attention(q, k, v, tensor(rng, 2, 4), f)
+    with pytest.raises(ValueError, match="needs its learned projections"):
+        F.attend("linformer", q, k, v, window=2)
+    with pytest.raises(ValueError, match="key-padding mask of shape"):
+        F.linformer_attention(q, k, v, e, f, mask=np.ones((2, 1, 5, 5), bool))
+    with pytest.raises(ValueError, match="TransformerConfig: attention 'linformer' has no causal form"):
+        mt.nn.TransformerConfig.tiny(11, attention="linformer", attention_window=4)
+    with pytest.raises(ValueError, match="needs max_len"):
+        mt.nn.MultiHeadAttention(8, 2, attention="linformer", window=3)
+    with pytest.raises(ValueError, match="forms no"):
+        mt.nn.attention.attention_weights("linformer", q.data, k.data, window=2)
+
+
+def test_a_linformer_layer_learns_its_projections(rng):
+    layer = mt.nn.MultiHeadAttention(8, 2, attention="linformer", window=3, max_len=10).to(np.float64)
+    x = mt.Tensor(rng.standard_normal((2, 7, 8)))
+    layer(x, mask=padding([5, 7], 7)).sum().backward()
+    assert layer.proj_e.shape == layer.proj_f.shape == (3, 10)
+    assert np.abs(layer.proj_e.grad[:, :5]).sum() > 0 and np.abs(layer.proj_f.grad[:, 7:]).sum() == 0
+    assert mt.gradcheck(lambda x, e: F.attend("linformer", x, x, x, window=3, projections=(e, layer.proj_f)),
+                        [tensor(rng, 1, 2, 7, 4), layer.proj_e])
+
+
+def test_values_projected_with_the_keys_projection_are_caught(rng, monkeypatch):
+    real = linformer_module.project_along_sequence
+    first = []
+
+    def keys_projection_for_both(projection, x):
+        first.append(projection) if not first else None
+        return real(first[0], x)                                # F forgotten: E projects the values as well
+
+    monkeypatch.setattr(linformer_module, "project_along_sequence", keys_projection_for_both)
+    q, k, v = qkv(rng, 6, 6, batch=1)
+    e, f = tensor(rng, 3, 6), tensor(rng, 3, 6)
+    with pytest.raises(AssertionError, match="Not equal to tolerance"):
+        np.testing.assert_allclose(F.linformer_attention(q, k, v, e, f).data, linformer_reference(q, k, v, e, f),
+                                   atol=1e-10)
+
+
+def test_a_projection_that_forgets_the_far_positions_is_caught(rng, monkeypatch):
+    monkeypatch.setattr(linformer_module, "project_along_sequence",
+                        lambda projection, x: projection[:, :x.shape[-2] - 1] @ x[..., :-1, :])   # drops the last key
+    q, k, v = qkv(rng, 6, 6, batch=1)
+    e, f = tensor(rng, 3, 6), tensor(rng, 3, 6)
+    with pytest.raises(AssertionError, match="Not equal to tolerance"):
+        np.testing.assert_allclose(F.linformer_attention(q, k, v, e, f).data, linformer_reference(q, k, v, e, f),
+                                   atol=1e-10)
+
+
+# -- Linformer's premise measured: the energy rank of trained attention matrices ------------------------------------
+def test_energy_rank_counts_singular_values():
+    rank = benchmark_module("attention_rank").energy_rank
+    assert rank(np.eye(10)) == 9                                 # equal singular values: 9 of 10 hold 90 %
+    assert rank(np.outer(np.arange(1, 6), np.ones(5))) == 1      # rank one
+    assert rank(np.diag([3.0, 0.5, 0.1])) == 1 and rank(np.diag([3.0, 0.5, 0.1]), 0.98) == 2   # 9/9.26, 9.25/9.26
+    with pytest.raises(ValueError, match="fraction must be in"):
+        rank(np.eye(2), 1.5)
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    """A toy model trained for two steps: enough for the scripts that read a trained run's attention."""
+    from minitransformer.train import train
+    from minitransformer.training.options import TrainOptions
+
+    run = tmp_path_factory.mktemp("tiny") / "run"
+    train(TrainOptions(out=str(run), preset="toy", limit=30, steps=2, average=1, evaluate=False, quiet=True))
+    return run
+
+
+def test_the_rank_script_reads_a_trained_run(tmp_path, tiny_run):
+    run = tiny_run
+    results_file = tmp_path / "rank.json"
+    script = benchmark_module("attention_rank")
+    assert script.main(["--run", str(run), "--sentences", "3", "--results", str(results_file)]) == 0
+    results = json.loads(results_file.read_text(encoding="utf-8"))
+    assert results["sentences"] == 3 and results["run"]["weights"]
+    config = mt.translator.Translator.load(run).model.config
+    assert len(results["heads"]) == config.n_layers * config.n_heads
+    for head in results["heads"]:
+        assert all(1 <= r <= n for r, n in zip(head["ranks"], results["lengths"]))
+    for curve in results["layer_curves"]:
+        assert np.all(np.diff(curve["energy"]) >= -1e-9) and abs(curve["energy"][-1] - 1) < 1e-6
+    script.main(["--run", str(run), "--results", str(results_file), "--render", "--figure", str(tmp_path / "r.png")])
+    assert (tmp_path / "r.png").stat().st_size > 0
+
+
+# -- Reformer's LSH attention ------------------------------------------------------------------------------------------
+lsh_module = importlib.import_module("minitransformer.functional.lsh_attention")
+
+
+def lsh_reference_pattern(buckets, chunk, is_causal):
+    """The pairs, one query at a time: sort by (bucket, position), chunk, same bucket, own or previous chunk."""
+    n = len(buckets)
+    order = sorted(range(n), key=lambda p: (buckets[p], p))
+    chunk_of = {p: order.index(p) // chunk for p in range(n)}
+    rows = []
+    for i in range(n):
+        seen = [j != i and buckets[j] == buckets[i] and chunk_of[j] in (chunk_of[i], chunk_of[i] - 1)
+                and (j <= i or not is_causal) for j in range(n)]
+        rows.append(seen if any(seen) else [j == i for j in range(n)])
+    return np.array(rows)
+
+
+@pytest.mark.parametrize("n, chunk, buckets, is_causal", [(12, 4, 4, False), (12, 3, 2, True), (16, 16, 8, False),
+                                                          (10, 1, 4, True)])
+def test_lsh_attention_is_eq1_on_its_pattern(rng, n, chunk, buckets, is_causal):
+    q, _, v = qkv(rng, n, n)
+    rotations = lsh_module.random_rotations(5, buckets, 1, seed=4, device="cpu")
+    hashed = lsh_module.lsh_buckets(q, rotations)[0]                                 # (B, h, n)
+    pattern = np.stack([[lsh_reference_pattern(list(hashed[b, h]), chunk, is_causal) for h in range(2)]
+                        for b in range(2)])
+    np.testing.assert_array_equal(F.lsh_pattern(hashed, chunk, is_causal), pattern)
+    assert_same_values_and_gradients(
+        lambda q, v: F.lsh_attention(q, v, buckets, chunk, is_causal, seed=4),
+        lambda q, v: F.scaled_dot_product_attention(q, q / (q * q).sum(axis=-1, keepdims=True) ** 0.5, v,
+                                                    mask=pattern), [q, v], rng)
+
+
+def test_lsh_attention_gradcheck(rng):
+    q, _, v = qkv(rng, 8, 8, heads=1)
+    assert mt.gradcheck(lambda q, v: F.lsh_attention(q, v, n_buckets=2, chunk=4, causal=True, seed=1), [q, v])
+
+
+def test_near_vectors_share_buckets_and_more_hashes_find_more_neighbours():
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((1, 64))
+    rotations = lsh_module.random_rotations(64, 8, 50, seed=0, device="cpu")
+    near, far = x + 0.05 * rng.standard_normal((1, 64)), rng.standard_normal((1, 64))
+    same = lambda y: (lsh_module.lsh_buckets(x, rotations) == lsh_module.lsh_buckets(y, rotations)).mean()   # noqa
+    assert same(near) > 0.8 > 0.4 > same(far)
+    queries, keys = rng.standard_normal((200, 16)), rng.standard_normal((300, 16))
+    recalls = [F.bucket_recall(queries, keys, 8, hashes, seed=3) for hashes in (1, 2, 4, 8)]
+    assert all(a <= b for a, b in zip(recalls, recalls[1:])) and recalls[0] < recalls[-1]
+    assert F.bucket_recall(queries, keys, 2, 1, top=300) == pytest.approx(0.5, abs=0.05)   # any key: half, 2 buckets
+
+
+def test_a_chunk_that_cannot_see_the_one_before_is_caught(rng, monkeypatch):
+    real = lsh_module.concatenate
+    monkeypatch.setattr(lsh_module, "concatenate",
+                        lambda parts, axis: real([parts[1] * 0.0 + parts[1], parts[1]], axis) if axis == 3
+                        else real(parts, axis))                       # the previous chunk replaced by its own
+    q, _, v = qkv(rng, 12, 12)
+    out = F.lsh_attention(q, v, 2, 3, seed=4)
+    monkeypatch.undo()
+    hashed = lsh_module.lsh_buckets(q, lsh_module.random_rotations(5, 2, 1, seed=4, device="cpu"))[0]
+    keys = q.data / np.linalg.norm(q.data, axis=-1, keepdims=True)
+    expected = F.scaled_dot_product_attention(q, mt.Tensor(keys), v, mask=F.lsh_pattern(hashed, 3)).data
+    assert np.abs(out.data - expected).max() > 1e-3
+
+
+def test_lsh_refuses_bad_arguments(rng):
+    q, _, v = qkv(rng, 10, 10)
+    with pytest.raises(ValueError, match="divides n = 10"):
+        F.lsh_attention(q, v, chunk=4)
+    with pytest.raises(ValueError, match="n_buckets must be an even integer"):
+        F.lsh_attention(q, v, n_buckets=3, chunk=5)
+    with pytest.raises(ValueError, match="n_hashes must be a positive integer"):
+        F.bucket_recall(q.data[0, 0], q.data[0, 0], 4, 0)
+
+
+# -- the benchmark's other kinds, at toy sizes (what is timed here is not looked at) ----------------------------
+def test_the_benchmark_runs_the_other_kinds_at_a_toy_size():
+    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "long_sequences.py"), "--quick", "--lengths",
+                             "64", "--functions", "sparse,linformer,lsh"], capture_output=True, text=True, timeout=300,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=ROOT / "benchmarks")
+    assert result.returncode == 0, result.stderr
+    records = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
+    assert [r["function"] for r in records] == ["sparse", "linformer", "lsh"] and all("seconds" in r for r in records)
+    assert "| n | BigBird blocks | Linformer, k = 256 | LSH, 1 round |" in result.stdout
+    refused = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "long_sequences.py"), "--functions", "nope"],
+                             capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert refused.returncode == 2 and "unknown function(s) nope" in refused.stderr
+
+
+def test_the_cache_benchmark_at_a_toy_size_shows_the_state_does_not_grow():
+    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "long_sequences.py"), "--cache", "--quick",
+                             "--lengths", "16,32"], capture_output=True, text=True, timeout=300,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert result.returncode == 0, result.stderr
+    by = {(r["kind"], r["n"]): r["cache_bytes"] for r in map(json.loads, result.stdout.splitlines())}
+    assert by[("linear", 16)] == by[("linear", 32)] and by[("softmax", 32)] == 2 * by[("softmax", 16)]
+
+
+def test_the_approximation_errors_on_a_trained_runs_own_queries(tiny_run):
+    bench = benchmark_module("long_sequences")
+    triples = bench.own_qkv(tiny_run, 3)
+    config = mt.translator.Translator.load(tiny_run).model.config
+    assert len(triples) == 3 * config.n_layers and all(q.shape[:2] == (1, config.n_heads) for q, _, _ in triples)
+    found = bench.approximation_errors(triples)
+    assert set(found["relative_error"]) == set(bench.APPROXIMATIONS)
+    assert all(np.isfinite(e) and e >= 0 for e in found["relative_error"].values())
+    rng = np.random.default_rng(0)
+    short = [tuple(rng.standard_normal((1, 2, 3, 4)) for _ in range(3))]        # n = 3: every window sees all
+    exact = bench.approximation_errors(short)["relative_error"]
+    assert exact["local, w = 2"] < 1e-12 and exact["BigBird, b = 4"] < 1e-12 and exact["linear"] > 1e-3
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["sparse", "linformer", "lsh"])
+def test_the_other_kinds_run_on_cupy_and_agree_with_numpy(rng, name):
+    def call(device):
+        to = lambda a: mt.backend.to_device(a, device)                 # noqa: E731
+        pattern = F.longformer_pattern(11, 2, 2, [0], device=device)
+        e, f = (mt.Tensor(to(np.random.default_rng(s).standard_normal((4, 11))), requires_grad=True) for s in (1, 2))
+        return {"sparse": lambda q, k, v: F.sparse_attention(q, k, v, pattern, block_size=4),
+                "linformer": lambda q, k, v: F.linformer_attention(q, k, v, e, f),
+                "lsh": lambda q, v: F.lsh_attention(q, v, n_buckets=4, chunk=11, seed=2)}[name]   # keys are queries
+    inputs = qkv(rng, 11, 11, d_v=5)
+    inputs = [inputs[0], inputs[2]] if name == "lsh" else inputs
+    upstream = rng.standard_normal((2, 2, 11, 5))
+    expected, expected_grads = values_and_gradients(call("cpu"), inputs, upstream)
+    on_gpu = [mt.Tensor(mt.backend.to_device(x.data, "cuda"), requires_grad=True) for x in inputs]
+    out = call("cuda")(*on_gpu)
+    out.backward(mt.backend.to_device(upstream, "cuda"))
+    np.testing.assert_allclose(out.numpy(), expected, atol=1e-10)
+    for x, want in zip(on_gpu, expected_grads):
+        np.testing.assert_allclose(mt.backend.asnumpy(x.grad), want, atol=1e-10)
+
+
+@pytest.mark.gpu
+def test_the_recurrent_step_runs_on_cupy(rng):
+    q, k, v = (x.data for x in qkv(rng, 6, 6))
+    out, (kv, z) = linear_module.linear_attention_step(*(mt.backend.to_device(a, "cuda") for a in (q, k, v)))
+    expected, (kv_cpu, _) = linear_module.linear_attention_step(q, k, v)
+    np.testing.assert_allclose(out.numpy(), expected.data, atol=1e-10)
+    np.testing.assert_allclose(mt.backend.asnumpy(kv), kv_cpu, atol=1e-10)

@@ -54,6 +54,10 @@ STEPS = [
          quick="{python} benchmarks/book_counts.py --results {tmp}/counts.json"),
     Step("chapter_figures", "{python} benchmarks/chapter_figures.py", "chapter_figures.json", 1,
          quick="{python} benchmarks/chapter_figures.py --results {tmp}/chapter_figures.json"),
+    Step("sparse_patterns", "{python} benchmarks/sparse_patterns.py && {python} benchmarks/lsh_recall.py",
+         "sparse_patterns.json, lsh_recall.json and chapters/figures/13-sparse-patterns.png (counts, nothing timed)",
+         0.1, quick="{python} benchmarks/sparse_patterns.py --results {tmp}/sparse_patterns.json --figure "
+                    "{tmp}/13-sparse-patterns.png && {python} benchmarks/lsh_recall.py --results {tmp}/lsh_recall.json"),
     Step("proof", "{python} benchmarks/train_step.py --proof-only", "train_step_proof.json", 0.3, needs=("torch",),
          quick="{python} benchmarks/train_step.py --proof-only --results {tmp}/train_step_proof.json"),
     Step("default_run", "{python} -m minitransformer train --out runs/readme-enja && {python} tools/quoted_numbers.py "

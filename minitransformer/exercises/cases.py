@@ -470,6 +470,39 @@ def probe_linear_attention(rng, shape) -> dict:
     return {"out": np.asarray(F.linear_attention(q, k, v, causal=True).data)}
 
 
+def probe_recurrent_step(rng, lead, d_k: int, d_v: int) -> dict:
+    """Exercise 13.4: one step of linear attention's recurrence, from a random state."""
+    from minitransformer.functional.linear_attention import recurrent_step
+
+    shape = tuple(lead)
+    phi_q, phi_k, v = rng.random(shape + (d_k,)), rng.random(shape + (d_k,)), rng.standard_normal(shape + (d_v,))
+    kv, z = rng.random(shape + (d_k, d_v)), rng.random(shape + (d_k,))
+    num, den, kv, z = recurrent_step(phi_q, phi_k, v, kv, z)
+    return {"num": np.asarray(num), "den": np.asarray(den), "kv": np.asarray(kv), "z": np.asarray(z)}
+
+
+def probe_linear_decoding(rng, shape, steps) -> dict:
+    """Exercise 13.4: linear attention decoded a few positions at a time from its running state."""
+    from minitransformer.functional.linear_attention import linear_attention_step
+
+    q, k, v = (rng.standard_normal(shape) for _ in range(3))
+    state, outs, start = None, [], 0
+    for size in steps:
+        rows = slice(start, start + size)
+        out, state = linear_attention_step(q[..., rows, :], k[..., rows, :], v[..., rows, :], state)
+        outs.append(np.asarray(out.data))
+        start += size
+    return {"out": np.concatenate(outs, axis=-2), "kv": np.asarray(state[0]), "z": np.asarray(state[1])}
+
+
+def probe_longformer(rng, length: int, window: int, dilation: int, global_tokens, causal: bool = False) -> dict:
+    """Exercise 13.5: Longformer's pattern as a boolean (n, n) mask."""
+    import minitransformer.functional as F
+
+    mask = F.longformer_pattern(length, window, dilation, global_tokens, causal, device="cpu")
+    return {"mask": np.asarray(mask)}
+
+
 PROBES = {name.removeprefix("probe_"): value for name, value in list(globals().items()) if name.startswith("probe_")}
 
 # -- the public cases: the inputs of the public tests --------------------------------------------------------------
@@ -581,6 +614,13 @@ def public_cases(exercise_id: str) -> list[dict]:
                        v_shape=[1, 2, 9, 2])],
         "13.3": [_case(e, f"chunk {c}", "causal_prefix", lead=[2], length=8, d_k=3, d_v=4, chunk=c) for c in (1, 3, 64)]
         + [_case(e, "causal linear attention", "linear_attention", shape=[1, 2, 9, 3])],
+        "13.4": [_case(e, "one step", "recurrent_step", lead=[2], d_k=3, d_v=4)]
+        + [_case(e, f"decoding in steps of {steps}", "linear_decoding", shape=[1, 2, 7, 3], steps=steps)
+           for steps in ([1] * 7, [3, 4])],
+        "13.5": [_case(e, f"n {n}, w {w}, d {d}, global {g}", "longformer", length=n, window=w, dilation=d,
+                       global_tokens=list(g), causal=c)
+                 for n, w, d, g, c in [(9, 1, 1, (), False), (12, 2, 3, (0, 6), False), (10, 2, 2, (3,), True),
+                                       (8, 1, 2, (5,), False)]],
     }
     if e not in cases:
         raise KeyError(f"no grading cases for Exercise {exercise_id}")
@@ -741,6 +781,21 @@ def hidden_cases(exercise_id: str, rng, count: int = 8) -> list[dict]:
                 made.append(_case(e, "random", "causal_prefix", lead=_shape(r, int(r.integers(0, 3)), 1, 3),
                                   length=int(r.integers(1, 12)), d_k=int(r.integers(1, 4)), d_v=int(r.integers(1, 4)),
                                   chunk=int(r.integers(1, 6))))
+        elif e == "13.4":
+            if n % 2:
+                made.append(_case(e, "random", "recurrent_step", lead=_shape(r, int(r.integers(0, 3)), 1, 3),
+                                  d_k=int(r.integers(1, 5)), d_v=int(r.integers(1, 5))))
+            else:
+                length = int(r.integers(1, 10))
+                cuts = sorted({0, length, *(int(x) for x in r.integers(1, max(length, 2), int(r.integers(0, 3))))})
+                made.append(_case(e, "random", "linear_decoding", shape=[int(r.integers(1, 3)), 1, length,
+                                                                         int(r.integers(1, 4))],
+                                  steps=[b - a for a, b in zip(cuts, cuts[1:]) if b > a]))
+        elif e == "13.5":
+            length = int(r.integers(1, 24))
+            made.append(_case(e, "random", "longformer", length=length, window=int(r.integers(1, 5)),
+                              dilation=int(r.integers(1, 4)), causal=bool(n % 3 == 0),
+                              global_tokens=sorted({int(x) for x in r.integers(0, length, int(r.integers(0, 3)))})))
         else:
             raise KeyError(f"no grading cases for Exercise {exercise_id}")
     return [dict(c, params=_jsonable(c["params"])) for c in made]

@@ -215,6 +215,24 @@ CATALOGUE: dict[str, list[Mistake]] = {
         _m("the whole chunk visible", "inside a chunk, position i may only see keys j ≤ i: multiply by the lower "
            "triangle", ("(fq @ fk.swapaxes(-1, -2)) * lower", "(fq @ fk.swapaxes(-1, -2))")),
     ],
+    "13.4": [
+        _m("read before the update", "position i sees itself: add φ(k_i) v_iᵀ and φ(k_i) to the state first, then "
+           "read it with φ(q_i)", ("num = (phi_q[..., None, :] @ kv)[..., 0, :]", "num = (phi_q[..., None, :] @ (kv - "
+                                   "phi_k[..., :, None] * v[..., None, :]))[..., 0, :]"),
+           ("den = (phi_q * z).sum(", "den = (phi_q * (z - phi_k)).sum(")),
+        _m("outer product the wrong way", "the state S = Σ φ(k) vᵀ is d_k × d_v: φ(k) is the column, v the row",
+           ("phi_k[..., :, None] * v[..., None, :]", "v[..., :, None] * phi_k[..., None, :]")),
+        _m("normaliser not carried", "z = Σ φ(k) is a running sum too: add φ(k_i) to it at every step",
+           ("z = z + phi_k", "z = phi_k")),
+    ],
+    "13.5": [
+        _m("dilation ignored", "a dilated window sees every d-th key only: j − i must be a multiple of d as well",
+           (" & (offset % dilation == 0)", "")),
+        _m("window not stretched", "with dilation d the window reaches w·d positions a side, not w",
+           ("<= window * dilation", "<= window")),
+        _m("global one way only", "a global token sees every position and every position sees it: both the row "
+           "and the column", ("allowed | is_global | is_global.T", "allowed | is_global")),
+    ],
 }
 
 

@@ -36,6 +36,14 @@ from .local_attention import band_mask, local_attention  # noqa: E402
 
 __all__ += ["flash_attention", "FlashAttention", "local_attention", "band_mask", "linear_attention",
             "LinearAttention", "elu_plus_one"]
+from .linformer import linformer_attention  # noqa: E402
+from .lsh_attention import bucket_recall, lsh_attention, lsh_buckets, lsh_pattern  # noqa: E402
+from .sparse_patterns import (bigbird_layout, covering_layout, expand_layout, fixed_pattern,  # noqa: E402
+                              longformer_pattern, sparse_attention, strided_pattern)
+
+__all__ += ["lsh_attention", "lsh_buckets", "lsh_pattern", "bucket_recall"]
+__all__ += ["linformer_attention", "strided_pattern", "fixed_pattern", "longformer_pattern", "bigbird_layout",
+            "expand_layout", "covering_layout", "sparse_attention"]
 from .attention_kinds import ATTENTION_KINDS, AttentionKind, attend, check_attention  # noqa: E402
 
 __all__ += ["attend", "ATTENTION_KINDS", "AttentionKind", "check_attention"]

@@ -4,6 +4,8 @@
     "flash"    the same numbers, tile by tile, in O(n) memory
     "local"    a sliding window: query i sees keys i − window … i + window (… i when causal)
     "linear"   the elu + 1 feature map: a different model, O(n) time and memory
+    "linformer"  keys and values projected along the sequence to k = window summaries by learned E, F
+               (k × n_max, held by the layer): O(n·k); not causal, so encoder-only
 
 ``ATTENTION_KINDS`` maps each name to what the rest of the package needs to know of it: how to run it,
 whether it needs a window, whether it forms the weights (so that they can be dropped out and drawn),
@@ -27,7 +29,8 @@ from ..tensor import Function, Tensor, no_grad
 from .attention import scaled_dot_product_attention
 from .dropout import Generator
 from .flash_attention import flash_attention
-from .linear_attention import elu_plus_one, linear_attention
+from .linear_attention import elu_plus_one, linear_attention, linear_attention_step
+from .linformer import linformer_attention
 from .local_attention import is_window, local_attention
 from .multi_head import PackedAttention
 
@@ -41,6 +44,10 @@ class AttentionKind:
     window: bool = False                 # needs attention_window, a positive integer
     weights: bool = False                # forms the (T, S) weights: attention dropout, and pictures of them
     packed: type[Function] | None = None   # runs it on the packed Q, K, V projections (nn.MultiHeadAttention)
+    # cached decoding from a running state instead of the keys: step(q, k, v, state) -> (out, state)
+    recurrent: Callable | None = None
+    # learned projections along the sequence (E, F), passed to run as projections=(e, f); no causal form
+    projected: bool = False
 
 
 def split_mask(mask, n_queries: int, n_keys: int, kind: str):
@@ -85,6 +92,14 @@ def _linear(q, k, v, mask, window) -> Tensor:
                      "one query per step")
 
 
+def _linformer(q, k, v, mask, window, projections=None) -> Tensor:
+    if projections is None:
+        raise ValueError("attention 'linformer' needs its learned projections (E, F): projections=(e, f), "
+                         "each (k, n_max); nn.MultiHeadAttention holds them")
+    key_mask, causal = split_mask(mask, q.shape[-2], k.shape[-2], "linformer")
+    return linformer_attention(q, k, v, *projections, mask=key_mask, causal=causal)
+
+
 def _local(q, k, v, mask, window) -> Tensor:
     n_queries, n_keys = q.shape[-2], k.shape[-2]
     key_mask, causal = split_mask(mask, n_queries, n_keys, "local")
@@ -105,7 +120,8 @@ ATTENTION_KINDS: dict[str, AttentionKind] = {kind.name: kind for kind in (
     AttentionKind("softmax", _softmax, weights=True, packed=PackedAttention),
     AttentionKind("flash", _flash),
     AttentionKind("local", _local, window=True),
-    AttentionKind("linear", _linear),
+    AttentionKind("linear", _linear, recurrent=linear_attention_step),
+    AttentionKind("linformer", _linformer, window=True, projected=True),
 )}
 
 
@@ -125,16 +141,20 @@ def check_attention(kind: str, window=None, dropout_p: float = 0.0) -> Attention
 
 
 def attend(kind: str, q, k, v, mask=None, window: int | None = None, *, dropout_p: float = 0.0,
-           training: bool = False, generator: Generator | None = None, return_weights: bool = False):
+           training: bool = False, generator: Generator | None = None, return_weights: bool = False,
+           projections=None):
     """Self-attention of the named kind; q (B, h, T, d_k), k (B, h, S, d_k), v (B, h, S, d_v) -> (B, h, T, d_v).
 
     ``mask``: for "softmax" any boolean mask broadcastable to (B, h, T, S); for the others None, a
     key-padding mask (B, 1, 1, S) or the causal mask (1, 1, T, T). With fewer queries than keys and no
     mask (cached decoding), query t is position S − T + t and sees the keys up to it. ``dropout_p``,
     ``training`` and ``generator`` drop attention weights, and ``return_weights`` returns them as well
-    (out, weights): both only for a kind that forms weights ("softmax").
+    (out, weights): both only for a kind that forms weights ("softmax"). ``projections``: the (E, F) of
+    "linformer".
     """
     found = check_attention(kind, window, dropout_p)
+    if found.projected:
+        return found.run(q, k, v, mask, window, projections=projections)
     if not found.weights:
         if return_weights:
             raise ValueError(f"attention {kind!r} keeps no weights to show")
@@ -150,7 +170,9 @@ def attention_weights(kind: str, q, k, mask=None, window: int | None = None):
     "local" the same over the keys of the window, "linear" φ(q_i)·φ(k_j) / Σ_j' φ(q_i)·φ(k_j') (eq. 1 of
     Katharopoulos et al., the similarity that replaces the exponential). A query with no key gets zeros.
     """
-    check_attention(kind, window)
+    if check_attention(kind, window).projected:
+        raise ValueError(f"attention {kind!r} forms no (T, S) weights: its queries weigh k projected summaries, "
+                         "each a mix of every position")
     xp = xp_of(q)
     n_queries, n_keys = q.shape[-2], k.shape[-2]
     key_mask, causal = split_mask(mask, n_queries, n_keys, kind)

@@ -170,6 +170,53 @@ def _causal_backward(phi_q, phi_k, v, g_num, g_den, starts, chunk: int):
     return g_phi_q, g_phi_k, g_v
 
 
+# -- the recurrent view: decoding in constant memory ----------------------------------------------------------------
+def recurrent_step(phi_q, phi_k, v, kv, z):
+    """One position of causal linear attention as a recurrent network (Katharopoulos et al., 2020, §3.4).
+
+    phi_q, phi_k (..., d_k) and v (..., d_v) of the new position; the state kv = Σ_{j<i} φ(k_j) v_jᵀ
+    (..., d_k, d_v) and z = Σ_{j<i} φ(k_j) (..., d_k) of the positions before it. Returns num (..., d_v),
+    den (..., 1) and the state after the position: o_i = num / den, and the next step reads the new state.
+    """
+    # Exercise 13.4 — the recurrent step of linear attention (chapters/13-long-sequences.md; graded by pytest -m ex_13_4)
+    ### BEGIN SOLUTION
+    kv = kv + phi_k[..., :, None] * v[..., None, :]                       # S_i = S_{i−1} + φ(k_i) v_iᵀ
+    z = z + phi_k                                                         # z_i = z_{i−1} + φ(k_i)
+    num = (phi_q[..., None, :] @ kv)[..., 0, :]                           # φ(q_i)ᵀ S_i
+    den = (phi_q * z).sum(axis=-1, keepdims=True)                         # φ(q_i)ᵀ z_i
+    ### END SOLUTION
+    return num, den, kv, z
+
+
+def linear_attention_step(q, k, v, state=None):
+    """Cached decoding with linear attention: T new positions, read against the running state, not the keys.
+
+    q, k (B, h, T, d_k), v (B, h, T, d_v), arrays or Tensors of the T newest positions; ``state`` the pair
+    (kv (B, h, d_k, d_v), z (B, h, d_k)) left by the previous call, or None before the first. Returns the
+    outputs (B, h, T, d_v), the same as the last T rows of the causal ``linear_attention`` over the whole
+    prefix, and the new state. The state's size does not depend on how many positions came before it:
+    O(d_k·d_v) per head, where a key/value cache holds O(t·d). Inference only (no graph is recorded).
+    """
+    q, k, v = (x.data if isinstance(x, Tensor) else x for x in (q, k, v))
+    if q.ndim < 2 or q.shape != k.shape or k.shape[:-1] != v.shape[:-1]:
+        raise ValueError(f"linear_attention_step: need q, k (..., T, d_k) and v (..., T, d_v) of the same "
+                         f"positions; got q {q.shape}, k {k.shape}, v {v.shape}")
+    xp = xp_of(q, k, v)
+    lead, d_k, d_v = q.shape[:-2], q.shape[-1], v.shape[-1]
+    if state is None:
+        state = xp.zeros(lead + (d_k, d_v), q.dtype), xp.zeros(lead + (d_k,), q.dtype)
+    kv, z = state
+    if kv.shape != lead + (d_k, d_v) or z.shape != lead + (d_k,):
+        raise ValueError(f"linear_attention_step: the state (kv {kv.shape}, z {z.shape}) does not fit q {q.shape} "
+                         f"and v {v.shape}: it needs kv {lead + (d_k, d_v)} and z {lead + (d_k,)}")
+    phi_q, phi_k = elu_plus_one(q), elu_plus_one(k)
+    out = xp.empty(lead + (q.shape[-2], d_v), q.dtype)
+    for t in range(q.shape[-2]):                                          # the recurrence, one position at a time
+        num, den, kv, z = recurrent_step(phi_q[..., t, :], phi_k[..., t, :], v[..., t, :], kv, z)
+        out[..., t, :] = num / den                                        # den > 0: φ > 0 and position i sees itself
+    return Tensor(out), (kv, z)
+
+
 def linear_attention(q, k, v, causal: bool = False, mask=None) -> Tensor:
     """Linear attention, φ(x) = elu(x) + 1: o_i = φ(q_i)ᵀ Σ_j φ(k_j) v_jᵀ / φ(q_i)ᵀ Σ_j φ(k_j).
 

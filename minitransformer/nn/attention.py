@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from .. import backend
 from ..functional.attention_kinds import ATTENTION_KINDS, attend, attention_weights, check_attention
 from ..functional.dropout import Generator
 from ..functional.linear import linear
@@ -32,7 +33,7 @@ from ..tensor import Tensor
 from . import init
 from .cache import AttentionCache
 from .linear import Linear
-from .module import Module
+from .module import Module, Parameter
 
 
 class MultiHeadAttention(Module):
@@ -46,9 +47,13 @@ class MultiHeadAttention(Module):
     """
 
     def __init__(self, d_model: int, n_heads: int, dropout_p: float = 0.0, attention: str = "softmax",
-                 window: int | None = None) -> None:
+                 window: int | None = None, max_len: int | None = None) -> None:
         super().__init__()
-        check_attention(attention, window, dropout_p)   # "softmax" (eq. 1), "flash", "local", "linear": chapter 13
+        # "softmax" (eq. 1), "flash", "local", "linear", "linformer": chapter 13
+        projected = check_attention(attention, window, dropout_p).projected
+        if projected and (isinstance(max_len, bool) or not isinstance(max_len, int) or max_len < 1):
+            raise ValueError(f"MultiHeadAttention: attention {attention!r} projects along the sequence and needs "
+                             f"max_len, the longest sequence (one column of E and F per position); got {max_len!r}")
         self.attention, self.window = attention, window
         if d_model < 1 or n_heads < 1:
             raise ValueError(f"MultiHeadAttention: d_model and n_heads must be positive, got d_model={d_model}, "
@@ -69,6 +74,10 @@ class MultiHeadAttention(Module):
         self.w_o = Linear(d_model, d_model)   # W^O mixes the concatenated heads
         self.keep_weights = False
         self.attention_weights: Tensor | None = None
+        if projected:          # Linformer's E and F (k × n_max), shared by the heads; N(0, 1/k) as in its §4
+            xp = backend.xp_for(self.w_q.weight.device)
+            self.proj_e = init.normal(Parameter(xp.empty((int(window), max_len), dtype="float32")), std=window ** -0.5)
+            self.proj_f = init.normal(Parameter(xp.empty((int(window), max_len), dtype="float32")), std=window ** -0.5)
 
     def forward(self, query: Tensor, key_value: Tensor | None = None, mask=None,
                 cache: AttentionCache | None = None) -> Tensor:
@@ -91,6 +100,9 @@ class MultiHeadAttention(Module):
         if cache is None and packed is not None and self._projections_alike():
             return self._packed_forward(packed, query, key_value, mask)
         q = split_heads(self.w_q(query), self.n_heads)                   # (B, h, T, d_k)
+        recurrent = ATTENTION_KINDS[self.attention].recurrent
+        if cache is not None and not cache.static and recurrent is not None:
+            return self.w_o(merge_heads(self._recurrent_step(recurrent, q, source, mask, cache)))
         if cache is not None and cache.static and cache.keys is not None:
             k, v = cache.keys, cache.values                             # memory projected on step 1
         else:
@@ -104,14 +116,28 @@ class MultiHeadAttention(Module):
         forms_weights = ATTENTION_KINDS[self.attention].weights
         attended = attend(self.attention, q, k, v, mask=mask, window=self.window, dropout_p=self.dropout_p,
                           training=self.training, generator=self.generator,
-                          return_weights=self.keep_weights and forms_weights)   # (B, h, T, d_v)
+                          return_weights=self.keep_weights and forms_weights,   # (B, h, T, d_v)
+                          projections=(self.proj_e, self.proj_f) if ATTENTION_KINDS[self.attention].projected else None)
         self.attention_weights = None
         if self.keep_weights and forms_weights:
             attended, self.attention_weights = attended                  # and the weights (B, h, T, S)
-        elif self.keep_weights:                                          # chapter 13: no (T, S) weights formed;
+        elif self.keep_weights and not ATTENTION_KINDS[self.attention].projected:   # no (T, S) weights formed:
             self.attention_weights = Tensor(attention_weights(          # computed from q and k for pictures
                 self.attention, q.data, k.data, mask, self.window))
         return self.w_o(merge_heads(attended))                           # (B, T, d_model)
+
+    def _recurrent_step(self, step, q: Tensor, source: Tensor, mask, cache: AttentionCache) -> Tensor:
+        """Cached self-attention of a kind with a recurrent form: the new positions update the running
+        state of the earlier ones (chapter 13), and no key or value is kept."""
+        if mask is not None:
+            raise ValueError(f"MultiHeadAttention: attention {self.attention!r} decodes from its running state and "
+                             "takes no mask with a cache (each new position sees itself and every earlier one)")
+        k = split_heads(self.w_k(source), self.n_heads)                  # (B, h, T, d_k), the new positions only
+        v = split_heads(self.w_v(source), self.n_heads)
+        attended, cache.state = step(q, k, v, cache.state)
+        cache.steps += q.shape[2]
+        self.attention_weights = None                                    # no weights formed, no keys kept to draw them
+        return attended
 
     def _projections_alike(self) -> bool:
         """W^Q, W^K, W^V of one shape, with biases: what packing them side by side needs (chapter 12's

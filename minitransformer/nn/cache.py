@@ -8,7 +8,8 @@ change once computed. Keep them:
 
 * self-attention: each step projects ONE new position and appends its key and
   value to those of the earlier steps; the new query attends to all t of them,
-  O(t) work;
+  O(t) work (linear attention, chapter 13, keeps instead its running sums
+  Σ φ(k) vᵀ and Σ φ(k), whose size does not grow with t);
 * cross-attention: the keys and values are projections of the encoder output,
   which is fixed for the whole sentence — compute them once, on the first step.
 
@@ -33,14 +34,29 @@ class AttentionCache:
         self.static = static
         self.keys: Tensor | None = None     # (B, h, t, d_k)
         self.values: Tensor | None = None   # (B, h, t, d_v)
+        # a kind of attention with a recurrent form ("linear", chapter 13) keeps its running state instead
+        # of the keys and values: arrays of a size that does not grow with t
+        self.state: tuple | None = None
+        self.steps = 0                      # positions folded into the state
 
     @property
     def length(self) -> int:
         """How many positions are cached (0 before the first step)."""
+        if self.state is not None:
+            return self.steps
         return 0 if self.keys is None else self.keys.shape[2]
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes this cache holds: keys and values, or the recurrent state."""
+        arrays = list(self.state or ()) + [t.data for t in (self.keys, self.values) if t is not None]
+        return sum(int(a.nbytes) for a in arrays)
 
     def reorder(self, indices) -> None:
         """Keep batch rows ``indices`` (any order, repeats allowed), in place."""
+        if self.state is not None:
+            indices = backend.to_device(_as_index_array(indices), backend.get_device(self.state[0]))
+            self.state = tuple(a[indices] for a in self.state)
         if self.keys is None:
             return
         indices = backend.to_device(_as_index_array(indices), self.keys.device)

@@ -70,9 +70,14 @@ class TransformerConfig:
             raise ValueError(f"TransformerConfig: positional must be 'sinusoidal' or 'learned', "
                              f"got {self.positional!r}")
         try:
-            check_attention(self.attention, self.attention_window, self.attention_dropout)
+            kind = check_attention(self.attention, self.attention_window, self.attention_dropout)
         except ValueError as error:
             raise ValueError(f"TransformerConfig: {error}") from None
+        if kind.projected:
+            raise ValueError(f"TransformerConfig: attention {self.attention!r} has no causal form (each projected key "
+                             "mixes every position, the future ones too), and the decoder's self-attention is causal; "
+                             "use it in an encoder-only layer, nn.MultiHeadAttention(..., attention='linformer', "
+                             "window=k, max_len=n)")
         if not 0 <= self.pad_id < min(self.src_vocab_size, self.tgt_vocab_size):
             raise ValueError(f"TransformerConfig: pad_id {self.pad_id} is not a valid token id")
         if self.model != "transformer":

@@ -18,6 +18,8 @@ from ..functional.attention_kinds import ATTENTION_KINDS
 from .. import presets
 from ..presets import DEFAULT_PRESET, PRESETS
 
+DECODER_KINDS = [name for name, kind in ATTENTION_KINDS.items() if not kind.projected]   # a decoder is causal
+
 MODEL_CHOICES = ("transformer", "lstm")                 # models.MODEL_KINDS, named here to keep --help light
 LSTM_SCORES = ("additive", "dot", "general")            # nn/seq2seq_attention.py's ATTENTION_SCORES
 
@@ -79,7 +81,7 @@ class TrainOptions:
                                           "auto (default: raw when a side has almost no spaces)",
                                     choices=["auto", *TOKENIZERS])
     attention: str | None = _option(None, "self-attention: softmax (eq. 1, default), flash, local or linear "
-                                          "(chapter 13)", choices=list(ATTENTION_KINDS))
+                                          "(chapter 13)", choices=DECODER_KINDS)
     attention_window: int | None = _option(None, "± positions each query sees with --attention local",
                                            type=positive_int)
     attention_score: str | None = _option(None, "the score of --model lstm's attention: additive (Bahdanau et al., "

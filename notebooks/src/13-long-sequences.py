@@ -10,7 +10,10 @@
 # 5. run **sliding-window** attention in $O(n\cdot w)$,
 # 6. run **linear attention** and see that it is a different model,
 # 7. measure **Table 1** in full: time, sequential operations and path length for four layer types,
-# 8. gradient-check all three new functions.
+# 8. gradient-check all three new functions,
+# 9. decode with **linear attention as a recurrent network**, in constant memory,
+# 10. build the **sparse patterns** of Sparse Transformer, Longformer and BigBird and run them through the tiles,
+# 11. try **Linformer** and Reformer's **LSH attention** at a small scale.
 
 # %% [markdown] ja
 # # 第 13 章 — 長い系列（§4、論文の表 1。FlashAttention、スパース注意、線形注意）
@@ -23,7 +26,10 @@
 # 5. **スライディングウィンドウ**の注意を $O(n\cdot w)$ で実行し、
 # 6. **線形注意**を実行して、それが別のモデルであることを確かめ、
 # 7. **論文の表 1** をすべて測り（4 種類の層について、時間、逐次的な演算の数、経路長）、
-# 8. 新しい 3 つの関数すべてを勾配チェックします。
+# 8. 新しい 3 つの関数すべてを勾配チェックし、
+# 9. **再帰型ネットワークとしての線形注意**で、一定のメモリでデコードし、
+# 10. Sparse Transformer、Longformer、BigBird の**スパースなパターン**を作ってタイルで実行し、
+# 11. **Linformer** と Reformer の **LSH 注意**を小さな規模で試します。
 
 # %%
 import json
@@ -415,3 +421,105 @@ checks = {
 }
 for name, fn in checks.items():
     print(f"{name:<36}", mt.gradcheck(fn, list(small(7, 7))))
+
+
+# %% [markdown]
+# ## 9. Linear attention as a recurrent network
+#
+# Causal linear attention is a recurrence over the state $S_i = S_{i-1} + \phi(k_i)v_i^\top$,
+# $z_i = z_{i-1} + \phi(k_i)$, read as $o_i = S_i^\top\phi(q_i) / z_i^\top\phi(q_i)$ (Exercise 13.4).
+# Decoding step by step from that state gives the causal pass, and a decoder's cache keeps $(S, z)$
+# instead of every key and value: its size does not grow with the prefix.
+
+# %% [markdown] ja
+# ## 9. 再帰型ネットワークとしての線形注意
+#
+# 因果的な線形注意は、状態 $S_i = S_{i-1} + \phi(k_i)v_i^\top$、$z_i = z_{i-1} + \phi(k_i)$ についての再帰で、出力は $o_i = S_i^\top\phi(q_i) / z_i^\top\phi(q_i)$ として読みます（演習 13.4）。この状態から 1 ステップずつデコードすると因果的な一括計算と同じ結果になり、デコーダのキャッシュはすべてのキーとバリューの代わりに $(S, z)$ を保持します。その大きさは接頭辞の長さとともに増えません。
+
+# %%
+from minitransformer.functional.linear_attention import linear_attention_step
+
+q, k, v = (x.data.astype(np.float64) for x in qkv(12, heads=2, d_k=8))
+full = F.linear_attention(mt.Tensor(q), mt.Tensor(k), mt.Tensor(v), causal=True).data
+state, steps = None, []
+for t in range(12):
+    out, state = linear_attention_step(q[..., t:t + 1, :], k[..., t:t + 1, :], v[..., t:t + 1, :], state)
+    steps.append(out.data)
+print("step by step vs the causal pass:", np.abs(np.concatenate(steps, axis=-2) - full).max())
+assert np.abs(np.concatenate(steps, axis=-2) - full).max() < 1e-10
+
+config = dict(d_model=16, n_heads=2, d_ff=32, dropout=0.0, max_len=128)
+cache_bytes = {}
+for kind in ("softmax", "linear"):
+    model = mt.nn.Transformer(mt.nn.TransformerConfig.tiny(11, attention=kind, **config))
+    memory, src_mask = model.encode(np.array([[4, 5, 6]]))
+    cache, sizes = model.init_cache(), []
+    with mt.no_grad():
+        for t in range(64):
+            model.decode_step(np.array([3 + t % 7]), memory, src_mask, cache)
+            sizes.append(sum(layer.self_attn.nbytes for layer in cache.layers))
+    cache_bytes[kind] = sizes
+fig, ax = plt.subplots(figsize=(5, 3))
+for kind, sizes in cache_bytes.items():
+    ax.plot(range(1, 65), sizes, label=kind)
+ax.set_xlabel("decoded positions")
+ax.set_ylabel("self-attention cache, bytes")
+ax.legend()
+plt.show()
+assert len(set(cache_bytes["linear"])) == 1 and cache_bytes["softmax"][-1] == 64 * cache_bytes["softmax"][0]
+
+# %% [markdown]
+# ## 10. Sparse patterns as masks, run through the tiles
+#
+# Each pattern is a function of its definition (Exercise 13.5 writes Longformer's). `F.sparse_attention`
+# computes only the tiles a pattern touches, and gives eq. 1's numbers with the same mask. Two steps of a
+# factorised Sparse Transformer pattern reach every earlier position.
+
+# %% [markdown] ja
+# ## 10. マスクとしてのスパースなパターンをタイルで実行する
+#
+# 各パターンは、その定義を書いた関数です（演習 13.5 で Longformer のものを書きます）。`F.sparse_attention` はパターンが触れるタイルだけを計算し、同じマスクの式 (1) と同じ数値を与えます。分解された Sparse Transformer のパターンを 2 歩たどれば、それより前のすべての位置に届きます。
+
+# %%
+n = 32
+patterns = {"strided": np.logical_or(*F.strided_pattern(n, 4, device="cpu")),
+            "fixed": np.logical_or(*F.fixed_pattern(n, 4, 1, device="cpu")),
+            "Longformer": F.longformer_pattern(n, 2, 2, [0], device="cpu"),
+            "BigBird": F.expand_layout(F.bigbird_layout(n // 4, 1, 1, seed=0), 4, n, device="cpu")}
+q, k, v = qkv(n, heads=2, d_k=8, dtype=np.float64)
+for name, pattern in patterns.items():
+    sparse = F.sparse_attention(q, k, v, pattern, block_size=4).data
+    dense = F.scaled_dot_product_attention(q, k, v, mask=pattern[None, None]).data
+    tiles = F.covering_layout(pattern, 4).sum()
+    print(f"{name:<11} {pattern.sum():>4} pairs, {tiles:>2} of 64 tiles, |sparse − eq. 1| = {np.abs(sparse - dense).max():.1e}")
+    assert np.abs(sparse - dense).max() < 1e-12
+for name in ("strided", "fixed"):
+    reach = patterns[name].astype(int)
+    assert ((reach @ reach) > 0)[np.tril_indices(n)].all() and not (reach > 0)[np.tril_indices(n)].all()
+
+# %% [markdown]
+# ## 11. Linformer and LSH attention
+#
+# Linformer projects keys and values along the sequence with learned $E, F$ ($k\times n$): $O(nk)$, and no
+# causal form. LSH attention hashes, sorts and attends within chunks; more hashing rounds find more of
+# each query's best keys.
+
+# %% [markdown] ja
+# ## 11. Linformer と LSH 注意
+#
+# Linformer は、学習される $E, F$（$k\times n$）でキーとバリューを系列の軸に沿って射影します。コストは $O(nk)$ で、因果的な形はありません。LSH 注意はハッシュし、並べ替え、チャンクの中で注意します。ハッシュのラウンドを増やすほど、各クエリの最良のキーがより多く見つかります。
+
+# %%
+q, k, v = (mt.Tensor(rng.standard_normal((1, 2, 16, 8)), requires_grad=True) for _ in range(3))
+e, f = (mt.Tensor(rng.standard_normal((4, 16)) / 2, requires_grad=True) for _ in range(2))
+print("Linformer gradcheck:", mt.gradcheck(lambda q, k, v, e, f: F.linformer_attention(q, k, v, e, f), [q, k, v, e, f]))
+try:
+    F.linformer_attention(q, k, v, e, f, causal=True)
+except ValueError as error:
+    print("causal Linformer refused:", str(error)[:80], "…")
+print("LSH gradcheck:", mt.gradcheck(lambda q, v: F.lsh_attention(q, v, n_buckets=4, chunk=4, seed=0), [q, v]))
+queries, keys = rng.standard_normal((256, 32)), rng.standard_normal((512, 32))
+keys /= np.linalg.norm(keys, axis=-1, keepdims=True)
+recall = {r: F.bucket_recall(queries, keys, 8, r, seed=0) for r in (1, 2, 4, 8)}
+print("best key in the query's bucket, 8 buckets, by rounds:", {r: round(x, 3) for r, x in recall.items()})
+assert recall[8] > recall[1]
