@@ -50,7 +50,7 @@ def cumulative_energy(matrix) -> np.ndarray:
 
 def spectra(translator, sentences, fraction: float = 0.9) -> dict:
     """Per (layer, head): rank_90 and n of each sentence's encoder self-attention, and the mean energy curve."""
-    from minitransformer.heads import attention_maps  # noqa: PLC0415
+    from minitransformer.attention_maps import attention_maps  # noqa: PLC0415
 
     config = translator.model.config
     ranks = {(l, h): [] for l in range(config.n_layers) for h in range(config.n_heads)}

@@ -784,7 +784,7 @@ def test_energy_rank_counts_singular_values():
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
     """A toy model trained for two steps: enough for the scripts that read a trained run's attention."""
-    from minitransformer.train import train
+    from minitransformer.training.trainer import train
     from minitransformer.training.options import TrainOptions
 
     run = tmp_path_factory.mktemp("tiny") / "run"
