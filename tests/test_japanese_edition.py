@@ -248,6 +248,23 @@ def test_every_chapter_has_its_japanese_twin_with_the_same_structure(english):
     check_twin(english)
 
 
+def test_the_japanese_readme_is_a_twin_of_the_readme():
+    """README.ja.md has README.md's sections (one heading for each, in order), its code blocks byte for byte and
+    its figure markers after the same numbers; what it adds for Japanese readers goes inside those sections."""
+    english, japanese = ROOT / "README.md", ROOT / "README.ja.md"
+    problems = compare_chapters(english.read_text(encoding="utf-8"), japanese.read_text(encoding="utf-8"))
+    assert not problems, ("README.ja.md no longer matches README.md (changed in English without its Japanese "
+                          "twin?):\n  " + "\n  ".join(problems))
+
+
+def test_a_readme_missing_a_section_is_not_a_twin():
+    english = "# Name\n\n## Install\n\n```bash\npip install x\n```\n\n## Speed\n\n1.8<!-- fig a.json:b -->× faster.\n"
+    japanese = "# 名前\n\n## インストール\n\n```bash\npip install x\n```\n"
+    problems = compare_chapters(english, japanese)
+    assert any("headings differ" in p for p in problems) and any("markers differ" in p for p in problems)
+    assert compare_chapters(english, japanese + "\n## 速度\n\n1.8<!-- fig a.json:b -->× 速くなります。\n") == []
+
+
 @pytest.mark.parametrize("english", ENGLISH_CHAPTERS, ids=[p.stem for p in ENGLISH_CHAPTERS])
 def test_every_japanese_figure_is_drawn(english):
     for figure in figures(english.read_text(encoding="utf-8")):
