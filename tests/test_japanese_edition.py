@@ -257,6 +257,29 @@ def test_the_japanese_readme_is_a_twin_of_the_readme():
                           "twin?):\n  " + "\n  ".join(problems))
 
 
+def japanese_notebook_named(chapter: Path) -> str | None:
+    """The Japanese notebook of a Japanese chapter, notebooks/ja/NN-name.ipynb, when its text names it."""
+    wanted = f"notebooks/ja/{chapter.stem}.ipynb"
+    return wanted if wanted in chapter.read_text(encoding="utf-8") else None
+
+
+@pytest.mark.parametrize("english", ENGLISH_CHAPTERS, ids=[p.stem for p in ENGLISH_CHAPTERS])
+def test_every_japanese_chapter_names_its_japanese_notebook(english):
+    twin = JA / english.name
+    notebook = ROOT / "notebooks" / "ja" / f"{english.stem}.ipynb"
+    assert notebook.is_file(), f"no Japanese notebook {notebook.relative_to(ROOT)} (python tools/build_notebooks.py)"
+    assert japanese_notebook_named(twin), (f"{twin.relative_to(ROOT)} does not point its reader at its Japanese "
+                                           f"notebook, notebooks/ja/{english.stem}.ipynb")
+
+
+def test_a_chapter_naming_only_the_english_notebook_is_found(tmp_path):
+    chapter = tmp_path / "14-x.md"
+    chapter.write_text("> ノートブック：`notebooks/14-x.ipynb`\n", encoding="utf-8")
+    assert japanese_notebook_named(chapter) is None
+    chapter.write_text("> ノートブック：`notebooks/ja/14-x.ipynb`（英語版は `notebooks/14-x.ipynb`）\n", encoding="utf-8")
+    assert japanese_notebook_named(chapter) == "notebooks/ja/14-x.ipynb"
+
+
 def test_a_readme_missing_a_section_is_not_a_twin():
     english = "# Name\n\n## Install\n\n```bash\npip install x\n```\n\n## Speed\n\n1.8<!-- fig a.json:b -->× faster.\n"
     japanese = "# 名前\n\n## インストール\n\n```bash\npip install x\n```\n"
