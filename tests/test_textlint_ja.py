@@ -106,3 +106,10 @@ def test_no_japanese_text_has_more_textlint_errors_than_recorded():
              for file, rules in now.items() for rule, n in rules.items() if n > recorded.get(file, {}).get(rule, 0)]
     assert not worse, ("textlint finds more errors than benchmarks/results/textlint_ja.json records (python "
                        "tools/textlint_ja.py lists them; rewrite the sentences):\n  " + "\n  ".join(worse))
+
+
+def test_math_is_not_linted_as_prose_but_keeps_its_lines():
+    text = "前 $x_t, y_t, z_t, w_t$ と後。\n\n$$\nf(x) = a, b, c, d!\n$$\n\n次の段落。価格は $5 と $6 です。\n"
+    stripped = textlint_ja.without_math(text)
+    assert stripped.count("\n") == text.count("\n")
+    assert "前 x と後。" in stripped and "f(x)" not in stripped and "$5 と $6" in stripped

@@ -3,7 +3,9 @@
 What it reads: chapters/ja/*.md (but the glossary, whose table lists the rejected spellings on purpose),
 README.ja.md, and the Japanese Markdown cells (`# %% [markdown] ja`) of notebooks/src/*.py, the one place the
 Japanese notebooks' text lives (notebooks/ja/*.ipynb are built from them). Each source's cells are linted as
-one Markdown file and every message is reported at the source's own line.
+one Markdown file and every message is reported at the source's own line. Math is not prose: textlint's
+Markdown parser does not know `$$…$$` and `$…$`, so the copies it reads have display math blanked (lines kept)
+and each inline formula written as one letter, x (a column after a formula is therefore approximate).
 
     npm ci                                   # textlint and its rules, pinned in package.json
     python tools/textlint_ja.py              # messages, then the count by rule; exit 1 if any
@@ -18,6 +20,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import re
 import subprocess
 import sys
 import tempfile
@@ -59,6 +62,16 @@ def japanese_cells_as_markdown(source: Path) -> tuple[str, list[int]]:
     return "\n".join(text) + "\n", lines
 
 
+DISPLAY_MATH = re.compile(r"\$\$.*?\$\$", re.DOTALL)
+INLINE_MATH = re.compile(r"(?<![\\$])\$(?!\s)[^$\n]+?(?<![\s\\])\$(?!\d)")
+
+
+def without_math(text: str) -> str:
+    """The text with display math blanked, its line breaks kept, and each inline formula written as x."""
+    text = DISPLAY_MATH.sub(lambda m: "\n" * m.group().count("\n"), text)
+    return INLINE_MATH.sub("x", text)
+
+
 def run_textlint(paths: list[Path], fix: bool = False) -> list[dict]:
     if not TEXTLINT.is_file():
         raise SystemExit(f"textlint is not installed ({TEXTLINT.relative_to(ROOT)} missing): run `npm ci` first")
@@ -75,12 +88,16 @@ def lint(root: Path = ROOT, only: list[Path] | None = None) -> list[dict]:
     stale = glossary_prh.render(glossary_prh.prh_rules(glossary_prh.GLOSSARY.read_text(encoding="utf-8")))
     if glossary_prh.OUTPUT.read_text(encoding="utf-8") != stale:
         raise SystemExit("tools/textlint/prh-ja.yml is out of date with the glossary: run python tools/glossary_prh.py")
-    files = {path.resolve(): (path, None) for path in (only or documents(root))}
+    files = {}
     with tempfile.TemporaryDirectory(prefix="textlint-ja-") as scratch:
+        for number, path in enumerate(only or documents(root)):
+            copy = Path(scratch) / f"{number:02d}-{path.name}"
+            copy.write_text(without_math(path.read_text(encoding="utf-8")), encoding="utf-8")
+            files[copy.resolve()] = (path, None)
         for source in ([] if only else notebook_sources(root)):
             text, lines = japanese_cells_as_markdown(source)
             copy = Path(scratch) / f"{source.stem}.ja.md"
-            copy.write_text(text, encoding="utf-8")
+            copy.write_text(without_math(text), encoding="utf-8")
             files[copy.resolve()] = (source, lines)
         messages = []
         for result in run_textlint(list(files)):
