@@ -5,7 +5,7 @@ README.ja.md, and the Japanese Markdown cells (`# %% [markdown] ja`) of notebook
 Japanese notebooks' text lives (notebooks/ja/*.ipynb are built from them). Each source's cells are linted as
 one Markdown file and every message is reported at the source's own line. Math is not prose: textlint's
 Markdown parser does not know `$$…$$` and `$…$`, so the copies it reads have display math blanked (lines kept)
-and each inline formula written as one letter, x (a column after a formula is therefore approximate).
+and each inline formula written as the inline code `x` (a column after a formula is therefore approximate).
 
     npm ci                                   # textlint and its rules, pinned in package.json
     python tools/textlint_ja.py              # messages, then the count by rule; exit 1 if any
@@ -67,9 +67,9 @@ INLINE_MATH = re.compile(r"(?<![\\$])\$(?!\s)[^$\n]+?(?<![\s\\])\$(?!\d)")
 
 
 def without_math(text: str) -> str:
-    """The text with display math blanked, its line breaks kept, and each inline formula written as x."""
+    """The text with display math blanked, its line breaks kept, and each inline formula written as the inline code `x`."""
     text = DISPLAY_MATH.sub(lambda m: "\n" * m.group().count("\n"), text)
-    return INLINE_MATH.sub("x", text)
+    return INLINE_MATH.sub("`x`", text)
 
 
 def run_textlint(paths: list[Path], fix: bool = False) -> list[dict]:
