@@ -46,7 +46,7 @@ TEXTS_JA: dict[str, str] = {
     # chapters 4 and 5
     "probability": "確率",
     "layer": "層",
-    "std of activations": "活性値の標準偏差",
+    "std of activations": "アクティベーションの標準偏差",
     "Xavier uniform": "Xavier 一様分布",
     # chapter 6
     "measured var(q·k)": "var(q·k) の測定値",
@@ -61,15 +61,15 @@ TEXTS_JA: dict[str, str] = {
     "key position": "キーの位置",
     "query position": "クエリの位置",
     # chapter 7
-    "number of heads h  (d_k = d_model / h)": "ヘッド数 h  (d_k = d_model / h)",
+    "number of heads h  (d_k = d_model / h)": "ヘッド数 h（dₖ = d_model / h）",
     "ms": "ミリ秒",
     "seconds": "秒",
     "tanh RNN (engine)": "tanh RNN（本書のエンジン）",
-    "self-attention (engine)": "自己注意（本書のエンジン）",
+    "self-attention (engine)": "セルフアテンション（本書のエンジン）",
     "sequence length n": "系列長 n",
     "forward + backward, ms": "順伝播 + 逆伝播（ミリ秒）",
     "recurrent: n·d²": "再帰：n·d²",
-    "self-attention: n²·d": "自己注意：n²·d",
+    "self-attention: n²·d": "セルフアテンション：n²·d",
     "Table 1: work per layer": "論文の表 1：1 層あたりの計算量",
     # chapter 8
     "feature (even: sin, odd: cos)": "特徴の次元（偶数：sin、奇数：cos）",
@@ -102,7 +102,7 @@ TEXTS_JA: dict[str, str] = {
     "dev BLEU after each epoch": "各エポック後の開発セット BLEU",
     "source (keys)": "原文（キー）",
     "output (queries)": "出力（クエリ）",
-    "encoder–decoder attention": "エンコーダ–デコーダ注意",
+    "encoder–decoder attention": "エンコーダ・デコーダアテンション",
     # chapter 12
     "alignment accuracy": "アライメント正解率",
     # chapter 13
@@ -112,7 +112,7 @@ TEXTS_JA: dict[str, str] = {
     "query block": "クエリのブロック",
     "key": "キー",
     "query": "クエリ",
-    "softmax(q·k/√d_k)": "softmax(q·k/√d_k)",
+    "softmax(q·k/√d_k)": "softmax(q·k/√dₖ)",
     "φ(q)·φ(k), normalised": "φ(q)·φ(k)（正規化）",
     "memory added by forward + backward, MiB": "順伝播 + 逆伝播で増えるメモリ（MiB）",
     "forward + backward, s": "順伝播 + 逆伝播（秒）",
@@ -120,7 +120,7 @@ TEXTS_JA: dict[str, str] = {
     "flash": "flash",
     "linear": "線形",
     "local, w = 128": "局所、w = 128",
-    "self-attention": "自己注意",
+    "self-attention": "セルフアテンション",
     "recurrent": "再帰",
     "convolutional, k = 3": "畳み込み、k = 3",
     # the source sentences of the attention figures are data: the English the model reads
@@ -132,19 +132,19 @@ TEXTS_JA: dict[str, str] = {
 PATTERNS_JA: list[tuple[str, str]] = [
     (r"softmax\(scores / (\S+)\)", r"softmax(スコア / \1)"),
     (r"d_model=(\d+), warmup=(\d+)", r"d_model=\1、ウォームアップ \2"),
-    (r"encoder–decoder attention: (.*)", r"エンコーダ–デコーダ注意（入力文：\1）"),
-    (r"encoder self-attention: (.*)", r"エンコーダの自己注意（入力文：\1）"),
-    (r"decoder self-attention: (.*)", r"デコーダの自己注意（入力文：\1）"),
+    (r"encoder–decoder attention: (.*)", r"エンコーダ・デコーダアテンション（入力文：\1）"),
+    (r"encoder self-attention: (.*)", r"エンコーダのセルフアテンション（入力文：\1）"),
+    (r"decoder self-attention: (.*)", r"デコーダのセルフアテンション（入力文：\1）"),
     (r"head (\d+)", r"ヘッド \1"),
-    (r"layer (\d+)", r"層 \1"),
-    (r"layer (\d+) head (\d+)", r"層 \1 ヘッド \2"),
+    (r"layer (\d+)", r"第 \1 層"),
+    (r"layer (\d+) head (\d+)", r"第 \1 層 ヘッド \2"),
     (r"the (\d+) heads' averaged matrix", r"\1 ヘッドを平均した行列"),
     (r"alignment accuracy over training \((\d+) test pairs\)", r"学習中のアライメント正解率（テスト \1 組）"),
     (r"(\d+) training steps, d_model=(\d+), same FLOPs for every h", r"学習 \1 ステップ、d_model=\2、どの h でも同じ FLOPs"),
     (r"decoding (\d+) sentences to length (\d+), model (\S+)", r"\1 文を長さ \2 までデコード、モデル \3"),
     (r"one attention call, B = (\d+), h = (\d+), d_k = (\d+), float32, NumPy",
-     r"注意 1 回の呼び出し（B = \1、h = \2、d_k = \3、float32、NumPy）"),
-    (r"one multi-head layer, d_model=(\d+), n=(\d+)", r"マルチヘッド注意 1 層（d_model=\1、n=\2）"),
+     r"アテンション 1 回の呼び出し（B = \1、h = \2、dₖ = \3、float32、NumPy）"),
+    (r"one multi-head layer, d_model=(\d+), n=(\d+)", r"マルチヘッドアテンション 1 層（d_model=\1、n=\2）"),
     (r"measured, d = (\d+)", r"測定値（d = \1）"),
     (r"Table 1 measured, d = (\d+)", r"論文の表 1 の測定（d = \1）"),
     (r"column (\d+)", r"列 \1"),
@@ -162,8 +162,8 @@ PATTERNS_JA: list[tuple[str, str]] = [
      r"Longformer（w = \1、d = \2、グローバル \3 個）\n\4 組、\6 タイル中 \5"),
     (r"BigBird \(b = (\d+), r = (\d+), g = (\d+)\)\n(\d+) pairs, (\d+) of (\d+) tiles",
      r"BigBird（b = \1、r = \2、g = \3）\n\4 組、\6 タイル中 \5"),
-    (r"restricted self-attention, r = (\d+)", r"制限付き自己注意、r = \1"),
-    (r"restricted self-attention, w = (\d+) a side \(r = (\d+)\)", r"制限付き自己注意、片側 w = \1（r = \2）"),
+    (r"restricted self-attention, r = (\d+)", r"制限付きセルフアテンション、r = \1"),
+    (r"restricted self-attention, w = (\d+) a side \(r = (\d+)\)", r"制限付きセルフアテンション、片側 w = \1（r = \2）"),
 ]
 
 TABLES = {"ja": (TEXTS_JA, PATTERNS_JA)}

@@ -148,7 +148,7 @@ assert abs(sw.grad - dy_dw) < 1e-12 and abs(sx.grad - dy_dx) < 1e-12 and abs(sb.
 #
 # ## 3. エンジン：Tensor と Function
 #
-# `mt.Tensor` は同じ考え方を配列で実現したものです。`Function` は生の NumPy 配列に対して 1 つの演算を行います。`forward` は出力を計算し、`backward` が必要とするものを `self.save_for_backward(...)` で取っておきます。`backward` はそれを `self.saved_arrays` から読み戻し、$\partial L/\partial\text{output}$ を受け取って、各入力について $\partial L/\partial\text{input}$ を返します。
+# `mt.Tensor` は同じ考え方を配列で実現したものです。`Function` は生の NumPy 配列に対して 1 つの演算を施します。`forward` は出力を計算し、`backward` が必要とするものを `self.save_for_backward(...)` で取っておきます。`backward` はそれを `self.saved_arrays` から読み戻し、$\partial L/\partial\text{output}$ を受け取って、各入力について $\partial L/\partial\text{input}$ を返します。
 
 # %%
 xt = mt.Tensor(np.array([0.5]), requires_grad=True, name="x")

@@ -13,7 +13,7 @@
 # %% [markdown] ja
 # # 第 2 章 — テンソルとブロードキャスト
 #
-# 第 1 章ではスカラーを微分しました。Transformer は形状 (batch, tokens, features) のテンソルを扱い、配列の 3 つの機能が逆伝播で注意を要します。
+# 第 1 章ではスカラーを微分しました。Transformer は形状 (batch, tokens, features) のテンソルを扱い、配列の 3 つの機能が逆伝播で工夫を要します。
 #
 # 1. **ブロードキャスト** — 形状 (d,) のバイアスがすべてのトークンに足されるとき、その勾配は*和をとって戻さ*なければなりません。
 # 2. **行列積** — $Y = AB$ の逆伝播は、形状についての 1 つの議論から導かれます。
@@ -42,7 +42,7 @@ rng = np.random.default_rng(0)
 # %% [markdown] ja
 # ## 1. ブロードキャストと、勾配を unbroadcast しなければならない理由
 #
-# NumPy は形状を右からそろえます。サイズ 1 の軸（または先頭に足りない軸）は、相手に合わせて引き伸ばされます。活性値 $X \in \mathbb{R}^{2\times3\times4}$ に足されたバイアス $b \in \mathbb{R}^{4}$ は、$2\cdot3 = 6$ 回使われます。
+# NumPy は形状を右からそろえます。サイズ 1 の軸（または先頭に足りない軸）は、相手に合わせて引き伸ばされます。アクティベーション $X \in \mathbb{R}^{2\times3\times4}$ に足されたバイアス $b \in \mathbb{R}^{4}$ は、$2\cdot3 = 6$ 回使われます。
 
 # %%
 X = mt.Tensor(rng.standard_normal((2, 3, 4)), requires_grad=True)
@@ -127,7 +127,7 @@ print("max |G Bᵀ − numeric| =", np.abs(A.grad - numeric_A).max())
 # batch element, so its gradient is summed over the batch — the same unbroadcast rule.
 
 # %% [markdown] ja
-# バッチがある場合、`matmul` は要素ごとの演算と同じように先頭の軸をブロードキャストします。形状 (d, d) の重みが、形状 (batch, tokens, d) の活性値に掛けられるのです。重みはバッチのすべての要素で使い回されたので、その勾配はバッチについて和をとったものになります。これも同じ unbroadcast の規則です。
+# バッチがある場合、`matmul` は要素ごとの演算と同じように先頭の軸をブロードキャストします。形状 (d, d) の重みが、形状 (batch, tokens, d) のアクティベーションに掛けられるのです。重みはバッチのすべての要素で使い回されたので、その勾配はバッチについて和をとったものになります。これも同じ unbroadcast の規則です。
 
 # %%
 acts = mt.Tensor(rng.standard_normal((2, 5, 3)), requires_grad=True)   # (B, T, d)
