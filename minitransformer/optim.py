@@ -139,7 +139,7 @@ class Adam(Optimizer):
     The update is the same for every number of every parameter, so Adam keeps all of them in
     flat buffers (``_FlatState``): the parameters' arrays become views of one buffer (``p.data``
     works as before), and m and v live in two more. A step updates runs of neighbouring numbers:
-    the small parameters together (their gradients copied side by side into a fourth buffer), a
+    the small parameters together (their gradients copied side by side into one more), a
     large one a cache-sized chunk at a time (its gradient read where it is), and on a GPU all of
     them in one run: a dozen operations per run instead of a dozen per parameter.
     """
@@ -195,7 +195,7 @@ class Adam(Optimizer):
 
 
 class _Flat:
-    """The parameters of one dtype on one device: their data, gradients, m and v in four flat buffers.
+    """The parameters of one dtype on one device: their data, m and v in three flat buffers.
 
     Parameter i of the group is ``data[offsets[i]:offsets[i] + size]``, and ``p.data`` is that slice
     reshaped; m and v of the parameter are the same slices of ``exp_avg`` and ``exp_avg_sq``.
@@ -216,10 +216,10 @@ class _Flat:
             self.offsets.append(self.offsets[-1] + size)
         total = self.offsets[-1]
         self.data = xp.concatenate([xp.ravel(p.data) for p in params]) if total else xp.zeros(0, first.dtype)
-        self.grad = xp.zeros_like(self.data)
         on_cpu = get_device(first) == "cpu"   # on a GPU, one launch per operation over the whole buffer
         self.chunk = self.CPU_CHUNK if on_cpu else max(total, 1)
         self.scratch = xp.empty_like(self.data[:self.chunk])
+        self.grad = xp.empty_like(self.scratch)   # the gradients of a run of several parameters, side by side
         self.exp_avg, self.exp_avg_sq = xp.zeros_like(self.data), xp.zeros_like(self.data)
         for i, p, begin, end in zip(indices, params, self.offsets, self.offsets[1:]):
             p._data = self.data[begin:end].reshape(p.data.shape)   # same values: no new version
@@ -240,8 +240,8 @@ class _Flat:
             gradient = run[0][2]
         else:
             for first, last, piece in run:
-                self.grad[first:last] = piece
-            gradient = self.grad[start:stop]
+                self.grad[first - start:last - start] = piece
+            gradient = self.grad[:stop - start]
         optimizer._update_range(self, start, stop, gradient)
         run.clear()
 
