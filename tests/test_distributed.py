@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -135,10 +136,25 @@ def run_ranks(n: int, *args, timeout: int = TIMEOUT) -> subprocess.CompletedProc
             os.killpg(process.pid, signal.SIGKILL)
             stdout, stderr = process.communicate()
             stderr += _rank_stderr(Path(logs))
-            pytest.fail(f"{' '.join(map(str, args))} on {n} ranks did not end within {timeout} s (a hang):\n"
-                        f"{stderr[-2000:]}")
+            pytest.fail(_timed_out(args, n, timeout, stdout, stderr))
         stderr += _rank_stderr(Path(logs))
     return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
+
+
+def _timed_out(args, n: int, timeout: int, stdout: str, stderr: str, tail: int = 3000) -> str:
+    """The failure of a run that hung: it says so, names the unsolved exercise a rank stopped on (the line
+    the classroom's report looks for, wherever it was in the output), then what the ranks printed."""
+    from minitransformer.exercises.registry import RAISED  # noqa: PLC0415 - "NotImplementedError: Exercise 6.2"
+
+    lines = [f"{' '.join(map(str, args))} on {n} ranks timed out: it did not end within {timeout} s (a hang; "
+             f"every process was killed)"]
+    lines += sorted({match.group(0) for match in re.finditer(RAISED.pattern + r"[^\n]*", stdout + stderr)})
+    lines += ["--- what the ranks printed to stdout" + (f" (the last {tail} characters)" if len(stdout) > tail else ""),
+              stdout[-tail:].rstrip() or "(nothing)",
+              "--- stderr: the launcher's, then each rank's" + (f" (the last {tail} characters)"
+                                                                if len(stderr) > tail else ""),
+              stderr[-tail:].rstrip() or "(nothing)"]
+    return "\n".join(lines)
 
 
 def _rank_stderr(logs: Path) -> str:
@@ -244,6 +260,21 @@ def test_a_rank_that_fails_mid_run_stops_every_rank_with_a_clear_message(tmp_pat
         in result.stderr, result.stderr
     assert not (tmp_path / "run" / "final").exists()
     assert time.monotonic() - started < 60
+
+
+def test_a_hung_run_fails_saying_it_timed_out_with_the_exercise_and_what_the_ranks_printed(tmp_path):
+    hang = tmp_path / "hang.py"
+    hang.write_text("import sys, time\n"
+                    "print('rank output before the hang', flush=True)\n"
+                    "print('NotImplementedError: Exercise 6.2: the attention backward', file=sys.stderr, flush=True)\n"
+                    "print('x' * 5000, file=sys.stderr, flush=True)   # enough to push it out of a short tail\n"
+                    "time.sleep(60)\n", encoding="utf-8")
+    with pytest.raises(pytest.fail.Exception) as failure:
+        run_ranks(2, hang, timeout=10)
+    message = str(failure.value)
+    assert message.startswith(f"{hang} on 2 ranks timed out: it did not end within 10 s")
+    assert "\nNotImplementedError: Exercise 6.2: the attention backward\n" in message
+    assert "rank output before the hang" in message
 
 
 def test_distributed_without_mpi4py_is_refused_in_one_line(tmp_path):

@@ -210,3 +210,109 @@ def test_adam_runs_on_cupy(rng):
         state = opt.state_dict()
         assert isinstance(state["exp_avg.0"], np.ndarray)
     np.testing.assert_allclose(gpu.numpy(), cpu.data, rtol=1e-12)
+
+
+# -- the flat buffers: the same numbers as one parameter at a time ----------------------------------
+def _adam_one_parameter_at_a_time(params, grads_per_step, lr, betas=(0.9, 0.98), eps=1e-9):
+    """Adam as a loop over the parameters, each with its own m and v, in the same order of operations
+    as Adam's flat update: what the flat buffers must reproduce bit for bit."""
+    beta1, beta2 = betas
+    data = [p.copy() for p in params]
+    m, v = [np.zeros_like(p) for p in params], [np.zeros_like(p) for p in params]
+    for t, grads in enumerate(grads_per_step, start=1):
+        step_size = lr * math.sqrt(1.0 - beta2 ** t) / (1.0 - beta1 ** t)
+        eps_hat = eps * math.sqrt(1.0 - beta2 ** t)
+        for i, g in enumerate(grads):
+            if g is None:
+                continue
+            v[i] *= beta2
+            v[i] += (g * g) * (1.0 - beta2)
+            m[i] *= beta1
+            m[i] += g * (1.0 - beta1)
+            denominator = np.sqrt(v[i])
+            denominator += eps_hat
+            data[i] -= (m[i] / denominator) * step_size
+    return data, m, v
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("chunk", [7, 1 << 15])   # chunks that cut through parameters, and one that does not
+def test_flat_adam_gives_the_per_parameter_update_bit_for_bit(rng, monkeypatch, dtype, chunk):
+    from minitransformer import optim
+
+    monkeypatch.setattr(optim._Flat, "CPU_CHUNK", chunk)
+    shapes = [(3, 4), (5,), (2, 3, 2), (1,), (0, 3), (40,)]
+    start = [rng.standard_normal(s).astype(dtype) for s in shapes]
+    # parameter 1 has no gradient in the first steps and parameter 3 none in the last ones
+    grads = [[None if (i == 1 and t < 2) or (i == 3 and t > 3) else rng.standard_normal(s).astype(dtype)
+              for i, s in enumerate(shapes)] for t in range(6)]
+    params = [mt.Tensor(a.copy(), requires_grad=True) for a in start]
+    opt = Adam(params, lr=0.01)
+    for step_grads in grads:
+        for p, g in zip(params, step_grads):
+            p.grad = None if g is None else g.copy()
+        opt.step()
+    expected, m, v = _adam_one_parameter_at_a_time(start, grads, lr=0.01)
+    for i, p in enumerate(params):
+        assert p.data.dtype == dtype
+        np.testing.assert_array_equal(p.data, expected[i])
+        np.testing.assert_array_equal(opt.exp_avg[i], m[i])
+        np.testing.assert_array_equal(opt.exp_avg_sq[i], v[i])
+
+
+def test_adam_moments_of_a_parameter_without_steps_are_not_saved():
+    a, b = _param([1.0]), _param([2.0])
+    opt = Adam([a, b], lr=0.1)
+    a.grad = np.array([1.0])
+    opt.step()
+    assert set(opt.state_dict()) == {"step", "lr", "exp_avg.0", "exp_avg_sq.0"}
+
+
+def test_adam_updates_a_parameter_whose_array_was_replaced_or_cast(rng):
+    """``p.data = new`` and Module.to(dtype) after the optimiser was made: the next step updates the new
+    array, with the moments kept."""
+    layer = mt.nn.Linear(3, 2)
+    opt = Adam(layer.parameters(), lr=0.1)
+    reference = [p.data.astype(np.float64) for p in layer.parameters()]
+    steps = [[rng.standard_normal(p.shape) for p in layer.parameters()] for _ in range(3)]
+    for p, g in zip(layer.parameters(), steps[0]):
+        p.grad = g.astype(np.float32)
+    opt.step()
+    layer.to(np.float64)
+    weight = layer.parameters()[0]
+    weight.data = weight.data.copy()
+    for grads in steps[1:]:
+        for p, g in zip(layer.parameters(), grads):
+            p.grad = g
+        opt.step()
+    expected, _, _ = _adam_one_parameter_at_a_time(reference, steps, lr=0.1)
+    for p, e in zip(layer.parameters(), expected):
+        assert p.data.dtype == np.float64
+        np.testing.assert_allclose(p.data, e, rtol=1e-6)   # the first step was in float32
+        assert p.data.base is not None                     # a view of the flat buffer again
+
+
+def test_adam_step_counts_as_a_change_of_every_updated_parameter():
+    layer = mt.nn.Linear(3, 2)
+    opt = Adam(layer.parameters(), lr=0.1)
+    loss = layer(mt.Tensor(np.ones((4, 3), dtype=np.float32))).sum()
+    for p in layer.parameters():
+        p.grad = np.ones_like(p.data)
+    opt.step()
+    with pytest.raises(RuntimeError, match="changed in place"):
+        loss.backward()
+
+
+def test_adam_parameters_of_several_dtypes_each_get_their_own_update(rng):
+    a = mt.Tensor(rng.standard_normal(3).astype(np.float32), requires_grad=True)
+    b = _param(rng.standard_normal(2))
+    start = [a.data.copy(), b.data.copy()]
+    opt = Adam([a, b], lr=0.1)
+    grads = [[rng.standard_normal(3).astype(np.float32), rng.standard_normal(2)] for _ in range(2)]
+    for step_grads in grads:
+        a.grad, b.grad = step_grads
+        opt.step()
+    expected, _, _ = _adam_one_parameter_at_a_time(start, grads, lr=0.1)
+    assert a.data.dtype == np.float32 and b.data.dtype == np.float64
+    np.testing.assert_array_equal(a.data, expected[0])
+    np.testing.assert_array_equal(b.data, expected[1])

@@ -122,9 +122,17 @@ def test_a_tilde_in_out_is_the_home_folder_not_a_folder_named_tilde(tmp_path, mo
 
 # -- one writer at a time -------------------------------------------------------------------------------------
 def _cli(*args) -> subprocess.Popen:
+    """``python -m minitransformer train ARGS``, which stops on SIGINT as from Ctrl-C in a terminal."""
     env = dict(os.environ, PYTHONPATH=str(ROOT), OPENBLAS_NUM_THREADS="1")
     return subprocess.Popen([sys.executable, "-m", "minitransformer", "train", *map(str, args)], cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=_sigint_as_usual)
+
+
+def _sigint_as_usual() -> None:
+    """In the child, before Python starts: SIGINT at its default. A process inherits an ignored SIGINT, and
+    a shell that is not interactive ignores it in what it starts in the background (``pytest ... &``); Python
+    then keeps ignoring it, as a program should, and the run would train on through the test's SIGINT."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def test_a_second_train_on_the_same_out_is_refused_while_the_first_runs(tmp_path):
@@ -148,7 +156,12 @@ def test_a_second_train_on_the_same_out_is_refused_while_the_first_runs(tmp_path
         assert json.loads((out / "config.json").read_text())["training"]["seed"] == 1   # the second wrote nothing
     finally:
         first.send_signal(signal.SIGINT)
-        first.communicate(timeout=120)
+        try:
+            first.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            first.kill()
+            _, stderr = first.communicate()
+            pytest.fail(f"the first run went on for 120 s after SIGINT; its stderr ends:\n{stderr[-2000:]}")
     assert first.returncode == 130
     resumed = train(_options(out, resume=True, steps=None, seed=None, evaluate=False, limit=None, preset=None))
     assert resumed["training"]["seed"] == 1                              # the first run, whole, resumes
