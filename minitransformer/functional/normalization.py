@@ -51,18 +51,15 @@ class LayerNormFunction(Function):
         gy = gy.reshape(-1, dim)                                     # (N, D)
         # Exercise 5.1 — layer-norm backward (chapters/05-layers.md; graded by pytest -m ex_5_1)
         ### BEGIN SOLUTION
-        # column sums as vector-matrix products (1ᵀ A), and mean(g ⊙ x̂) as a matrix-vector product
-        xp = xp_of(gy)
-        ones = xp.ones(len(gy), dtype=gy.dtype)
-        g_bias = ones @ gy                                           # gβ = Σ gy          (D,)
-        scratch = gy * x_hat                                         # gy ⊙ x̂, kept for one more use below
-        g_weight = ones @ scratch                                    # gγ = Σ gy ⊙ x̂      (D,)
+        gy_x_hat = gy * x_hat
+        g_weight = gy_x_hat.sum(axis=0)                              # gγ = Σ gy ⊙ x̂      (D,)
+        g_bias = gy.sum(axis=0)                                      # gβ = Σ gy          (D,)
         # with g = gy ⊙ γ:  mean(g) = gy·γ / D  and  mean(g ⊙ x̂) = (gy ⊙ x̂)·γ / D — matrix-vector products
-        mean_g_x_hat = (scratch @ weight)[:, None] / dim             # (N, 1)
         mean_g = (gy @ weight)[:, None] / dim                        # (N, 1)
+        mean_g_x_hat = (gy_x_hat @ weight)[:, None] / dim            # (N, 1)
         gx = gy * weight                                             # g
         gx -= mean_g
-        gx -= xp.multiply(x_hat, mean_g_x_hat, out=scratch)         # x̂ ⊙ mean(g ⊙ x̂), into the same array
+        gx -= x_hat * mean_g_x_hat
         gx *= inv_std                                                # (1/σ)(g − mean(g) − x̂ ⊙ mean(g ⊙ x̂))
         ### END SOLUTION
         return gx.reshape(self.x_shape), g_weight, g_bias
