@@ -620,7 +620,7 @@ def test_one_recurrent_step_adds_the_position_to_the_state_and_reads_it(rng):
     np.testing.assert_allclose(new_kv, kv + phi_k[:, :, None] * v[:, None, :], rtol=1e-12)   # S + φ(k) vᵀ
     np.testing.assert_allclose(new_z, z + phi_k, rtol=1e-12)
     np.testing.assert_allclose(num, np.einsum("bd,bde->be", phi_q, new_kv), rtol=1e-12)      # the position sees itself
-    np.testing.assert_allclose(den, (phi_q * new_z).sum(axis=-1, keepdims=True), rtol=1e-12)
+    np.testing.assert_allclose(den[:, 0], np.einsum("bd,bd->b", phi_q, new_z), rtol=1e-12)       # φ(q)·z
     assert den.shape == (2, 1)
 
 
