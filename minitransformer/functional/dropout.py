@@ -122,7 +122,7 @@ def _word_threshold(p: float):
     them (a Python float p in float32, a NumPy float64 in float64), or None when none is."""
     key = (type(p), p)
     if key not in _thresholds:
-        import numpy
+        import numpy   # host-side scalars, not array math: the CPU stream's words follow NumPy's float32 rule
 
         guess = math.ceil(float(p) * 2**24)                      # k·2⁻²⁴ is exact: within a step of p
         candidates = numpy.arange(max(guess - 2, 0), min(guess + 3, 2**24), dtype=numpy.int64)
