@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import ast
 import importlib
-import pkgutil
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +39,7 @@ from minitransformer.functional.dropout import Dropout, Generator
 from minitransformer.functional.flash_attention import FlashAttention
 from minitransformer.functional.linear_attention import LinearAttention
 from minitransformer.gradcheck import BackwardFailed, GradientMismatch
+from package_modules import import_package
 from minitransformer.functional.multi_head import PackedAttention
 from minitransformer.ops import unbroadcast
 from minitransformer.tensor import Function
@@ -596,11 +596,7 @@ def test_a_crashing_mutant_is_not_counted_as_caught(rng, monkeypatch):
 
 def _package_functions() -> set[type]:
     """Every Function subclass defined in the package (its modules imported first)."""
-    import minitransformer
-    for module in pkgutil.walk_packages(minitransformer.__path__, "minitransformer."):
-        if module.name.endswith("__main__"):
-            continue
-        importlib.import_module(module.name)
+    import_package()          # modules whose optional extra is absent (nbgrader's course side) define no Function
     found, todo = set(), list(Function.__subclasses__())
     while todo:
         cls = todo.pop()

@@ -23,6 +23,11 @@ import shutil
 import tempfile
 from pathlib import Path
 
+try:
+    import nbgrader  # noqa: F401 - the classroom extra; checked first so that its absence is named plainly
+except ModuleNotFoundError as error:
+    raise ModuleNotFoundError(f"{__name__} is nbgrader's side of a course and needs the classroom extra "
+                              f"(pip install -e '.[classroom]'): {error}", name="nbgrader") from None
 import zmq
 from jupyter_client.manager import AsyncKernelManager
 from jupyter_core.utils import run_sync
