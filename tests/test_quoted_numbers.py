@@ -140,3 +140,13 @@ def test_a_count_is_quoted_in_millions_or_in_ten_thousands(book):
     assert quoted_numbers.check(book, book / "benchmarks" / "results") == []
     readme.write_text(readme.read_text().replace("1.05<", "1.06<"))
     assert "says 1.05" in quoted_numbers.check(book, book / "benchmarks" / "results")[0]
+
+
+def test_a_count_of_bytes_is_quoted_in_mib(book):
+    results = book / "benchmarks" / "results" / "run.json"
+    results.write_text(json.dumps({**json.loads(results.read_text()), "cache_bytes": 33554432}))
+    readme = book / "README.md"
+    readme.write_text(readme.read_text() + "a cache of 32<!-- fig run.json:cache_bytes xMiB --> MiB\n")
+    assert quoted_numbers.check(book, book / "benchmarks" / "results") == []
+    readme.write_text(readme.read_text().replace("32<", "33<"))
+    assert "quotes 33, run.json:cache_bytes says 32" in quoted_numbers.check(book, book / "benchmarks" / "results")[0]

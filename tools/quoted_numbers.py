@@ -7,7 +7,8 @@ comment right after it (a "fig" marker; pictures are chapters/figures/, see tool
 
 FILE is in benchmarks/results/ (written by the script that measured it), KEY.PATH walks the JSON
 (list items by index: history.4.dev_bleu_greedy), and an optional `x100` scales a fraction to a
-percentage (`x1e-6` quotes a count in millions, `x1e-4` in the ten thousands of Japanese 万). The quoted text must equal the value rounded to as many decimals as the text shows
+percentage (`x1e-6` quotes a count in millions, `x1e-4` in the ten thousands of Japanese 万, `xMiB` a count
+of bytes in MiB). The quoted text must equal the value rounded to as many decimals as the text shows
 (thousands separators allowed). Markdown renders the comment as nothing.
 
     python tools/quoted_numbers.py check                 # every quoted figure against its file (exit 1 on a mismatch)
@@ -41,8 +42,8 @@ SUPERSCRIPT = str.maketrans("0123456789-", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻")
 NUMBER = r"-?\d[\d,]*(?:\.\d+)?(?:e-?\d+|·10[⁻]?[⁰¹²³⁴⁵⁶⁷⁸⁹]+)?"
 DIGEST = r"(?<![\w.])[0-9a-f]*[a-f][0-9a-f]*(?![\w.])"                  # a hexadecimal digest, one letter at least
 MARKER = re.compile(rf"(?P<text>{DIGEST}|{NUMBER})(?P<between>[*$]*)<!-- fig (?P<file>[\w.-]+\.json):(?P<key>[^\s>]+)"
-                    rf"(?: (?P<scale>x100|x1e-6|x1e-4))? -->")
-SCALES = {"x100": 100, "x1e-6": 1e-6, "x1e-4": 1e-4}
+                    rf"(?: (?P<scale>x100|x1e-6|x1e-4|xMiB))? -->")
+SCALES = {"x100": 100, "x1e-6": 1e-6, "x1e-4": 1e-4, "xMiB": 2 ** -20}
 INLINE_CODE = re.compile(r"`[^`]*`")
 # the fields of a run's results.json that the README and chapter 11 quote
 RUN_FIELDS = ("steps", "train_seconds", "wall_seconds", "test_bleu", "test_exact_match",
@@ -60,7 +61,7 @@ class Quote:
     text: str
     file: str
     key: str
-    scale: str | None               # x100, x1e-6 or x1e-4
+    scale: str | None               # x100, x1e-6, x1e-4 or xMiB
     span: tuple[int, int]          # of the quoted number in the document's text
 
     @property
