@@ -58,6 +58,10 @@ TEXTS_JA: dict[str, str] = {
     "causal mask": "因果マスク",
     "both, sentence 2": "両方（文 2）",
     "causal weights, sentence 1": "因果マスク付きの重み（文 1）",
+    # chapter 13
+    "singular values kept, as a share of n": "残す特異値の数（n に対する割合）",
+    "share of the energy Σσ²": "エネルギー Σσ² に占める割合",
+    "Encoder self-attention of the trained run": "学習済みモデルのエンコーダのセルフアテンション",
     "key position": "キーの位置",
     "query position": "クエリの位置",
     # chapter 7

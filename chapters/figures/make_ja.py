@@ -54,14 +54,16 @@ def run_script(name: str, arguments: list[str]) -> None:
 
 
 def long_sequences_figures() -> None:
-    """13-memory-time.png and 13-table1.png, from the results files of the scripts that measured them."""
+    """13-memory-time.png, 13-table1.png and 13-attention-rank.png, from the results files of the scripts that measured them."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
+    import attention_rank  # noqa: PLC0415
     import long_sequences  # noqa: PLC0415
     import table1  # noqa: PLC0415
 
     long_sequences.draw(json.loads(long_sequences.RESULTS.read_text(encoding="utf-8")), long_sequences.FIGURE, LANGUAGE)
     table1.draw(json.loads(table1.RESULTS.read_text(encoding="utf-8")), table1.FIGURE, LANGUAGE)
-    print("drew 13-memory-time.png and 13-table1.png from their results files", flush=True)
+    attention_rank.render(json.loads(attention_rank.RESULTS.read_text(encoding="utf-8")), attention_rank.FIGURE, LANGUAGE)
+    print("drew 13-memory-time.png, 13-table1.png and 13-attention-rank.png from their results files", flush=True)
 
 
 def notebooks_with_figures() -> list[Path]:
