@@ -437,6 +437,8 @@ def own_qkv(run: Path, sentences: int):
 
 
 APPROXIMATIONS = ("local, w = 2", "BigBird, b = 4", "strided, l = 4", "linear", "Linformer, k = n/2", "LSH, 1 round")
+APPROXIMATION_KEYS = dict(zip(APPROXIMATIONS, ("local_w2", "bigbird_b4", "strided_l4", "linear", "linformer_half",
+                                               "lsh_1_round")))     # the names a figure marker can quote
 
 
 def approximation_errors(triples) -> dict:
@@ -471,7 +473,8 @@ def approximation_errors(triples) -> dict:
                                                 mt.Tensor(v[..., :keep, :])).data   # LSH's own exact: shared QK
         errors["LSH, 1 round"].append(float(np.linalg.norm(lsh - shared) / np.linalg.norm(shared)))
     return {"calls": len(triples), "lengths": sorted({int(q.shape[-2]) for q, _, _ in triples}),
-            "relative_error": {name: round(float(np.mean(found)), 4) for name, found in errors.items()}}
+            "relative_error": {name: round(float(np.mean(found)), 4) for name, found in errors.items()},
+            "by": {APPROXIMATION_KEYS[name]: round(float(np.mean(found)), 4) for name, found in errors.items()}}
 
 
 def write(path: Path, results: dict) -> None:
