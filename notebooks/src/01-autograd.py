@@ -52,7 +52,7 @@ rng = np.random.default_rng(0)
 # %% [markdown] ja
 # ## 1. スカラーでの連鎖律
 #
-# ニューロンを 1 つ、$y = \tanh(w x + b)$ を考えます。途中の値に名前を付けましょう：$u = w x$、$v = u + b$、$y = \tanh v$。どのステップにも簡単な局所的な微分があり、連鎖律は、$y$ から各入力へ戻る経路に沿ってそれらを掛け合わせます。
+# ニューロンを 1 つ、$y = \tanh(w x + b)$ を考えます。途中の値に $u = w x$、$v = u + b$、$y = \tanh v$ と名前を付けましょう。どのステップにも簡単な局所的な微分があり、連鎖律は、$y$ から各入力へ戻る経路に沿ってそれらを掛け合わせます。
 #
 # $$\frac{\partial y}{\partial w} = \frac{\partial y}{\partial v}\,\frac{\partial v}{\partial u}\,
 # \frac{\partial u}{\partial w} = (1 - \tanh^2 v)\cdot 1 \cdot x .$$
@@ -82,7 +82,7 @@ print(f"y = {y:.6f}   dy/dw = {dy_dw:.6f}   dy/dx = {dy_dx:.6f}   dy/db = {dy_db
 # (the **graph**), and every operation knows its local derivative (its **backward**).
 
 # %% [markdown] ja
-# 順序に注目してください。出力の $\partial y/\partial y = 1$ から出発して*逆向き*にたどり、$\partial y/\partial v$ を 3 つの入力すべてで使い回しました。これがリバースモードの微分です。1 回の逆向きのスイープで*すべての*入力についての勾配が得られます。損失が 1 つでパラメータが多いときに必要なのは、まさにこれです。
+# 順序に注目してください。出力の $\partial y/\partial y = 1$ から出発して*逆向き*にたどり、$\partial y/\partial v$ を 3 つの入力すべてで使い回しました。これがリバースモードの微分です。1 回の逆向きのスイープで*すべての*入力についての勾配が得られます。損失が 1 つでパラメータの多いときに必要なのは、まさにこれです。
 #
 # ## 2. 20 行のスカラー自動微分
 #
@@ -258,7 +258,7 @@ plt.show()
 # gets the sum": $\partial y/\partial x = \tanh(v) + x\,(1-\tanh^2 v)\,w$.
 
 # %% [markdown] ja
-# `backward()` はこの図を右から左へたどります。「2 回使われたテンソルは和を受け取る」という規則を確かめてみましょう：$\partial y/\partial x = \tanh(v) + x\,(1-\tanh^2 v)\,w$。
+# `backward()` はこの図を右から左へたどります。「2 回使われたテンソルは和を受け取る」という規則を確かめてみましょう。期待される値は $\partial y/\partial x = \tanh(v) + x\,(1-\tanh^2 v)\,w$ です。
 
 # %%
 y_out.sum().backward()
@@ -317,7 +317,7 @@ assert frozen.creator is None and not frozen.requires_grad
 # %% [markdown] ja
 # ## 4. 数値勾配
 #
-# backward が正しいことは、どうすればわかるでしょうか。微分の定義と比べればよいのです。**中心差分** $\frac{f(x+\varepsilon) - f(x-\varepsilon)}{2\varepsilon}$ の誤差は $O(\varepsilon^2)$ です（2 つのテイラー展開の $\varepsilon^2$ の項が打ち消し合います）。片側差分では $O(\varepsilon)$ です。しかし、$\varepsilon$ をどこまでも小さくすることはできません。引き算 $f(x+\varepsilon) - f(x-\varepsilon)$ で上位の桁が打ち消し合い、丸め誤差が $u/\varepsilon$ のように大きくなるからです。ここで $u$ はその dtype の単位丸め誤差です。
+# backward が正しいことは、どうすればわかるでしょうか。微分の定義と比べればよいのです。**中心差分** $\frac{f(x+\varepsilon) - f(x-\varepsilon)}{2\varepsilon}$ の誤差は $O(\varepsilon^2)$ です（2 つのテイラー展開の $\varepsilon^2$ の項が打ち消し合います）。片側差分では $O(\varepsilon)$ です。しかし、$\varepsilon$ をどこまでも小さくはできません。引き算 $f(x+\varepsilon) - f(x-\varepsilon)$ で上位の桁が打ち消し合い、丸め誤差が $u/\varepsilon$ のように大きくなるからです。ここで $u$ はその dtype の単位丸め誤差です。
 
 # %%
 def central_difference(f, x0, eps, dtype):
@@ -373,7 +373,7 @@ print("gradcheck:", mt.gradcheck(lambda a: (a * 2.0 + 1.0).tanh() * a, [a]))
 # %% [markdown] ja
 # ## 5. 数行で新しい演算を作る
 #
-# Function のサブクラスに必要なのは、`forward`（配列を受け取って配列を返し、backward が必要とするものを `self.save_for_backward(...)` で取っておく）と `backward`（入力ごとに勾配を 1 つ返す）です。エンジン自身の `Exp` はまさにこの形をしています。ここではそれを `MyExp` として導き直します。$\frac{d}{dx}e^x = e^x$ なので、backward に必要なのは出力だけです。
+# Function のサブクラスに必要なのは `forward` と `backward` の 2 つです。`forward` は配列を受け取って配列を返し、backward が必要とするものを `self.save_for_backward(...)` で取っておきます。`backward` は入力ごとに勾配を 1 つ返します。エンジン自身の `Exp` はまさにこの形をしています。ここではそれを `MyExp` として導き直します。$\frac{d}{dx}e^x = e^x$ なので、backward に必要なのは出力だけです。
 
 # %%
 class MyExp(mt.Function):
@@ -478,4 +478,4 @@ for name, (fn, inputs) in checks.items():
 # 3. `Tensor.backward` はノードを逆トポロジカル順序で処理します。*素朴な*順序（たとえば出力からの幅優先で、各ノードを 1 回ずつ訪問する）では誤った勾配が得られる小さなグラフを作り、その理由を説明してください。
 # 4. 導関数がシグモイドになる `Softplus`、$\log(1+e^x)$ を実装してください。gradcheck で確かめたあと、backward を 2 通りの方法で壊し、gradcheck が失敗するのを観察してください。
 # 5. フォワードモード：$y = \tanh(wx+b)$ について、各値と一緒に微分を入力から前向きに運んでいく方法（「二重数」、dual numbers）で $\partial y/\partial w$ を計算してください。パラメータが $P$ 個のモデルでは、何回のスイープが必要になるでしょうか。
-# 6. $x=1$ における `np.exp` の数値微分の誤差を、$\varepsilon = 10^{-1}, 10^{-2}, \dots, 10^{-12}$ について、片側差分と中心差分の両方で、float32 と float64 で測り、4 つの最小値の位置を求めてください。$u^{1/2}$ や $u^{1/3}$ と比べてみましょう。
+# 6. $x=1$ における `np.exp` の数値微分の誤差を、$\varepsilon = 10^{-1}, 10^{-2}, \dots, 10^{-12}$ について測ってください。片側差分と中心差分のそれぞれを float32 と float64 で測り、4 つの誤差曲線の最小値の位置を求めます。$u^{1/2}$ や $u^{1/3}$ と比べてみましょう。

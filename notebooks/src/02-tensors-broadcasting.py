@@ -74,7 +74,7 @@ np.testing.assert_allclose(unbroadcast(G, ()), G.sum())
 # refused, with the name of the culprit.
 
 # %% [markdown] ja
-# エンジンもこの規則を見張っています。誤った形状の勾配を返す backward は、犯人の名前を添えて拒否されます。
+# エンジンもこの規則を見張っています。誤った形状の勾配を返す backward は、原因の Function の名前を添えたエラーになります。
 
 # %%
 from minitransformer.ops import Add  # noqa: E402
@@ -109,7 +109,7 @@ except ValueError as error:
 #
 # $A$ の形状が $(n, k)$、$B$ の形状が $(k, m)$ である $Y = AB$ について、勾配 $\partial L/\partial A$ は $A$ の形状 $(n, k)$ を持たなければならず、形状 $(n, m)$ の上流勾配 $G = \partial L/\partial Y$ と $B$（形状 $(k, m)$）からしか作れません。形状を合わせると候補は $G B^\top$ ただ 1 つに絞られます：$(n, m)\cdot(m, k) = (n, k)$。同様に $\partial L/\partial B = A^\top G$ です：$(k, n)\cdot(n, m)$。
 #
-# 形状は見当をつけ、要素ごとの導出が証明します。$Y_{ij} = \sum_p A_{ip} B_{pj}$ なので $\partial Y_{ij} / \partial A_{ip} = B_{pj}$ となり、$\frac{\partial L}{\partial A_{ip}} = \sum_j G_{ij} B_{pj} = (G B^\top)_{ip}$ です。両方を中心差分と比べて確かめてみましょう。
+# 形状から見当をつけ、要素ごとの導出で証明します。$Y_{ij} = \sum_p A_{ip} B_{pj}$ なので $\partial Y_{ij} / \partial A_{ip} = B_{pj}$ となり、$\frac{\partial L}{\partial A_{ip}} = \sum_j G_{ij} B_{pj} = (G B^\top)_{ip}$ です。両方を中心差分と比べて確かめてみましょう。
 
 # %%
 A = mt.Tensor(rng.standard_normal((2, 3)), requires_grad=True)
@@ -181,7 +181,7 @@ np.testing.assert_allclose(table.grad[4], G[0] + G[2] + G[3])
 #
 # ## 4. 縮約：max の勾配はどこへ行くのか
 #
-# `sum` は上流勾配を、和をとったすべての要素へコピーします。`mean` は個数で割ってコピーします。`max` は勾配を勝者に送ります。同点の場合は勝者の間で均等に分けます。こうすると勾配の合計が正しく保たれ、関数は同点の引数について対称になります。
+# `sum` は上流勾配を、和をとったすべての要素へコピーします。`mean` は個数で割ってコピーします。`max` は勾配を最大値の要素に送ります。同点の場合は、最大値をとった要素の間で均等に分けます。こうすると勾配の合計が正しく保たれ、関数は同点の引数について対称になります。
 
 # %%
 x = mt.Tensor([[1.0, 3.0, 3.0], [0.0, 5.0, 2.0]], requires_grad=True)
@@ -243,7 +243,7 @@ for name, (fn, inputs) in checks.items():
 #
 # 1. `unbroadcast` がブロードキャストの随伴であることを証明してください。すなわち、形状 $s$ の任意の $x$ とブロードキャスト後の形状の任意の $g$ について $\langle \text{broadcast}(x), g\rangle = \langle x, \text{unbroadcast}(g, s)\rangle$ が成り立つことを示してください。ランダムな形状で数値的にも確かめてください。
 # 2. ベクトル $x$ について $y = x^\top A x$ の逆伝播を、まず形状による議論で、次に添字で導いてください。それが $2Ax$ になるのはどんなときでしょうか。
-# 3. `Max` にならって `Min` を Function として書いてください。同点の規則も含めること。gradcheck で確かめたうえで、同点の場合を正確にテストしてください。
+# 3. `Max` にならって `Min` を Function として書いてください。同点の規則も含めてください。gradcheck で確かめたうえで、同点の場合を正確にテストしてください。
 # 4. `Take(axis, ids)`（ある軸に沿った `numpy.take`）を、scatter-add を使う backward とともに実装し、真ん中の軸で重複した ids を使ってテストしてください。
 # 5. `matmul` の backward は、共有された重みのバッチを行の方向に畳み込みます（`a2.reshape(-1, k).T @ gy.reshape(-1, n_out)`）。これが `unbroadcast(a2.swapaxes(-1, -2) @ gy, b2.shape)` に等しいことを示し、$(32, 100, 512) @ (512, 512)$ について両者の時間を測ってください。
 # 6. `concatenate` の backward が、保存しておいたサイズを使って `split` するのはなぜでしょうか。勾配を等分に分割したら、何がおかしくなるでしょうか。

@@ -13,7 +13,7 @@
 # %% [markdown] ja
 # # 第 5 章 — 層：LayerNorm、Linear、フィードフォワードネットワーク、Module（§3.1、§3.3）
 #
-# Transformer のサブレイヤはどれも $\mathrm{LayerNorm}(x + \mathrm{Sublayer}(x))$ の形で包まれています（§3.1）。また、各層の 2 つのサブレイヤのうち 1 つは位置ごとのフィードフォワードネットワーク $\mathrm{FFN}(x) = \max(0, xW_1 + b_1)W_2 + b_2$ です（§3.3、式 (2)）。このノートブックでは、
+# Transformer のサブレイヤはどれも $\mathrm{LayerNorm}(x + \mathrm{Sublayer}(x))$ の形で包まれています（§3.1）。また、各層の 2 つのサブレイヤのうち 1 つは位置ごとのフィードフォワードネットワーク $\mathrm{FFN}(x) = \max(0, xW_1 + b_1)W_2 + b_2$ です（§3.3、式 (2)）。このノートブックでは次のことを行います。
 #
 # 1. 層正規化の逆伝播を一歩ずつ導出し、各ステップを確かめます。
 # 2. FFN がカーネルサイズ 1 の 2 つの畳み込みであることを数値で示します。
@@ -43,7 +43,7 @@ rng = np.random.default_rng(0)
 # %% [markdown] ja
 # ## 1. 層正規化
 #
-# 1 つの行 $x \in \mathbb{R}^D$ について、$\mu = \frac1D\sum_i x_i$、$\sigma^2 = \frac1D\sum_i (x_i-\mu)^2$（偏りのある分散）、$\hat x = (x-\mu)/\sqrt{\sigma^2+\epsilon}$、そして $y = \gamma\odot\hat x + \beta$ です。各行、つまり各トークンは、それぞれ単独で正規化されます。バッチ正規化とは違い、バッチ内のほかの文にもパディングにも何も依存しません。
+# 1 つの行 $x \in \mathbb{R}^D$ について、$\mu = \frac1D\sum_i x_i$、$\sigma^2 = \frac1D\sum_i (x_i-\mu)^2$（偏りのある分散）、$\hat x = (x-\mu)/\sqrt{\sigma^2+\epsilon}$、そして $y = \gamma\odot\hat x + \beta$ です。各行、つまり各トークンは、それぞれ単独で正規化されます。バッチ正規化とは違い、バッチ内のほかの文やパディングの影響を一切受けません。
 
 # %%
 x = mt.Tensor(5.0 + 3.0 * rng.standard_normal((4, 16)))
@@ -83,7 +83,7 @@ assert np.allclose(x_hat.mean(axis=1), 0, atol=1e-12) and np.allclose(x_hat.var(
 # * 平均を通して：$\partial \mu/\partial x_k = 1/D$ より $-s/D$
 # * スケールを通して：$\partial s/\partial x_k = -s^3 (x_k-\mu)/D = -s^2 \hat x_k / D$ より $(x_i-\mu)\cdot(-s^2\hat x_k/D) = -s\,\hat x_i \hat x_k / D$
 #
-# （平均が $\sigma$ に及ぼす影響は、$\sum_i (x_i-\mu) = 0$ なので消えます。）$g$ と縮約すると、
+# （平均が $\sigma$ に及ぼす影響は、$\sum_i (x_i-\mu) = 0$ なので消えます。）$g$ を掛けて $i$ について和を取ると、次のようになります。
 #
 # $$g_{x,k} = \sum_i g_i \frac{\partial \hat x_i}{\partial x_k}
 #            = s\Bigl(g_k - \frac1D\sum_i g_i - \hat x_k\,\frac1D\sum_i g_i \hat x_i\Bigr)
@@ -200,7 +200,7 @@ assert 0.5 < xavier[-1] < 2.0
 # %% [markdown] ja
 # ## 3. FFN はカーネルサイズ 1 の 2 つの畳み込み（§3.3）
 #
-# 「これを別の言い方で説明すると、カーネルサイズ 1 の 2 つの畳み込みである」。位置方向の 1 次元畳み込みは、幅 $k$ のカーネルで $k$ 個の隣り合う位置を混ぜます。$k = 1$ なら何も混ぜず、すべての位置に同じ行列を適用します。これはまさに FFN がしていることです。素朴な畳み込みを書いて比べてみましょう。
+# 論文はこれを「カーネルサイズ 1 の 2 つの畳み込み」とも言い表しています。位置方向の 1 次元畳み込みは、幅 $k$ のカーネルで $k$ 個の隣り合う位置を混ぜます。$k = 1$ なら何も混ぜず、すべての位置に同じ行列を適用します。これはまさに FFN がしていることです。素朴な畳み込みを書いて比べてみましょう。
 
 # %%
 def conv1d(x, kernel, bias):
@@ -233,7 +233,7 @@ assert (delta[[0, 1, 2, 4]] == 0).all() and delta[3] > 0
 # %% [markdown] ja
 # ## 4. Module
 #
-# `Module` は、自分に代入された `Parameter` や `Module` をすべて、代入された順に登録します。このたった 1 つの規則から、名前、オプティマイザのための `parameters()`、チェックポイントのための `state_dict()`、デバイスと dtype のための `to()`、そしてドロップアウトのための `train()`/`eval()` が得られます。
+# `Module` は、自分に代入された `Parameter` や `Module` をすべて、代入された順に登録します。このたった 1 つの規則から、多くのものが得られます。パラメータの名前と、オプティマイザのための `parameters()`、チェックポイントのための `state_dict()` があります。さらに、デバイスと dtype のための `to()` と、ドロップアウトのための `train()`/`eval()` もあります。
 
 # %%
 class MLP(nn.Module):
@@ -265,7 +265,7 @@ print("parameters:", model.num_parameters())
 # %% [markdown] ja
 # ## 5. 渦巻きで MLP を学習させる
 #
-# 平面上で絡み合った 3 本の渦巻きです。線形分離はできませんが、小さな MLP には簡単です。ここで直接書いた数行の Adam で学習させ（パッケージのオプティマイザは第 10 章で登場します）、損失が少なくとも 10 分の 1 に下がることを求めます。
+# 平面上で絡み合った 3 本の渦巻きです。線形分離はできませんが、小さな MLP には簡単です。ここで直接書いた数行の Adam で学習させ（パッケージのオプティマイザは第 10 章で登場します）、損失が少なくとも 10 分の 1 に下がることを確かめます。
 
 # %%
 def spirals(n_per_class, classes=3, noise=0.2, seed=0):

@@ -19,7 +19,7 @@
 #
 # $$\mathrm{Attention}(Q, K, V) = \mathrm{softmax}\!\left(\frac{QK^\top}{\sqrt{d_k}}\right)V \qquad \text{(eq. 1)}$$
 #
-# すべてのクエリをすべてのキーと（内積で）比べ、そのスコアを和が 1 になる重みに変え、出力はバリューの重み付き平均になります。このノートブックでは、
+# すべてのクエリをすべてのキーと内積で比べ、そのスコアを和が 1 の重みに変えます。出力は、その重みによるバリューの重み付き平均です。このノートブックでは次のことを行います。
 # 1. 融合版の `F.scaled_dot_product_attention` を、式をそのまま書き下したものと突き合わせます。
 # 2. スコアを $\sqrt{d_k}$ で割る理由を**測ります**。$q\cdot k$ の分散は $d_k$ に比例して増え、ソフトマックスが飽和して勾配が消えてしまいます。
 # 3. パディングマスクと因果マスクを描き、それが重みに何をするかを見ます。
@@ -49,7 +49,7 @@ rng = np.random.default_rng(0)
 # %% [markdown] ja
 # ## 1. 式と、1 つに融合した Function
 #
-# 形状：$Q$ は (B, h, T, $d_k$)（バッチ、ヘッド、クエリ、特徴量）、$K$ は (B, h, S, $d_k$)、$V$ は (B, h, S, $d_v$) です。スコア $QK^\top$ は (B, h, T, S) で、クエリごとに 1 行、キーごとに 1 列です。
+# $Q$ の形状は (B, h, T, $d_k$) です。軸の並びはバッチ、ヘッド、クエリ、特徴量です。$K$ の形状は (B, h, S, $d_k$) です。$V$ の形状は (B, h, S, $d_v$) です。スコア $QK^\top$ の形状は (B, h, T, S) で、クエリごとに 1 行、キーごとに 1 列です。
 
 # %%
 B, H, T, S, D_K = 2, 2, 3, 4, 8
@@ -150,7 +150,7 @@ for d_k, var, g_raw, g_scaled in zip(dims, measure["var"], measure["grad_raw"], 
 # scale, all three stay flat whatever $d_k$ is: $d_k$ becomes a free design choice.
 
 # %% [markdown] ja
-# グラフの読み方：分散は破線 $d_k$ にぴったり沿います。スケーリングしないと、最大の重みは 1 に近づき（ソフトマックスが 1 つのキーだけを選ぶ）、典型的な（中央値の）勾配ノルムは何桁も下がります。飽和したソフトマックスのヤコビ行列は $\mathrm{diag}(p) - pp^\top \approx 0$ だからです。（*平均*はもっとゆっくり、$1/\sqrt{d_k}$ のように下がります。平均を支えているのは、上位 2 つのキーのスコアがたまたま近くなった少数のクエリです。）スケーリングすれば、$d_k$ がいくつでも 3 つとも平らなままです。$d_k$ は自由に選べる設計上の選択になります。
+# グラフの読み方：分散は破線 $d_k$ にぴったり沿います。スケーリングしないと、最大の重みは 1 に近づき（ソフトマックスが 1 つのキーだけを選ぶ）、典型的な（中央値の）勾配ノルムは何桁も下がります。飽和したソフトマックスのヤコビ行列は $\mathrm{diag}(p) - pp^\top \approx 0$ だからです。（*平均*はもっとゆっくり、$1/\sqrt{d_k}$ のように下がります。平均を支えているのは、上位 2 つのキーのスコアがたまたま近くなった少数のクエリです。）スケーリングすれば、$d_k$ がいくつでも 3 つとも平らなままです。$d_k$ は自由に選べる設計パラメータになります。
 
 # %%
 assert measure["grad_raw"][-1] < 0.1 * measure["grad_raw"][0]
@@ -215,7 +215,7 @@ assert (w.numpy()[0, 0][~causal[0, 0]] == 0).all()
 # %% [markdown] ja
 # ## 4. 注目する先が 1 つもないクエリ
 #
-# 上の組み合わせたマスクでは、文 2 のパッドの位置 3–5 にあるクエリの行もキー 0–2 を見られるので、どの行にも何かがあります。しかしマスクが行全体を隠すこともあります（たとえばパディングだけの原文や、クエリマスク）。そのときは softmax$(-\infty, \dots, -\infty) = 0/0$ です。本書ではその行の重みをすべて 0 と*定義*します。出力は 0 になり、NaN はどこにも現れず、その行から $q$、$k$、$v$ へ勾配は流れません。
+# 上の組み合わせたマスクでは、文 2 のパッドの位置 3–5 にあるクエリの行もキー 0–2 を見られるので、どの行にも注目できる先があります。しかしマスクが行全体を隠すこともあります（たとえばパディングだけの原文や、クエリマスク）。そのときは softmax$(-\infty, \dots, -\infty) = 0/0$ です。本書ではその行の重みをすべて 0 と*定義*します。出力は 0 になり、NaN はどこにも現れず、その行から $q$、$k$、$v$ へ勾配は流れません。
 
 # %%
 mask = np.ones((1, 1, 3, 4), bool)
@@ -240,7 +240,7 @@ print("gradients reaching q, k, v from row 1:", [float(np.abs(t.grad).sum()) for
 # %% [markdown] ja
 # ## 5. 勾配チェック
 #
-# マスクの種類ごとに、ランダムな上流勾配を使い、float64 の中心差分を本書の逆伝播と比べます。さらに、チェックが捕まえなければならない、わざと壊した逆伝播を 2 つ用意します。
+# マスクの種類ごとに、ランダムな上流勾配を使い、float64 の中心差分を本書の逆伝播と比べます。さらに、わざと壊した逆伝播を 2 つ用意し、チェックがそれらを検出することを確かめます。
 
 # %%
 masks = {"none": None, "padding": F.padding_mask(np.array([[3, 4, 0, 0], [3, 4, 5, 6]]), 0),
@@ -287,7 +287,7 @@ for broken in (ForgotTheScale, ZeroKeyGradient):
 # %% [markdown] ja
 # ## 6. Transformer 以前：Bahdanau の加法的なスコア
 #
-# Bahdanau ら（2015）は、デコーダの状態 $s$ をエンコーダの各状態 $h_j$ と照らし合わせ、小さなネットワーク $e_j = v^\top\tanh(W s + U h_j)$ で点数を付けました。射影を線形層に任せると、残るのはすべてのクエリ $q_t = W s_t$ (B, T, A) をすべてのキー $k_j = U h_j$ (B, S, A) と組にする部分 $e_{tj} = v^\top\tanh(q_t + k_j)$ で、途中に (B, T, S, A) の配列ができます。`F.additive_score` はこれを 1 つの Function として計算します。その逆伝播（演習 6.4）は $v^\top$ を通り、次に tanh を通り、ブロードキャストが引き伸ばした軸について和を取ります：$g_q = \sum_j g_u$、$g_k = \sum_t g_u$。まず、同じ式をエンジンの演算で書いたものと比べます。
+# Bahdanau ら（2015）は、デコーダの状態 $s$ をエンコーダの各状態 $h_j$ と照らし合わせ、小さなネットワーク $e_j = v^\top\tanh(W s + U h_j)$ で点数を付けました。射影を線形層に任せると、残るのは、すべてのクエリ $q_t = W s_t$ をすべてのキー $k_j = U h_j$ と組にする部分 $e_{tj} = v^\top\tanh(q_t + k_j)$ です。クエリの形状は (B, T, A) です。キーの形状は (B, S, A) です。その途中に (B, T, S, A) の配列ができます。`F.additive_score` はこれを 1 つの Function として計算します。その逆伝播（演習 6.4）は $v^\top$ と tanh を順に通り、ブロードキャストが引き伸ばした軸について和を取ります。つまり $g_q = \sum_j g_u$、$g_k = \sum_t g_u$ です。まず、同じ式をエンジンの演算で書いたものと比べます。
 
 # %%
 queries = mt.Tensor(rng.standard_normal((2, 3, 6)), requires_grad=True)     # q_t = W s_t: B = 2, T = 3, A = 6
@@ -313,7 +313,7 @@ for name, a, t in zip(("q", "k", "v"), fused, (queries, keys, v_a)):
 # derivative must fail.
 
 # %% [markdown] ja
-# モジュールは、射影、マスク、ソフトマックス、重み付き和を加えます。`nn.AdditiveAttention`（Bahdanau）と、Luong ら（2015）の `nn.DotAttention`（$q^\top h_j$）と `nn.GeneralAttention`（$q^\top W_a h_j$）です。どれもパディングマスク付きで勾配チェックし、tanh の微分を落とした逆伝播は失敗しなければなりません。
+# モジュールは、射影、マスク、ソフトマックス、重み付き和を加えます。`nn.AdditiveAttention`（Bahdanau）と、Luong ら（2015）の `nn.DotAttention`（$q^\top h_j$）と `nn.GeneralAttention`（$q^\top W_a h_j$）です。どれもパディングマスク付きで勾配チェックします。tanh の微分を落とした逆伝播は、このチェックで失敗しなければなりません。
 
 # %%
 source_mask = np.array([[True, True, True, False, False], [True] * 5])      # sentence 1: 3 tokens and 2 pads

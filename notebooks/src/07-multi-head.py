@@ -21,7 +21,7 @@
 # $$\mathrm{MultiHead}(Q,K,V) = \mathrm{Concat}(\mathrm{head}_1,\dots,\mathrm{head}_h)\,W^O,\qquad
 # \mathrm{head}_i = \mathrm{Attention}(QW^Q_i, KW^K_i, VW^V_i)$$
 #
-# アテンションのヘッドが 1 つだと、クエリごとに 1 組の重みでバリューを平均します。平均はぼやけます。論文はこれを「実効的な解像度の低下」と呼び（§2）、$h$ 個のヘッドで応えます。各ヘッドは幅 $d_k = d_{model}/h$ の自分専用の小さな部分空間に射影し、そこでアテンションを取り、結果を $W^O$ に渡します。このノートブックでは、
+# アテンションのヘッドが 1 つだと、クエリごとに 1 組の重みでバリューを平均します。平均はぼやけます。論文はこれを「実効的な解像度の低下」と呼び（§2）、$h$ 個のヘッドで応えます。各ヘッドは幅 $d_k = d_{model}/h$ の自分専用の小さな部分空間に射影し、そこでアテンションを取り、結果を $W^O$ に渡します。このノートブックでは次のことを行います。
 # 1. 「ヘッドに分ける」とは 1 つの大きな射影の reshape にすぎないことを見ます。
 # 2. 幅 $d_{model}/h$ のヘッド $h$ 個のコストが、全幅のヘッド 1 つのコストとほぼ同じであることを**測ります**。
 # 3. 論文の表 1 を**測ります**。系列長 $n$ を大きくしながら、セルフアテンションと再帰型の層を比べます。
@@ -53,7 +53,7 @@ rng = np.random.default_rng(0)
 # %% [markdown] ja
 # ## 1. ヘッドは 1 つの射影の切れ端
 #
-# $h$ 個の行列 $W^Q_i$（$d_{model}\times d_k$）を横に並べると、1 つの $d_{model}\times d_{model}$ 行列になります。1 回の GEMM ですべてのヘッドを一度に射影できます。`split_heads` は (B, T, $h\cdot d_k$) を (B, T, h, $d_k$) に reshape し、ヘッドの軸を前に移して (B, h, T, $d_k$) にします。`merge_heads` はその逆で、これが式の Concat *そのもの*です。
+# $h$ 個の行列 $W^Q_i$（$d_{model}\times d_k$）を横に並べると、1 つの $d_{model}\times d_{model}$ 行列になります。1 回の GEMM ですべてのヘッドを一度に射影できます。`split_heads` は (B, T, $h\cdot d_k$) の配列を受け取ります。これを reshape して (B, T, h, $d_k$) にします。そしてヘッドの軸を前に移して (B, h, T, $d_k$) にします。`merge_heads` はその逆で、これが式の Concat *そのもの*です。
 
 # %%
 x = mt.Tensor(rng.standard_normal((2, 5, 8)))
@@ -144,7 +144,7 @@ plt.show()
 # | セルフアテンション | $O(n^2\cdot d)$ | $O(1)$ | $O(1)$ |
 # | 再帰型 | $O(n\cdot d^2)$ | $O(n)$ | $O(n)$ |
 #
-# 素朴な tanh RNN $h_t = \tanh(x_tW_x + h_{t-1}W_h + b)$ をエンジンの演算で書き、$n$ を大きくしながら、同じ幅のセルフアテンションの層 1 つと比べます。入力の射影 $x_tW_x$ はすべての位置にわたる 1 回の GEMM にできますが、再帰 $h_{t-1}W_h$ はそうはいきません。ステップ $t$ にはステップ $t-1$ が必要だからです。
+# 素朴な tanh RNN $h_t = \tanh(x_tW_x + h_{t-1}W_h + b)$ をエンジンの演算で書き、$n$ を大きくしながら、同じ幅のセルフアテンションの層 1 つと比べます。入力の射影 $x_tW_x$ はすべての位置をまとめて 1 回の GEMM にできます。しかし再帰 $h_{t-1}W_h$ ではそれができません。ステップ $t$ にはステップ $t-1$ が必要だからです。
 
 # %%
 class TanhRNN(nn.Module):
@@ -227,7 +227,7 @@ plt.show()
 # sequential step also costs a fixed overhead, which makes the RNN's line climb from the start.
 
 # %% [markdown] ja
-# 測定からわかること。*計算量*では、$n < d$ である限りセルフアテンションは再帰より安く、ワードピースに区切った文ではこれが普通です（§4）。それを超えると高くなります。しかし再帰型の層の $n$ 個のステップは順番に実行しなければなりません。その計算グラフの深さは $O(n)$ ですが、セルフアテンションの深さは $n$ にまったくよりません。すべての位置が同じ少数の大きな行列積で計算されるからです。並列ハードウェア（GPU や多数のコアで動く BLAS）を持つマシンでは、翻訳の文の長さなら、計算量ではなく深さが支配的になります。本書の Python のエンジンでは、逐次的な各ステップにさらに一定のオーバーヘッドがかかるので、RNN の線は最初から上昇します。
+# 測定から次のことがわかります。*計算量*では、$n < d$ である限りセルフアテンションは再帰より安く、ワードピースに区切った文ではこれが普通です（§4）。それを超えると高くなります。しかし再帰型の層の $n$ 個のステップは順番に実行しなければなりません。その計算グラフの深さは $O(n)$ ですが、セルフアテンションの深さは $n$ にまったくよりません。すべての位置が同じ少数の大きな行列積で計算されるからです。並列ハードウェア（GPU や多数のコアで動く BLAS）を持つマシンでは、翻訳の文の長さなら、計算量ではなく深さが支配的になります。本書の Python のエンジンでは、逐次的な各ステップにさらに一定のオーバーヘッドがかかるので、RNN の線は最初から上昇します。
 
 # %%
 assert sequential_depth(rnn(mt.Tensor(rng.standard_normal((1, 64, d))))) > \
@@ -242,7 +242,7 @@ assert sequential_depth(rnn(mt.Tensor(rng.standard_normal((1, 64, d))))) > \
 # %% [markdown] ja
 # ## 4. 位置の情報がなければ、アテンションには順序が見えない
 #
-# 入力の位置を並べ替えると、セルフアテンションの出力も同じように並べ替わるだけで、それ以外は何も変わりません。語順は入力に加えなければなりません。それが第 8 章です。
+# 入力の位置を並べ替えると、セルフアテンションの出力も同じように並べ替わるだけで、それ以外は何も変わりません。語順は入力に加えなければなりません。それを扱うのが第 8 章です。
 
 # %%
 layer = nn.MultiHeadAttention(16, 4).to(np.float64)
@@ -259,7 +259,7 @@ np.testing.assert_allclose(out_permuted, out[:, permutation], atol=1e-12)
 # (off by default: training has no use for them once the backward pass is done).
 
 # %% [markdown] ja
-# 各ヘッドは、それぞれのやり方でトークンを見ています。順伝播が返すのは出力だけですが、`nn.record_attention(layer)` の中では、層が重み (B, h, T, S) も `attention_weights` に保持します（既定では無効です。逆伝播が終われば、学習にはもう使い道がないからです）。
+# 各ヘッドは、それぞれのやり方でトークンを見ています。順伝播が返すのは出力だけです。ただし `nn.record_attention(layer)` の中では、層が重み (B, h, T, S) も `attention_weights` に保持します。既定では無効です。逆伝播が終われば、学習にはもう使い道がないからです。
 
 # %%
 with nn.record_attention(layer):
@@ -294,7 +294,7 @@ print("cross-attention (padding): gradcheck passed")
 # one packed input (self-attention, (B, T, 3·h·d_k)) and with two (cross-attention: q and a packed kv).
 
 # %% [markdown] ja
-# キャッシュがないとき、層は Q、K、V を 1 回の GEMM $x\,[W^Q \mid W^K \mid W^V]$ で射影し（クロスアテンションでは Q と、メモリからの $[K \mid V]$）、まとめた結果を `PackedAttention` に渡します。`PackedAttention` は各部分とヘッドをビューとして切り出し、勾配も同じまとめた配置で返します。上のチェックはこの経路を通っていました。ここでは `PackedAttention` を単独で、まとめた入力 1 つ（セルフアテンション、(B, T, 3·h·d_k)）と 2 つ（クロスアテンション：q と、まとめた kv）について確かめます。
+# キャッシュがないとき、層は Q、K、V を 1 回の GEMM $x\,[W^Q \mid W^K \mid W^V]$ で射影し（クロスアテンションでは Q と、メモリからの $[K \mid V]$）、まとめた結果を `PackedAttention` に渡します。`PackedAttention` は各部分とヘッドをビューとして切り出し、勾配も同じまとめた配置で返します。上のチェックはこの経路を通っていました。ここでは `PackedAttention` を単独で確かめます。まとめた入力が 1 つの場合（セルフアテンション、(B, T, 3·h·d_k)）と、2 つの場合（クロスアテンション：q と、まとめた kv）です。
 
 # %%
 from minitransformer.functional.multi_head import PackedAttention
@@ -314,7 +314,7 @@ print("PackedAttention, cross (q and a packed kv, padding): gradcheck passed")
 # state dict does not know about the packing.
 
 # %% [markdown] ja
-# まとめた経路と、本文の 1 つずつ射影する 6 行は、同じ関数を計算します。層自身の `w_q`、`w_k`、`w_v`、`w_o` と `F.scaled_dot_product_attention` から 1 つずつ射影する計算を組み立てて、比べてみましょう。パラメータは今も 4 つの Linear 層のままです。state dict はまとめることを知りません。
+# まとめた経路と、本文の 1 つずつ射影する 6 行は、同じ関数を計算します。層自身の `w_q`、`w_k`、`w_v`、`w_o` と `F.scaled_dot_product_attention` から 1 つずつ射影する計算を組み立てて、比べてみましょう。パラメータは今も 4 つの Linear 層のままです。state dict はまとめた配置とは無関係です。
 
 # %%
 def one_by_one(layer, query, source, mask):
@@ -353,7 +353,7 @@ np.testing.assert_allclose(packed_cross.numpy(), plain_cross.numpy(), atol=1e-12
 # %% [markdown] ja
 # ## 演習
 #
-# 1. `split_heads` と `merge_heads` を自分で実装し（reshape + transpose）、`tests/test_multihead.py` のテストが通ることを確かめてください。transpose せずに (B, T, d) をそのまま (B, h, T, $d_k$) に reshape すると、何がおかしくなるでしょうか。
+# 1. `split_heads` と `merge_heads` を自分で実装し（reshape + transpose）、`tests/test_multihead.py` のテストが通ることを確かめてください。元の (B, T, d) の配列を考えます。transpose せずに reshape だけで (B, h, T, $d_k$) にすると、何がおかしくなるでしょうか。
 # 2. 学習では、層は $W^Q$、$W^K$、$W^V$ を 1 回の GEMM にまとめます（第 5 節）。セルフアテンションの層について、その経路での順伝播 + 逆伝播 1 回の時間を測ってください。次に `_projections_alike` が `False` を返すようにして、1 つずつ射影する経路でも測ってください。クロスアテンションでまとめられるのが $W^K$ と $W^V$ だけなのはなぜでしょうか。
 # 3. 論文の表 3 の (A) 行は、計算量を一定に保ったまま $h$ を変えています。第 2 節を使って、パラメータ数も $h$ によって変わらない理由を説明してください。
 # 4. 帯状のマスクを使って「制限付き」セルフアテンション（各クエリが $r$ 個の近傍だけを見る。論文の表 1 の最後の行）を追加してください。その計算量は $O(r\cdot n\cdot d)$ ですが、本書の実装はそれを達成できるでしょうか。できないとすれば、なぜでしょうか。
