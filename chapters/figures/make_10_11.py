@@ -54,7 +54,7 @@ def run_figures(run_dir: Path, heads: Path | None = None, out: Path = HERE) -> N
     source = "the teacher that was reading the dictionary did not see the small cat ."
     weights, src, tgt, src_ids, tgt_ids = translator.cross_attention(source)
     fig = attention_heatmap(weights, src, tgt, title=source, src_ids=src_ids, tgt_ids=tgt_ids)
-    fig.savefig(out / "11-attention.png", dpi=80)
+    fig.savefig(out / "11-attention.png", dpi=110)      # kanji need the pixels: at 80 dpi they blur
 
 
 if __name__ == "__main__":
