@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 import time
@@ -45,7 +46,8 @@ def failing_tests(remove: set[str], workers: int, among: list[str] | None = None
         edition = Path(scratch) / "edition"
         write_edition(ROOT, edition, remove)
         selection = SUITE_ARGS if among is None else [a for a in SUITE_ARGS if a != "tests"] + among
-        results, process = run_pytest(edition, ["-q", *selection], workers=workers)
+        results, process = run_pytest(edition, ["-q", *selection], workers=workers,   # an edition has no node_modules
+                                      env={k: v for k, v in os.environ.items() if k != "MT_REQUIRE_TEXTLINT"})
     if results["collection_errors"]:
         raise SystemExit("collection failed in an edition without " + ", ".join(sorted(remove)) + ":\n" +
                          "\n".join(results["collection_errors"].values()))
