@@ -71,6 +71,17 @@ STEPS = [
          "long_sentences.json (the default run's score on long sentences)", 1,
          quick="{python} benchmarks/long_sentences.py --run {tmp}/run --label quick --count 3 "
                "--results {tmp}/long_sentences.json"),
+    Step("trained_attention", "{python} benchmarks/attention_rank.py --run " + RUN + " && {python} "
+         "benchmarks/attention_rank.py --render && {python} benchmarks/long_sequences.py --error --run " + RUN,
+         "attention_rank.json, figures/13-attention-rank.png and attention_error.json (the default run's own "
+         "attention: its rank, and each approximation's error on it; nothing timed)", 1,
+         quick="{python} benchmarks/attention_rank.py --run {tmp}/run --sentences 5 --results "
+               "{tmp}/attention_rank.json && {python} benchmarks/attention_rank.py --render --results "
+               "{tmp}/attention_rank.json --figure {tmp}/13-attention-rank.png && {python} "
+               "benchmarks/long_sequences.py --error --quick --run {tmp}/run --sentences 3"),
+    Step("decoding_caches", "{python} benchmarks/long_sequences.py --cache",
+         "long_sequences_cache.json (what the softmax cache and the linear state hold, 1,024 to 16,384 steps)", 3,
+         quick="{python} benchmarks/long_sequences.py --cache --quick --lengths 16,32"),
     Step("table3", "OPENBLAS_NUM_THREADS=1 {python} benchmarks/table3.py", "table3.json", 20, timing=True,
          quick="OPENBLAS_NUM_THREADS=1 {python} benchmarks/table3.py --quick --seeds 1 --out {tmp}/table3.json"),
     Step("table3-1400", "OPENBLAS_NUM_THREADS=1 {python} benchmarks/table3.py --labels 'h=1;positions=learned' "
