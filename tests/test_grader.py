@@ -207,3 +207,15 @@ def test_the_catalogue_names_two_or_three_mistakes_per_exercise_and_each_still_a
             assert changed != texts, f"{exercise.id}: {mistake.name} changes nothing"
             for path, text in changed.items():
                 compile(text, path, "exec")
+
+
+@NEEDS_BWRAP
+def test_a_runtime_that_lives_under_tmp_is_seen_inside_the_sandbox(tmp_path, monkeypatch):
+    from minitransformer.exercises import bwrap
+    runtime = tmp_path / "venv"                  # pytest's tmp_path is under /tmp, like a clone made there
+    runtime.mkdir()
+    (runtime / "marker.txt").write_text("the runtime", encoding="utf-8")
+    monkeypatch.setattr(bwrap, "runtime_folders", lambda real=bwrap.runtime_folders: [*real(), str(runtime)])
+    command = bwrap.arguments() + [bwrap.python(), "-c", f"print(open({str(runtime / 'marker.txt')!r}).read())"]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0 and result.stdout.strip() == "the runtime", result.stderr

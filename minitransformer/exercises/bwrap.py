@@ -69,10 +69,12 @@ def arguments(read_only: list[tuple[str, str]] = (), writable: list[tuple[str, s
             "--hostname", "sandbox", "--clearenv"]
     for system in SYSTEM:
         args += ["--ro-bind-try", system, system]
+    # The sandbox's own /tmp first, and the runtime bound after it: a runtime that lives under /tmp (a clone
+    # in /tmp with its .venv) must show through, not be hidden by the empty tmpfs.
+    args += ["--proc", "/proc", "--dev", "/dev", "--size", str(tmp_bytes), "--tmpfs", "/tmp"]
     bound = [*SYSTEM, *runtime_folders(), *site_directories()]
     for folder in runtime_folders() + site_directories():
         args += ["--ro-bind", folder, folder]
-    args += ["--proc", "/proc", "--dev", "/dev", "--size", str(tmp_bytes), "--tmpfs", "/tmp"]
     for source, inside in read_only:
         args += ["--ro-bind", str(source), str(inside)]
     for source, inside in writable:
