@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.only not in (None, name):
             continue
         print(f"running the README's {name} command in {clone} ...", flush=True)
-        log = clone / f"readme-{name}.log"
+        log = clone.parent / f"{clone.name}-readme-{name}.log"     # beside the clone: the clone stays as cloned
         record[name] = {**run(commands[name], clone, log), "kind": record["machine"]["kind"]}
         print(f"  exit {record[name]['exit_code']} after {record[name]['seconds']:.0f} s "
               f"(load {record[name]['load_before']} -> {record[name]['load_after']}); log: {log}", flush=True)
