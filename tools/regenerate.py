@@ -117,6 +117,11 @@ STEPS = [
          "speed_train_step_quiet*.json", 30, timing=True, needs=("torch",),
          quick="{python} benchmarks/train_step.py --configs tiny --rounds 1 --malloc default --openblas as-set "
                "--no-floor --skip-proof --results {tmp}/train_step.json"),
+    Step("train_step_avx2", "{python} benchmarks/train_step.py --isa avx2 --rounds 5 --malloc both --results "
+         "benchmarks/results/speed_train_step_avx2.json", "speed_train_step_avx2.json (the AVX2-only kind)", 10,
+         timing=True, needs=("torch",),
+         quick="{python} benchmarks/train_step.py --isa avx2 --configs tiny --rounds 1 --malloc default --no-floor "
+               "--skip-proof --results {tmp}/train_step_avx2.json"),
     Step("step_profile", "{python} benchmarks/step_profile.py --steps 10", "step_profile.json", 5, timing=True,
          quick="{python} benchmarks/step_profile.py --configs tiny --steps 2 --results {tmp}/step_profile.json"),
     Step("memory", "{python} benchmarks/memory.py --threads 1 && {python} benchmarks/memory.py --threads 1 "
@@ -124,7 +129,8 @@ STEPS = [
          quick="{python} benchmarks/memory.py --lengths 64 --no-decode --results {tmp}/memory.json"),
     Step("blas_spin", "{python} benchmarks/blas_spin.py", "blas_spin.json", 1, timing=True,
          why_no_quick="it times OpenBLAS's threads for a minute; there is nothing smaller to time"),
-    Step("readme_commands", "{python} benchmarks/readme_commands.py", "readme_commands.json", 10, timing=True,
+    Step("readme_commands", "{python} benchmarks/readme_commands.py && {python} benchmarks/readme_commands.py --isa avx2",
+         "readme_commands.json and readme_commands_avx2.json (the AVX2-only kind)", 18, timing=True,
          why_no_quick="it times the README's two commands from a fresh clone, which CI runs as they are"),
     Step("small_parallel_enja", "{python} benchmarks/small_parallel_enja.py --minutes 30", "small_parallel_enja.json",
          35, timing=True, needs=("data",), why_no_quick="it needs the real corpus and half an hour of training"),
