@@ -20,7 +20,7 @@ with every figure (other jobs share the cores).
                                                         # writes benchmarks/results/long_sequences_gpu.json;
                                                         # says so and exits 0 where CuPy sees no GPU
     python benchmarks/long_sequences.py --render        # chapter 13's tables and figure from the JSON
-    python benchmarks/long_sequences.py --functions sparse,linformer,lsh   # the other kinds of chapter 13
+    python benchmarks/long_sequences.py --functions flash,sparse   # only some of the seven kinds (default: all)
     python benchmarks/long_sequences.py --cache         # decoding: the linear state against the softmax cache,
                                                         # writes benchmarks/results/long_sequences_cache.json
     python benchmarks/long_sequences.py --error --run runs/enja   # each approximation against eq. 1 on the
@@ -37,6 +37,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import subprocess
 import sys
 import time
@@ -52,7 +53,7 @@ CHAPTER = ROOT / "chapters" / "13-long-sequences.md"
 FIGURE = ROOT / "chapters" / "figures" / "13-memory-time.png"
 
 BATCH, HEADS, D_K = 1, 4, 64
-FUNCTIONS = ("sdpa", "flash", "local", "linear")                       # the default run, the chapter's table
+FUNCTIONS = ("sdpa", "flash", "local", "linear")                       # the first four kinds of the chapter
 OTHER_FUNCTIONS = ("sparse", "linformer", "lsh")
 LABELS = {"sdpa": "eq. 1 (SDPA)", "flash": "flash", "local": "local, w = 128", "linear": "linear",
           "sparse": "BigBird blocks", "linformer": "Linformer, k = 256", "lsh": "LSH, 1 round"}
@@ -231,8 +232,14 @@ def measured_functions(results: dict) -> list[str]:
     return [f for f in FUNCTIONS + OTHER_FUNCTIONS if f in found]
 
 
-def render_markdown(results: dict) -> str:
-    """The chapter's tables, from the results file only."""
+LABELS_JA = {"sdpa": "式 (1)（SDPA）", "flash": "flash", "local": "局所、w = 128", "linear": "線形",
+             "sparse": "BigBird のブロック", "linformer": "Linformer、k = 256", "lsh": "LSH、1 ラウンド"}
+
+
+def render_markdown(results: dict, language: str = "en") -> str:
+    """The chapter's tables, from the results file only; ``ja`` writes the Japanese chapter's twin of them."""
+    ja = language == "ja"
+    labels = LABELS_JA if ja else LABELS
     by = table(results)
     functions = measured_functions(results)
     lengths = sorted({r["n"] for r in results["records"]})
@@ -243,41 +250,63 @@ def render_markdown(results: dict) -> str:
         if record is None:
             return "—"
         if "skipped" in record:
-            return "skipped¹"
+            return "省略¹" if ja else "skipped¹"
         if "failed" in record:
-            return "failed"
+            return "失敗" if ja else "failed"
         return fmt(record[key])
 
-    lines = [f"Memory added by one forward + backward (MiB; B = {BATCH}, h = {HEADS}, d_k = {D_K}, float32):", "",
-             "| n | " + " | ".join(LABELS[f] for f in functions) + " |", "|---" * (len(functions) + 1) + "|"]
-    for n in memory_lengths:
-        lines.append(f"| {n:,} | " + " | ".join(cell(f, n, "added_mib", lambda x: f"{x:,.0f}") for f in functions)
-                     + " |")
-    lines += ["", "Time of one forward + backward (seconds, best of the runs):", "",
-              "| n | " + " | ".join(LABELS[f] for f in functions) + " |", "|---" * (len(functions) + 1) + "|"]
-    for n in lengths:
-        lines.append(f"| {n:,} | " + " | ".join(cell(f, n, "seconds", lambda x: f"{x:.3g}") for f in functions)
-                     + " |")
+    def table_lines(key, fmt, rows):
+        head = ["| n | " + " | ".join(labels[f] for f in functions) + " |", "|---" * (len(functions) + 1) + "|"]
+        return head + [f"| {n:,} | " + " | ".join(cell(f, n, key, fmt) for f in functions) + " |" for n in rows]
+
+    lines = [(f"1 回の順伝播 + 逆伝播が追加したメモリは次のとおりです（MiB。B = {BATCH}、h = {HEADS}、d_k = {D_K}、float32）。"
+              if ja else f"Memory added by one forward + backward (MiB; B = {BATCH}, h = {HEADS}, d_k = {D_K}, float32):"),
+             "", *table_lines("added_mib", lambda x: f"{x:,.0f}", memory_lengths), "",
+             ("1 回の順伝播 + 逆伝播にかかった時間は次のとおりです（秒。複数回の実行のうち最良の値）。" if ja
+              else "Time of one forward + backward (seconds, best of the runs):"),
+             "", *table_lines("seconds", lambda x: f"{x:.3g}", lengths)]
+    return "\n".join(lines + table_notes(results, lengths, ja))
+
+
+def table_notes(results: dict, lengths: list[int], ja: bool) -> list[str]:
+    """The lines under the tables: why eq. 1 was skipped, what flash and linear attention gained, the machine."""
     skipped = [r for r in results["records"] if "skipped" in r]
     loads = [r[key] for r in results["records"] for key in ("load_before", "load_after") if key in r]
     notes = [""]
     if skipped:
-        notes.append(f"¹ {skipped[0]['skipped']}.")
+        sizes = re.search(r"([\d.]+) GiB, over the ([\d.]+) GiB", skipped[0]["skipped"])
+        notes.append(f"¹ 式 (1) は (B·h·n²) 個の float32 からなる配列を 3 つ保持することになります。その {sizes[1]} GiB は、"
+                     f"ここで許される {sizes[2]} GiB を超えます（--sdpa-limit-gib）。" if ja and sizes
+                     else f"¹ {skipped[0]['skipped']}.")
     summary = summarize(results)
     if summary.get("flash_over_sdpa_memory_4096") is not None:
-        notes.append(f"At n = 4,096 flash needed {summary['flash_over_sdpa_memory_4096']:.3f} of eq. 1's added "
-                     f"memory; at n = 1,024 it took {summary['flash_over_sdpa_time_1024']:.2f}× eq. 1's time.")
+        memory, time_ = summary["flash_over_sdpa_memory_4096"], summary["flash_over_sdpa_time_1024"]
+        notes.append(f"n = 4,096 で flash が必要としたメモリは、式 (1) が追加したメモリの {memory:.3f} 倍でした。"
+                     f"n = 1,024 では、式 (1) の {time_:.2f} 倍の時間がかかりました。" if ja else
+                     f"At n = 4,096 flash needed {memory:.3f} of eq. 1's added memory; at n = 1,024 it took "
+                     f"{time_:.2f}× eq. 1's time.")
     if summary.get("linear_faster_from") is not None:
         first = summary["linear_faster_from"]
-        shortest = " (the shortest length measured)" if first == lengths[0] else ""
-        notes.append(f"Linear attention was faster than eq. 1 from n = {first:,} on{shortest}.")
+        shortest = first == lengths[0]
+        notes.append(f"線形アテンションは n = {first:,} 以上で式 (1) より高速でした" + ("（測った中で最も短い長さ）。" if shortest
+                                                                             else "。") if ja else
+                     f"Linear attention was faster than eq. 1 from n = {first:,} on"
+                     + (" (the shortest length measured)." if shortest else "."))
     machine_ = results["machine"]
-    notes.append(f"Measured {results['date']} on {machine_['cpus']} CPU cores ({machine_['memory_gib']} GiB), "
-                 f"{machine_['threads_per_worker']} BLAS thread per process, NumPy {machine_['numpy']}; the 1-minute "
-                 f"load average was {min(loads):.1f}–{max(loads):.1f} during the runs (the cores are shared with "
-                 "other jobs). "
-                 f"Command: `{results['command']}`.")
-    return "\n".join(lines + notes)
+    shared = max(loads) > 1.5           # more than this run's own process: other jobs shared the cores
+    if ja:
+        notes.append(f"測定：{results['date']}、{machine_['cpus']} CPU コア（{machine_['memory_gib']} GiB）、プロセスあたり "
+                     f"BLAS スレッド {machine_['threads_per_worker']}、NumPy {machine_['numpy']}。実行中の 1 分間の"
+                     f"ロードアベレージは {min(loads):.1f}–{max(loads):.1f} でした"
+                     + ("（コアは他のジョブと共有しています）。" if shared else "。")
+                     + f"コマンド：`{results['command']}`。")
+    else:
+        notes.append(f"Measured {results['date']} on {machine_['cpus']} CPU cores ({machine_['memory_gib']} GiB), "
+                     f"{machine_['threads_per_worker']} BLAS thread per process, NumPy {machine_['numpy']}; the 1-minute "
+                     f"load average was {min(loads):.1f}–{max(loads):.1f} during the runs"
+                     + (" (the cores are shared with other jobs). " if shared else ". ")
+                     + f"Command: `{results['command']}`.")
+    return notes
 
 
 def summarize(results: dict) -> dict:
@@ -327,7 +356,7 @@ def render(results: dict, chapter: Path = CHAPTER, figure: Path = FIGURE) -> Non
     twin = chapter.parent / "ja" / chapter.name      # the Japanese chapter quotes the same generated tables
     if chapter == CHAPTER and twin.is_file() and markers("benchmarks/results/long_sequences.json")[0] in \
             twin.read_text(encoding="utf-8"):
-        fill_region(twin, "benchmarks/results/long_sequences.json", render_markdown(results))
+        fill_region(twin, "benchmarks/results/long_sequences.json", render_markdown(results, "ja"))
     draw(results, figure)
     if figure == FIGURE:                       # the Japanese edition's copy, chapters/figures/ja/
         draw(results, figure, "ja")
@@ -496,8 +525,8 @@ def main() -> int:
     parser.add_argument("--block", type=int, default=64, help="flash block size on the CPU")
     parser.add_argument("--gpu-block", type=int, default=256, help="flash block size on the GPU")
     parser.add_argument("--sdpa-limit-gib", type=float, default=6.0)
-    parser.add_argument("--functions", default=",".join(FUNCTIONS),
-                        help=f"which functions, of {', '.join(FUNCTIONS + OTHER_FUNCTIONS)} (default: the first four)")
+    parser.add_argument("--functions", default=",".join(FUNCTIONS + OTHER_FUNCTIONS),
+                        help=f"which functions, of {', '.join(FUNCTIONS + OTHER_FUNCTIONS)} (default: all of them)")
     parser.add_argument("--lengths", default=None, help="comma-separated lengths instead of the default ones")
     parser.add_argument("--cache", action="store_true", help="decoding: linear state against softmax cache")
     parser.add_argument("--error", action="store_true", help="each approximation against eq. 1 on --run's q, k, v")

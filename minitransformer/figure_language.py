@@ -62,6 +62,9 @@ TEXTS_JA: dict[str, str] = {
     "singular values kept, as a share of n": "残す特異値の数（n に対する割合）",
     "share of the energy Σσ²": "エネルギー Σσ² に占める割合",
     "Encoder self-attention of the trained run": "学習済みモデルのエンコーダのセルフアテンション",
+    "BigBird blocks": "BigBird のブロック",
+    "Linformer, k = 256": "Linformer、k = 256",
+    "LSH, 1 round": "LSH、1 ラウンド",
     "key position": "キーの位置",
     "query position": "クエリの位置",
     # chapter 7
