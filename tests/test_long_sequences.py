@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import re
 import os
 import subprocess
 import sys
@@ -404,6 +405,21 @@ def test_the_chapter_quotes_the_results_files_as_rendered(name):
     chapter = (ROOT / "chapters" / "13-long-sequences.md").read_text(encoding="utf-8")
     quoted = benchmark_module("long_sequences").region(chapter, results_file)
     assert quoted == module.render_markdown(results), f"run python benchmarks/{name}.py --render"
+
+
+def test_the_japanese_chapter_quotes_the_long_sequence_tables_as_rendered_in_japanese():
+    module = benchmark_module("long_sequences")
+    results_file = "benchmarks/results/long_sequences.json"
+    results = json.loads((ROOT / results_file).read_text(encoding="utf-8"))
+    chapter = (ROOT / "chapters" / "ja" / "13-long-sequences.md").read_text(encoding="utf-8")
+    rendered = module.render_markdown(results, "ja")
+    assert module.region(chapter, results_file) == rendered, "run python benchmarks/long_sequences.py --render"
+    assert "Memory added" not in rendered and "Measured" not in rendered and "skipped" not in rendered
+    numbers = re.compile(r"\d[\d,.]*")
+    english = module.render_markdown(results)
+    table_numbers = [[n for line in text.splitlines() if line.startswith("|") for n in numbers.findall(line)]
+                     for text in (english, rendered)]
+    assert table_numbers[0] == table_numbers[1]
 
 
 def test_the_results_show_what_the_chapter_claims():
