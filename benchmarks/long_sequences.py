@@ -265,7 +265,10 @@ def render_markdown(results: dict, language: str = "en") -> str:
              ("1 回の順伝播 + 逆伝播にかかった時間は次のとおりです（秒。複数回の実行のうち最良の値）。" if ja
               else "Time of one forward + backward (seconds, best of the runs):"),
              "", *table_lines("seconds", lambda x: f"{x:.3g}", lengths)]
-    return "\n".join(lines + table_notes(results, lengths, ja))
+    notes = table_notes(results, lengths, ja)
+    if ja:                                 # a Japanese paragraph is one line: no break between Japanese sentences
+        notes = [notes[0], "".join(notes[1:])]
+    return "\n".join(lines + notes)
 
 
 def table_notes(results: dict, lengths: list[int], ja: bool) -> list[str]:
