@@ -219,3 +219,13 @@ def test_a_runtime_that_lives_under_tmp_is_seen_inside_the_sandbox(tmp_path, mon
     command = bwrap.arguments() + [bwrap.python(), "-c", f"print(open({str(runtime / 'marker.txt')!r}).read())"]
     result = subprocess.run(command, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0 and result.stdout.strip() == "the runtime", result.stderr
+
+
+def test_no_hidden_case_of_the_online_softmax_is_answered_by_a_step_that_does_nothing():
+    from minitransformer.exercises.cases import probe_online_softmax
+    for seed in range(200):                     # heavy masking: a row masked everywhere would keep its first state
+        rng = np.random.default_rng(seed)
+        length = int(rng.integers(2, 12))
+        found = probe_online_softmax(rng, rows=int(rng.integers(1, 5)), length=length, d_v=2, cuts=[0, length],
+                                     scale=10.0, masked=0.7)
+        assert np.isfinite(found["log_sum_exp"]).all(), seed

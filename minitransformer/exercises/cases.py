@@ -421,6 +421,10 @@ def probe_online_softmax(rng, rows: int, length: int, d_v: int, cuts, scale: flo
         scores = scale * rng.standard_normal((rows, length))
         if masked is not None:                       # −∞ at a random share of positions (whole blocks sometimes)
             scores[rng.random((rows, length)) < masked] = -np.inf
+            # but each row keeps one finite score: a row masked everywhere has the state it started with as
+            # its answer, so a case made only of such rows would pass a step that does nothing at all
+            empty = np.flatnonzero(np.isneginf(scores).all(axis=1))
+            scores[empty, rng.integers(0, length, empty.size)] = scale * rng.standard_normal(empty.size)
     scores = np.asarray(scores, dtype=float)
     values = rng.standard_normal((scores.shape[1], d_v))
     state = (np.full((scores.shape[0], 1), -np.inf), np.zeros((scores.shape[0], 1)),
