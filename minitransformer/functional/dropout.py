@@ -122,12 +122,11 @@ def _word_threshold(p: float):
     them (a Python float p in float32, a NumPy float64 in float64), or None when none is."""
     key = (type(p), p)
     if key not in _thresholds:
-        import numpy   # host-side scalars, not array math: the CPU stream's words follow NumPy's float32 rule
-
+        host = xp_for("cpu")   # host-side scalars: the CPU stream's words follow NumPy's float32 rule
         guess = math.ceil(float(p) * 2**24)                      # k·2⁻²⁴ is exact: within a step of p
-        candidates = numpy.arange(max(guess - 2, 0), min(guess + 3, 2**24), dtype=numpy.int64)
-        at_least_p = (candidates.astype(numpy.float32) * numpy.float32(2.0**-24)) >= p
-        _thresholds[key] = numpy.uint32(int(candidates[at_least_p.argmax()]) << 8) if at_least_p.any() else None
+        candidates = host.arange(max(guess - 2, 0), min(guess + 3, 2**24), dtype=host.int64)
+        at_least_p = (candidates.astype(host.float32) * host.float32(2.0**-24)) >= p
+        _thresholds[key] = host.uint32(int(candidates[at_least_p.argmax()]) << 8) if at_least_p.any() else None
     return _thresholds[key]
 
 
