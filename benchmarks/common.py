@@ -66,7 +66,7 @@ CONFIGS = {
     "tiny": _bench("tiny", "tiny", vocab=1000, batch=64, length=16, block=12),
     "small-N3": _bench("small-N3", "small", n_layers=3, vocab=4000, batch=64, length=24, block=4),
     "medium-h8": _bench("medium-h8", "medium", n_heads=8, vocab=8000, batch=32, length=32, block=3),
-    # the paper's base model (N 6, d_model 512, h 8, d_ff 2048) at a GPU's batch; benchmarks/gpu_check.sh
+    # the paper's base model (N 6, d_model 512, h 8, d_ff 2048) at a GPU's batch; benchmarks/speed/gpu_check.sh
     "base-gpu": _bench("base-gpu", "base", vocab=16000, batch=64, length=32, block=10),
 }
 RENAMED_CONFIGS = {"small": "small-N3", "base": "medium-h8"}   # their names before presets.py

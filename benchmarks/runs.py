@@ -9,7 +9,9 @@ folder is drawn only from the run its results file names:
   digest of the final model's weights;
 * ``weights_digest(run)``: SHA-256 over the final weights' names, shapes, dtypes and bytes (not over the
   .npz file, whose zip entries carry the time they were written), its first 12 hex digits;
-* ``require_run(run, record)``: refuses a run folder whose weights are not the recorded ones.
+* ``require_run(run, record)``: refuses a run folder whose weights are not the recorded ones;
+* ``corpus_of(run)``: the built-in corpus the run was trained on (heads.py, attention_rank.py and
+  long_sequences.py --error score a run on its own test sentences).
 """
 from __future__ import annotations
 
@@ -24,6 +26,18 @@ if str(ROOT) not in sys.path:
 
 RUN_FIELDS = ("steps", "test_bleu", "test_exact_match", "test_heldout_bleu", "test_heldout_exact_match",
               "final_model")
+
+
+def corpus_of(run: Path):
+    """The built-in corpus the run was trained on (its preset's sizes, seed 0)."""
+    from minitransformer.checkpoint import load_checkpoint  # noqa: PLC0415
+    from minitransformer.data.run_data import load_data  # noqa: PLC0415
+    from minitransformer.presets import PRESETS  # noqa: PLC0415
+
+    settings = load_checkpoint(run, with_optimizer=False).state.get("training") or {}
+    if settings.get("data") is not None or settings.get("direction") != "en-ja":
+        raise SystemExit(f"{run}: these benchmarks measure runs on the built-in corpus, en-ja")
+    return load_data(None, "en-ja", PRESETS[settings["preset"]]["corpus"], limit=settings.get("limit"))
 
 
 def weights_digest(run: Path) -> str:

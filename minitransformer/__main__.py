@@ -30,8 +30,8 @@ def _restart_with_few_blas_threads(argv: list[str]) -> None:
     """Run the command again with at most ``MAX_BLAS_THREADS`` BLAS threads, unless the user chose a count.
 
     Our matrices are small (d_model 128-256). OpenBLAS starts one thread per core,
-    and on a many-core machine most of them only spin-wait (benchmarks/blas_spin.py
-    measures the spinning, benchmarks/train_step.py a step on one thread and on two).
+    and on a many-core machine most of them only spin-wait (benchmarks/speed/blas_spin.py
+    measures the spinning, benchmarks/speed/train_step.py a step on one thread and on two).
     On a machine busy with other work, set OPENBLAS_NUM_THREADS=1 yourself: a BLAS
     thread that waits for a core another process holds stalls every product. The
     count is read when NumPy loads, which has already happened here, hence the restart.

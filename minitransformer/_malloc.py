@@ -7,13 +7,13 @@ with ``munmap``, and gives back the top of the heap whenever more than the *trim
 threshold* is free. The next step asks for arrays of the same sizes again and
 gets brand-new pages: the kernel zero-fills every 4 KiB page on first touch (a
 page fault each), which can cost more than the arithmetic of an elementwise op
-(chapter 10 quotes the faults per step that benchmarks/train_step.py counts).
+(chapter 10 quotes the faults per step that benchmarks/speed/train_step.py counts).
 
 Raising both thresholds keeps freed blocks inside the process, where the next
 allocation of that size picks them up warm. The price: memory is not returned to
 the operating system until the process ends (the resident set stays at its peak).
 PyTorch on the CPU allocates through the same malloc and takes the same kind of
-faults (benchmarks/train_step.py counts them per step for both). The same
+faults (benchmarks/speed/train_step.py counts them per step for both). The same
 settings can be given from outside, before Python starts:
 
     MALLOC_MMAP_THRESHOLD_=1073741824 MALLOC_TRIM_THRESHOLD_=1073741824 python my_training_script.py

@@ -40,7 +40,7 @@ PRESETS: dict[str, dict[str, Any]] = {
     # the default: a real translator of the built-in corpus in a few minutes on a laptop CPU.
     # A fixed number of steps (not minutes), so that every machine gets the same model and BLEU.
     # 2400 steps (about 9 epochs): at 1400 the model still dropped clauses of three-clause sentences
-    # (benchmarks/long_sentences.py: 78 BLEU at step 1400, 94 after 2400 with the average).
+    # (benchmarks/quality/long_sentences.py: 78 BLEU at step 1400, 94 after 2400 with the average).
     "small": dict(model=MODELS["small"], vocab_size=1000,
                   corpus=dict(n_train=20000, n_dev=500, n_test=500, n_heldout=500), max_tokens=1000, warmup=300,
                   factor=1.0, minutes=None, epochs=None, steps=2400, save_every=100, eval_sentences=200),

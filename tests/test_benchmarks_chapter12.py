@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_table3_quick_writes_every_row_with_its_seeds(tmp_path):
     out = tmp_path / "table3.json"
     env = dict(os.environ, PYTHONPATH=str(ROOT), OPENBLAS_NUM_THREADS="1")
-    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "table3.py"), "--quick", "--seeds", "2",
+    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "quality" / "table3.py"), "--quick", "--seeds", "2",
                              "--out", str(out)], capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
     assert result.returncode == 0, result.stderr
     results = json.loads(out.read_text())
@@ -31,9 +31,9 @@ def test_table3_quick_writes_every_row_with_its_seeds(tmp_path):
 
 def test_table3_refuses_an_unknown_row():
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "table3.py"), "--quick", "--rows", "Z"],
+    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "quality" / "table3.py"), "--quick", "--rows", "Z"],
                             capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
     assert result.returncode != 0 and "unknown rows ['Z']" in result.stderr
-    labels = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "table3.py"), "--quick", "--labels", "h=3"],
+    labels = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "quality" / "table3.py"), "--quick", "--labels", "h=3"],
                             capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
     assert labels.returncode != 0 and "unknown labels ['h=3']" in labels.stderr

@@ -387,33 +387,36 @@ def test_a_feature_map_slope_of_one_everywhere_is_caught(rng, monkeypatch):
 ROOT = Path(__file__).resolve().parents[1]
 
 
+LONG_SEQUENCES = ROOT / "benchmarks" / "sequence_length"      # chapter 13's benchmarks and their results/
+
+
 def benchmark_module(name):
-    sys.path.insert(0, str(ROOT / "benchmarks"))
+    sys.path.insert(0, str(LONG_SEQUENCES))
     try:
         return importlib.import_module(name)
     finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
+        sys.path.remove(str(LONG_SEQUENCES))
 
 
 @pytest.mark.parametrize("name", ["long_sequences", "table1", "attention_kinds_bleu"])
 def test_the_chapter_quotes_the_results_files_as_rendered(name):
     module = benchmark_module(name)
-    results_file = f"benchmarks/results/{name}.json"
+    results_file = f"benchmarks/sequence_length/results/{name}.json"
     if name == "attention_kinds_bleu" and not (ROOT / results_file).exists():
         pytest.skip("the translation runs with each attention have not been made yet")
     results = json.loads((ROOT / results_file).read_text(encoding="utf-8"))
     chapter = (ROOT / "chapters" / "13-long-sequences.md").read_text(encoding="utf-8")
     quoted = benchmark_module("long_sequences").region(chapter, results_file)
-    assert quoted == module.render_markdown(results), f"run python benchmarks/{name}.py --render"
+    assert quoted == module.render_markdown(results), f"run python benchmarks/sequence_length/{name}.py --render"
 
 
 def test_the_japanese_chapter_quotes_the_long_sequence_tables_as_rendered_in_japanese():
     module = benchmark_module("long_sequences")
-    results_file = "benchmarks/results/long_sequences.json"
+    results_file = "benchmarks/sequence_length/results/long_sequences.json"
     results = json.loads((ROOT / results_file).read_text(encoding="utf-8"))
     chapter = (ROOT / "chapters" / "ja" / "13-long-sequences.md").read_text(encoding="utf-8")
     rendered = module.render_markdown(results, "ja")
-    assert module.region(chapter, results_file) == rendered, "run python benchmarks/long_sequences.py --render"
+    assert module.region(chapter, results_file) == rendered, "run python benchmarks/sequence_length/long_sequences.py --render"
     assert "Memory added" not in rendered and "Measured" not in rendered and "skipped" not in rendered
     numbers = re.compile(r"\d[\d,.]*")
     english = module.render_markdown(results)
@@ -423,7 +426,7 @@ def test_the_japanese_chapter_quotes_the_long_sequence_tables_as_rendered_in_jap
 
 
 def test_the_results_show_what_the_chapter_claims():
-    results = json.loads((ROOT / "benchmarks/results/long_sequences.json").read_text(encoding="utf-8"))
+    results = json.loads((ROOT / "benchmarks/sequence_length/results/long_sequences.json").read_text(encoding="utf-8"))
     summary = benchmark_module("long_sequences").summarize(results)
     assert summary["flash_over_sdpa_memory_4096"] <= 1 / 8          # flash at 4,096: at most 1/8 of eq. 1's memory
     by = {(r["function"], r["n"]): r for r in results["records"]}
@@ -433,7 +436,7 @@ def test_the_results_show_what_the_chapter_claims():
 
 @pytest.mark.skipif(mt.cuda_available(), reason="with a GPU this would run the whole GPU benchmark")
 def test_the_gpu_benchmark_skips_cleanly_without_a_gpu():
-    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "long_sequences.py"), "--gpu"],
+    result = subprocess.run([sys.executable, str(LONG_SEQUENCES / "long_sequences.py"), "--gpu"],
                             capture_output=True, text=True, timeout=120,
                             env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert result.returncode == 0, result.stderr
@@ -908,20 +911,20 @@ def _why_it_stopped(result) -> str:
 
 
 def test_the_benchmark_runs_the_other_kinds_at_a_toy_size():
-    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "long_sequences.py"), "--quick", "--lengths",
+    result = subprocess.run([sys.executable, str(LONG_SEQUENCES / "long_sequences.py"), "--quick", "--lengths",
                              "64", "--functions", "sparse,linformer,lsh"], capture_output=True, text=True, timeout=300,
                             env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=ROOT / "benchmarks")
     assert result.returncode == 0, _why_it_stopped(result)
     records = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
     assert [r["function"] for r in records] == ["sparse", "linformer", "lsh"] and all("seconds" in r for r in records)
     assert "| n | BigBird blocks | Linformer, k = 256 | LSH, 1 round |" in result.stdout
-    refused = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "long_sequences.py"), "--functions", "nope"],
+    refused = subprocess.run([sys.executable, str(LONG_SEQUENCES / "long_sequences.py"), "--functions", "nope"],
                              capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert refused.returncode == 2 and "unknown function(s) nope" in refused.stderr
 
 
 def test_the_cache_benchmark_at_a_toy_size_shows_the_state_does_not_grow():
-    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "long_sequences.py"), "--cache", "--quick",
+    result = subprocess.run([sys.executable, str(LONG_SEQUENCES / "long_sequences.py"), "--cache", "--quick",
                              "--lengths", "16,32"], capture_output=True, text=True, timeout=300,
                             env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert result.returncode == 0, _why_it_stopped(result)

@@ -1,4 +1,4 @@
-"""Every figure quoted in README.md, chapters/ and benchmarks/*.md matches the results file that
+"""Every figure quoted in README.md, chapters/ and benchmarks/ (its write-ups) matches the results file that
 its marker names (tools/quoted_numbers.py), and the check really fails when a quoted figure is edited."""
 from __future__ import annotations
 
@@ -22,12 +22,34 @@ def test_the_documents_quote_figures_from_several_results_files():
     assert {"default_run.json", "overhead.json", "small_parallel_enja.json", "chapter_figures.json"} <= quoted
 
 
+def test_each_results_file_name_is_held_by_one_group_only():
+    """A marker names a results file by its name alone, so no two question groups of benchmarks/ may keep
+    results files of the same name (the one the resolver would find would depend on nothing the reader sees)."""
+    by_name: dict[str, list[str]] = {}
+    for path in sorted((ROOT / "benchmarks").glob("*/results/*.json")):
+        by_name.setdefault(path.name, []).append(path.parent.parent.name)
+    assert len(by_name) > 40, "the results files moved: benchmarks/GROUP/results/NAME.json is the layout"
+    assert {name: groups for name, groups in by_name.items() if len(groups) > 1} == {}
+    assert not (ROOT / "benchmarks" / "results").exists(), "results files live beside their scripts' group"
+
+
+def test_a_results_file_is_found_in_any_groups_folder_and_a_name_in_two_groups_is_refused(tmp_path):
+    for group, value in (("speed", 1), ("quality", 2)):
+        (tmp_path / group / "results").mkdir(parents=True)
+        (tmp_path / group / "results" / f"{group}.json").write_text(json.dumps({"x": value}))
+    assert quoted_numbers.lookup("speed.json", "x", tmp_path) == 1
+    assert quoted_numbers.lookup("quality.json", "x", tmp_path) == 2
+    (tmp_path / "quality" / "results" / "speed.json").write_text(json.dumps({"x": 3}))
+    with pytest.raises(quoted_numbers.FigureError, match="more than one results file of that name"):
+        quoted_numbers.lookup("speed.json", "x", tmp_path)
+
+
 @pytest.fixture
 def book(tmp_path):
     """A small copy of the repository layout: one README with markers and one results file."""
-    (tmp_path / "benchmarks" / "results").mkdir(parents=True)
+    (tmp_path / "benchmarks" / "quality" / "results").mkdir(parents=True)
     (tmp_path / "chapters").mkdir()
-    (tmp_path / "benchmarks" / "results" / "run.json").write_text(json.dumps(
+    (tmp_path / "benchmarks" / "quality" / "results" / "run.json").write_text(json.dumps(
         {"bleu": 96.16, "exact": 0.924, "steps": 1400, "history": [{"bleu": 58.8}, {"bleu": 93.4}]}))
     (tmp_path / "README.md").write_text(
         "BLEU **96.16**<!-- fig run.json:bleu -->, 92.4<!-- fig run.json:exact x100 --> % exact,\n"
@@ -38,7 +60,7 @@ def book(tmp_path):
 
 
 def test_a_faithful_copy_passes(book):
-    assert quoted_numbers.check(book, book / "benchmarks" / "results") == []
+    assert quoted_numbers.check(book, book / "benchmarks") == []
 
 
 @pytest.mark.parametrize("edited, original", [("96.17", "96.16"), ("92.5", "92.4"), ("1,401", "1,400"),
@@ -46,34 +68,34 @@ def test_a_faithful_copy_passes(book):
 def test_editing_a_quoted_figure_fails_the_check(book, edited, original):
     readme = book / "README.md"
     readme.write_text(readme.read_text().replace(original, edited, 1))
-    problems = quoted_numbers.check(book, book / "benchmarks" / "results")
+    problems = quoted_numbers.check(book, book / "benchmarks")
     assert len(problems) == 1 and f"quotes {edited}" in problems[0] and f"says {original}" in problems[0]
 
 
 def test_a_marker_naming_a_missing_key_or_file_fails(book):
     readme = book / "README.md"
     readme.write_text(readme.read_text() + "7<!-- fig run.json:nope --> and 8<!-- fig gone.json:x -->\n")
-    problems = quoted_numbers.check(book, book / "benchmarks" / "results")
+    problems = quoted_numbers.check(book, book / "benchmarks")
     assert any("no key 'nope'" in p for p in problems) and any("gone.json: no such results file" in p for p in problems)
 
 
 def test_a_marker_that_follows_no_number_fails(book):
     readme = book / "README.md"
     readme.write_text(readme.read_text() + "about ten <!-- fig run.json:steps -->\n")
-    assert any("malformed" in p for p in quoted_numbers.check(book, book / "benchmarks" / "results"))
+    assert any("malformed" in p for p in quoted_numbers.check(book, book / "benchmarks"))
 
 
 def test_update_rewrites_a_changed_result_in_the_quoted_format(book):
-    results = book / "benchmarks" / "results" / "run.json"
+    results = book / "benchmarks" / "quality" / "results" / "run.json"
     data = json.loads(results.read_text())
     data.update(bleu=95.5, exact=0.9, steps=12345)
     results.write_text(json.dumps(data))
-    changed = quoted_numbers.update(book, book / "benchmarks" / "results")
+    changed = quoted_numbers.update(book, book / "benchmarks")
     text = (book / "README.md").read_text()
     assert len(changed) == 3
     assert "**95.50**<!-- fig run.json:bleu -->" in text and "90.0<!-- fig run.json:exact x100 -->" in text
     assert "12,345<!-- fig run.json:steps -->" in text
-    assert quoted_numbers.check(book, book / "benchmarks" / "results") == []
+    assert quoted_numbers.check(book, book / "benchmarks") == []
 
 
 def test_record_run_copies_the_quoted_fields_of_a_run(tmp_path):
@@ -99,24 +121,24 @@ def test_record_run_refuses_a_folder_without_results(tmp_path):
 @pytest.mark.parametrize("value, written", [(4.1e-11, "4e-11"), (0.00513, "5.1e-3"), (8028520999891.967, "8.03·10¹²"),
                                             (3.3e18, "3.3·10¹⁸"), (2.5e-4, "2.5·10⁻⁴")])
 def test_scientific_forms_are_quoted_and_compared(book, value, written):
-    results = book / "benchmarks" / "results" / "run.json"
+    results = book / "benchmarks" / "quality" / "results" / "run.json"
     results.write_text(json.dumps({**json.loads(results.read_text()), "x": value}))
     readme = book / "README.md"
     readme.write_text(readme.read_text() + f"measured {written}<!-- fig run.json:x -->\n")
-    assert quoted_numbers.check(book, book / "benchmarks" / "results") == []
+    assert quoted_numbers.check(book, book / "benchmarks") == []
     results.write_text(json.dumps({**json.loads(results.read_text()), "x": value * 3}))
-    problems = quoted_numbers.check(book, book / "benchmarks" / "results")
+    problems = quoted_numbers.check(book, book / "benchmarks")
     assert len(problems) == 1 and f"quotes {written}" in problems[0]
 
 
 def test_a_digest_is_quoted_as_written(book):
-    results = book / "benchmarks" / "results" / "run.json"
+    results = book / "benchmarks" / "quality" / "results" / "run.json"
     results.write_text(json.dumps({**json.loads(results.read_text()), "weights": "3f0a9c1b2d4e"}))
     readme = book / "README.md"
     readme.write_text(readme.read_text() + "weights 3f0a9c1b2d4e<!-- fig run.json:weights -->\n")
-    assert quoted_numbers.check(book, book / "benchmarks" / "results") == []
+    assert quoted_numbers.check(book, book / "benchmarks") == []
     readme.write_text(readme.read_text().replace("3f0a9c1b2d4e", "3f0a9c1b2d4f"))
-    assert "says 3f0a9c1b2d4e" in quoted_numbers.check(book, book / "benchmarks" / "results")[0]
+    assert "says 3f0a9c1b2d4e" in quoted_numbers.check(book, book / "benchmarks")[0]
 
 
 def test_a_results_file_is_found_by_its_name_below_the_results_folder(tmp_path):
@@ -132,21 +154,21 @@ def test_a_results_file_is_found_by_its_name_below_the_results_folder(tmp_path):
 
 
 def test_a_count_is_quoted_in_millions_or_in_ten_thousands(book):
-    results = book / "benchmarks" / "results" / "run.json"
+    results = book / "benchmarks" / "quality" / "results" / "run.json"
     results.write_text(json.dumps({**json.loads(results.read_text()), "parameters": 1053696}))
     readme = book / "README.md"
     readme.write_text(readme.read_text() + "a 1.05<!-- fig run.json:parameters x1e-6 --> M model, "
                                            "105<!-- fig run.json:parameters x1e-4 --> 万\n")
-    assert quoted_numbers.check(book, book / "benchmarks" / "results") == []
+    assert quoted_numbers.check(book, book / "benchmarks") == []
     readme.write_text(readme.read_text().replace("1.05<", "1.06<"))
-    assert "says 1.05" in quoted_numbers.check(book, book / "benchmarks" / "results")[0]
+    assert "says 1.05" in quoted_numbers.check(book, book / "benchmarks")[0]
 
 
 def test_a_count_of_bytes_is_quoted_in_mib(book):
-    results = book / "benchmarks" / "results" / "run.json"
+    results = book / "benchmarks" / "quality" / "results" / "run.json"
     results.write_text(json.dumps({**json.loads(results.read_text()), "cache_bytes": 33554432}))
     readme = book / "README.md"
     readme.write_text(readme.read_text() + "a cache of 32<!-- fig run.json:cache_bytes xMiB --> MiB\n")
-    assert quoted_numbers.check(book, book / "benchmarks" / "results") == []
+    assert quoted_numbers.check(book, book / "benchmarks") == []
     readme.write_text(readme.read_text().replace("32<", "33<"))
-    assert "quotes 33, run.json:cache_bytes says 32" in quoted_numbers.check(book, book / "benchmarks" / "results")[0]
+    assert "quotes 33, run.json:cache_bytes says 32" in quoted_numbers.check(book, book / "benchmarks")[0]

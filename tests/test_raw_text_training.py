@@ -114,9 +114,9 @@ def test_tokenizer_words_overrides_the_choice(tmp_path):
 
 
 def _tatoeba_recipe():
-    """benchmarks/tatoeba.py as a module (benchmarks/ is not a package)."""
+    """benchmarks/quality/tatoeba.py as a module (benchmarks/ is not a package)."""
     import importlib.util  # noqa: PLC0415
-    spec = importlib.util.spec_from_file_location("tatoeba_recipe", ROOT / "benchmarks" / "tatoeba.py")
+    spec = importlib.util.spec_from_file_location("tatoeba_recipe", ROOT / "benchmarks" / "quality" / "tatoeba.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -138,7 +138,7 @@ def test_the_tatoeba_test_limit_spreads_over_the_length_sorted_file():
 
 
 def test_the_tatoeba_recipe_runs_end_to_end_on_a_tiny_corpus(tmp_path):
-    """benchmarks/tatoeba.py on a made-up jpn-eng folder (TSV, as the real one), a few steps of the toy model,
+    """benchmarks/quality/tatoeba.py on a made-up jpn-eng folder (TSV, as the real one), a few steps of the toy model,
     a step budget, and a test limit that samples the whole (length-sorted) test file."""
     folder = tmp_path / "jpn-eng"
     folder.mkdir()
@@ -149,7 +149,7 @@ def test_the_tatoeba_recipe_runs_end_to_end_on_a_tiny_corpus(tmp_path):
                                                      for e, j in pairs), encoding="utf-8")
     out = tmp_path / "run"
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "tatoeba.py"), "jpn-eng", "en-ja",
+    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "quality" / "tatoeba.py"), "jpn-eng", "en-ja",
                              "--data", str(folder), "--out", str(out), "--preset", "toy", "--vocab-size", "300",
                              "--steps", "3", "--test-limit", "6", "--extra", "--quiet"],
                             capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
@@ -166,7 +166,7 @@ def test_the_tatoeba_recipe_runs_end_to_end_on_a_tiny_corpus(tmp_path):
     assert [e["source"] for e in scores["examples"]] == [_raw_english(test_file[i][0]) for i in (0, 2, 4, 6, 8, 10)]
     # --rescore scores the same outputs again (the same figures here) and keeps the rest of the file
     (out / "tatoeba_scores.json").write_text(json.dumps({**scores, "chrf": -1.0}), encoding="utf-8")
-    again = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "tatoeba.py"), "jpn-eng", "en-ja", "--data",
+    again = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "quality" / "tatoeba.py"), "jpn-eng", "en-ja", "--data",
                             str(folder), "--out", str(out), "--rescore"], capture_output=True, text=True, env=env,
                            cwd=ROOT, timeout=600)
     assert again.returncode == 0, again.stderr

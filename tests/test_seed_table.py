@@ -1,4 +1,4 @@
-"""benchmarks/seed_table.py: the seed article's table, measured. Its quick mode runs here (toy sizes, a few
+"""benchmarks/quality/seed_table.py: the seed article's table, measured. Its quick mode runs here (toy sizes, a few
 seconds a row) and the results file it writes must have every row, every column and the machine."""
 from __future__ import annotations
 
@@ -15,11 +15,11 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def seed_table():
-    sys.path.insert(0, str(ROOT / "benchmarks"))
+    sys.path.insert(0, str(ROOT / "benchmarks" / "quality"))
     try:
         return importlib.import_module("seed_table")
     finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
+        sys.path.remove(str(ROOT / "benchmarks" / "quality"))
 
 
 @pytest.fixture(scope="module")
@@ -35,10 +35,10 @@ def quick_table(tmp_path_factory) -> tuple[dict, Path]:
     for split in ("train", "dev", "test"):
         (enja / f"{split}.tsv").write_text("".join(f"{en}\t{ja}\n" for en, ja in corpus.pairs(split, "en-ja")),
                                            encoding="utf-8")
-    committed = ROOT / "benchmarks" / "results" / "seed_table.json"
+    committed = ROOT / "benchmarks" / "quality" / "results" / "seed_table.json"
     before = committed.stat().st_mtime_ns if committed.exists() else None
     results = folder / "out" / "seed_table.json"
-    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "seed_table.py"), "--quick", "--results",
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "quality" / "seed_table.py"), "--quick", "--results",
                            str(results), "--enja-data", str(enja)], capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
     assert (committed.stat().st_mtime_ns if committed.exists() else None) == before   # the lead's file, untouched

@@ -3,7 +3,7 @@ the glossary as prh rules.
 
 The prh rules are written from the glossary and must match it (no node needed). With textlint installed
 (`npm ci`), the edition is linted and no file may have more errors of a rule than
-benchmarks/results/textlint_ja.json records (`python tools/textlint_ja.py --record` after fixing some; the aim
+benchmarks/book/results/textlint_ja.json records (`python tools/textlint_ja.py --record` after fixing some; the aim
 is none); and made-up texts show the linter catches a glossary violation and a 120-character sentence, and
 passes a clean paragraph. Without node or node_modules these skip, except where MT_REQUIRE_TEXTLINT=1 (CI),
 where they fail.
@@ -104,7 +104,7 @@ def test_no_japanese_text_has_more_textlint_errors_than_recorded():
     now = textlint_ja.counts(textlint_ja.lint())["by_file"]
     worse = [f"{file}: {rule} {n} (recorded {recorded.get(file, {}).get(rule, 0)})"
              for file, rules in now.items() for rule, n in rules.items() if n > recorded.get(file, {}).get(rule, 0)]
-    assert not worse, ("textlint finds more errors than benchmarks/results/textlint_ja.json records (python "
+    assert not worse, ("textlint finds more errors than benchmarks/book/results/textlint_ja.json records (python "
                        "tools/textlint_ja.py lists them; rewrite the sentences):\n  " + "\n  ".join(worse))
 
 

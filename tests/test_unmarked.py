@@ -97,7 +97,7 @@ def test_an_exemption_without_a_reason_is_refused(book):
 
 def test_a_generated_table_in_japanese_must_hold_the_english_numbers(book):
     root, exempt = book
-    region = "<!-- begin: benchmarks/results/t.json -->\n| n | ms |\n|---|---|\n| 64 | {} |\n<!-- end: benchmarks/results/t.json -->\n"
+    region = "<!-- begin: benchmarks/speed/results/t.json -->\n| n | ms |\n|---|---|\n| 64 | {} |\n<!-- end: benchmarks/speed/results/t.json -->\n"
     english, japanese = root / "chapters" / "01-x.md", root / "chapters" / "ja" / "01-x.md"
     english.write_text(english.read_text() + region.format("0.34"), encoding="utf-8")
     japanese.write_text(japanese.read_text() + region.format("0.34"), encoding="utf-8")
@@ -108,12 +108,16 @@ def test_a_generated_table_in_japanese_must_hold_the_english_numbers(book):
 
 
 def test_the_counts_the_book_quotes_are_the_codes_counts_today():
-    sys.path.insert(0, str(ROOT / "benchmarks"))
+    sys.path.insert(0, str(ROOT / "benchmarks" / "book"))
     import book_counts  # noqa: PLC0415
 
     import minitransformer.nn as nn  # noqa: PLC0415
-    recorded = json.loads((ROOT / "benchmarks" / "results" / "counts.json").read_text(encoding="utf-8"))
-    assert recorded == book_counts.counts(), "run python benchmarks/book_counts.py, then python tools/quoted_numbers.py update"
+    recorded = json.loads((ROOT / "benchmarks" / "book" / "results" / "counts.json").read_text(encoding="utf-8"))
+    # a file recorded before benchmarks/ was grouped by question names the script at its old path; the counts
+    # are what must agree, and the file is rewritten only by its script
+    if recorded.get("command") == "python benchmarks/book_counts.py":
+        recorded["command"] = "python benchmarks/book/book_counts.py"
+    assert recorded == book_counts.counts(), "run python benchmarks/book/book_counts.py, then python tools/quoted_numbers.py update"
     model = nn.Transformer(nn.TransformerConfig.small(1000))
     assert book_counts.model_counts("small", 1000) == {"vocab": 1000, "parameters": model.num_parameters(),
                                                        "parameter_arrays": len(model.parameters())}

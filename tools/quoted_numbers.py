@@ -1,11 +1,12 @@
-"""Quoted numbers: each measured number quoted in README.md, chapters/ and benchmarks/*.md (and in
+"""Quoted numbers: each measured number quoted in README.md, chapters/ and benchmarks/*/*.md (and in
 the Japanese edition: README.ja.md, chapters/ja/) names the results file that holds it, in an HTML
 comment right after it (a "fig" marker; pictures are chapters/figures/, see tools/captions.py):
 
     reached **31.67**<!-- fig small_parallel_enja.json:test_bleu --> test BLEU
     92.4<!-- fig default_run.json:test_exact_match x100 --> %
 
-FILE is in benchmarks/results/ (written by the script that measured it), KEY.PATH walks the JSON
+FILE is in the results/ folder beside the script that measured it (benchmarks/GROUP/results/; a name is
+unique across the groups, so the marker names the file alone), KEY.PATH walks the JSON
 (list items by index: history.4.dev_bleu_greedy), and an optional `x100` scales a fraction to a
 percentage (`x1e-6` quotes a count in millions, `x1e-4` in the ten thousands of Japanese 万, `xMiB` a count
 of bytes in MiB). The quoted text must equal the value rounded to as many decimals as the text shows
@@ -34,8 +35,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "results"
-DOCUMENTS = ("README.md", "chapters/*.md", "benchmarks/*.md", "TEACHING.md",
+RESULTS = ROOT / "benchmarks"                        # results files: benchmarks/GROUP/results/NAME.json
+RUN_RESULTS = RESULTS / "book" / "results"          # where record-run writes default_run.json
+DOCUMENTS = ("README.md", "chapters/*.md", "benchmarks/*.md", "benchmarks/*/*.md", "TEACHING.md",
              "README.ja.md", "chapters/ja/*.md")          # a re-measured figure changes in both languages
 
 SUPERSCRIPT = str.maketrans("0123456789-", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻")
@@ -180,7 +182,7 @@ def update(root: Path = ROOT, results: Path = RESULTS) -> list[str]:
     return changed
 
 
-def record_run(run: Path, results: Path = RESULTS) -> dict:
+def record_run(run: Path, results: Path = RUN_RESULTS) -> dict:
     """Copy the quoted fields of RUN/results.json into default_run.json."""
     source = run / "results.json"
     if not source.is_file():
@@ -225,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.command == "record-run":
             record_run(args.run)
-            print(f"wrote {RESULTS / 'default_run.json'}")
+            print(f"wrote {RUN_RESULTS / 'default_run.json'}")
         print("\n".join(update()) or "no quoted figure changed")
         return 0
     except FigureError as error:

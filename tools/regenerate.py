@@ -50,105 +50,105 @@ class Step:
 
 
 STEPS = [
-    Step("counts", "{python} benchmarks/book_counts.py", "counts.json", 0.1,
-         quick="{python} benchmarks/book_counts.py --results {tmp}/counts.json"),
-    Step("chapter_figures", "{python} benchmarks/chapter_figures.py", "chapter_figures.json", 1,
-         quick="{python} benchmarks/chapter_figures.py --results {tmp}/chapter_figures.json"),
-    Step("sparse_patterns", "{python} benchmarks/sparse_patterns.py && {python} benchmarks/lsh_recall.py",
+    Step("counts", "{python} benchmarks/book/book_counts.py", "counts.json", 0.1,
+         quick="{python} benchmarks/book/book_counts.py --results {tmp}/counts.json"),
+    Step("chapter_figures", "{python} benchmarks/book/chapter_figures.py", "chapter_figures.json", 1,
+         quick="{python} benchmarks/book/chapter_figures.py --results {tmp}/chapter_figures.json"),
+    Step("sparse_patterns", "{python} benchmarks/sequence_length/sparse_patterns.py && {python} benchmarks/sequence_length/lsh_recall.py",
          "sparse_patterns.json, lsh_recall.json and chapters/figures/13-sparse-patterns.png (counts, nothing timed)",
-         0.1, quick="{python} benchmarks/sparse_patterns.py --results {tmp}/sparse_patterns.json --figure "
-                    "{tmp}/13-sparse-patterns.png && {python} benchmarks/lsh_recall.py --results {tmp}/lsh_recall.json"),
-    Step("proof", "{python} benchmarks/train_step.py --proof-only", "train_step_proof.json", 0.3, needs=("torch",),
-         quick="{python} benchmarks/train_step.py --proof-only --results {tmp}/train_step_proof.json"),
+         0.1, quick="{python} benchmarks/sequence_length/sparse_patterns.py --results {tmp}/sparse_patterns.json --figure "
+                    "{tmp}/13-sparse-patterns.png && {python} benchmarks/sequence_length/lsh_recall.py --results {tmp}/lsh_recall.json"),
+    Step("proof", "{python} benchmarks/speed/train_step.py --proof-only", "train_step_proof.json", 0.3, needs=("torch",),
+         quick="{python} benchmarks/speed/train_step.py --proof-only --results {tmp}/train_step_proof.json"),
     Step("default_run", "{python} -m minitransformer train --out runs/readme-enja && {python} tools/quoted_numbers.py "
          "record-run runs/readme-enja", "default_run.json (the README's run: its scores and its time)", 3, timing=True,
          why_no_quick="the heads step's quick variant trains the same way"),
-    Step("heads", "{python} benchmarks/heads.py --train --run " + RUN + " --history " + RUN + "-history",
+    Step("heads", "{python} benchmarks/quality/heads.py --train --run " + RUN + " --history " + RUN + "-history",
          f"heads.json, and the default run in {RUN} (chapters 11 and 12's figures are drawn from it)", 4,
-         quick="{python} benchmarks/heads.py --train --train-args=--preset=toy --run {tmp}/run --history "
+         quick="{python} benchmarks/quality/heads.py --train --train-args=--preset=toy --run {tmp}/run --history "
                "{tmp}/history --sentences 20 --history-sentences 5 --out {tmp}/heads.json"),
-    Step("long_sentences", "{python} benchmarks/long_sentences.py --run " + RUN + " --label default",
+    Step("long_sentences", "{python} benchmarks/quality/long_sentences.py --run " + RUN + " --label default",
          "long_sentences.json (the default run's score on long sentences)", 1,
-         quick="{python} benchmarks/long_sentences.py --run {tmp}/run --label quick --count 3 "
+         quick="{python} benchmarks/quality/long_sentences.py --run {tmp}/run --label quick --count 3 "
                "--results {tmp}/long_sentences.json"),
-    Step("trained_attention", "{python} benchmarks/attention_rank.py --run " + RUN + " && {python} "
-         "benchmarks/attention_rank.py --render && {python} benchmarks/long_sequences.py --error --run " + RUN,
+    Step("trained_attention", "{python} benchmarks/sequence_length/attention_rank.py --run " + RUN + " && {python} "
+         "benchmarks/sequence_length/attention_rank.py --render && {python} benchmarks/sequence_length/long_sequences.py --error --run " + RUN,
          "attention_rank.json, figures/13-attention-rank.png and attention_error.json (the default run's own "
          "attention: its rank, and each approximation's error on it; nothing timed)", 1,
-         quick="{python} benchmarks/attention_rank.py --run {tmp}/run --sentences 5 --results "
-               "{tmp}/attention_rank.json && {python} benchmarks/attention_rank.py --render --results "
+         quick="{python} benchmarks/sequence_length/attention_rank.py --run {tmp}/run --sentences 5 --results "
+               "{tmp}/attention_rank.json && {python} benchmarks/sequence_length/attention_rank.py --render --results "
                "{tmp}/attention_rank.json --figure {tmp}/13-attention-rank.png && {python} "
-               "benchmarks/long_sequences.py --error --quick --run {tmp}/run --sentences 3"),
-    Step("decoding_caches", "{python} benchmarks/long_sequences.py --cache",
+               "benchmarks/sequence_length/long_sequences.py --error --quick --run {tmp}/run --sentences 3"),
+    Step("decoding_caches", "{python} benchmarks/sequence_length/long_sequences.py --cache",
          "long_sequences_cache.json (what the softmax cache and the linear state hold, 1,024 to 16,384 steps)", 3,
-         quick="{python} benchmarks/long_sequences.py --cache --quick --lengths 16,32"),
-    Step("table3", "OPENBLAS_NUM_THREADS=1 {python} benchmarks/table3.py", "table3.json", 20, timing=True,
-         quick="OPENBLAS_NUM_THREADS=1 {python} benchmarks/table3.py --quick --seeds 1 --out {tmp}/table3.json"),
-    Step("table3-1400", "OPENBLAS_NUM_THREADS=1 {python} benchmarks/table3.py --labels 'h=1;positions=learned' "
-         "--steps 1400 --out benchmarks/results/table3-1400steps.json", "table3-1400steps.json", 15, timing=True,
+         quick="{python} benchmarks/sequence_length/long_sequences.py --cache --quick --lengths 16,32"),
+    Step("table3", "OPENBLAS_NUM_THREADS=1 {python} benchmarks/quality/table3.py", "table3.json", 20, timing=True,
+         quick="OPENBLAS_NUM_THREADS=1 {python} benchmarks/quality/table3.py --quick --seeds 1 --out {tmp}/table3.json"),
+    Step("table3-1400", "OPENBLAS_NUM_THREADS=1 {python} benchmarks/quality/table3.py --labels 'h=1;positions=learned' "
+         "--steps 1400 --out benchmarks/quality/results/table3-1400steps.json", "table3-1400steps.json", 15, timing=True,
          why_no_quick="the same script as table3's quick step"),
-    Step("table3-120", "OPENBLAS_NUM_THREADS=1 {python} benchmarks/table3.py --steps 120 "
-         "--out benchmarks/results/table3-120steps.json", "table3-120steps.json", 8, timing=True,
+    Step("table3-120", "OPENBLAS_NUM_THREADS=1 {python} benchmarks/quality/table3.py --steps 120 "
+         "--out benchmarks/quality/results/table3-120steps.json", "table3-120steps.json", 8, timing=True,
          why_no_quick="the same script as table3's quick step"),
-    Step("table1", "{python} benchmarks/table1.py && {python} benchmarks/table1.py --render",
+    Step("table1", "{python} benchmarks/sequence_length/table1.py && {python} benchmarks/sequence_length/table1.py --render",
          "table1.json, chapter 13's Table 1, figures/13-table1.png", 3, timing=True,
-         quick="{python} benchmarks/table1.py --quick"),
-    Step("long_sequences", "{python} benchmarks/long_sequences.py && {python} benchmarks/long_sequences.py --render",
+         quick="{python} benchmarks/sequence_length/table1.py --quick"),
+    Step("long_sequences", "{python} benchmarks/sequence_length/long_sequences.py && {python} benchmarks/sequence_length/long_sequences.py --render",
          "long_sequences.json, chapter 13's tables, figures/13-memory-time.png", 25, timing=True,
-         quick="{python} benchmarks/long_sequences.py --quick"),
-    Step("attention_kinds", "{python} benchmarks/attention_kinds_bleu.py --steps 400 --kinds softmax,linear,local,flash"
-         " && {python} benchmarks/attention_kinds_bleu.py --render", "attention_kinds_bleu.json, chapter 13's table",
+         quick="{python} benchmarks/sequence_length/long_sequences.py --quick"),
+    Step("attention_kinds", "{python} benchmarks/sequence_length/attention_kinds_bleu.py --steps 400 --kinds softmax,linear,local,flash"
+         " && {python} benchmarks/sequence_length/attention_kinds_bleu.py --render", "attention_kinds_bleu.json, chapter 13's table",
          40, timing=True, why_no_quick="it writes only the book's results file; each kind's training is in the tests"),
-    Step("distributed", "{python} benchmarks/distributed.py", "distributed.json", 10, timing=True, needs=("mpi4py",),
-         quick="{python} benchmarks/distributed.py --sizes small --steps 2 --warmup 1 --rounds 1 "
+    Step("distributed", "{python} benchmarks/distribution/distributed.py", "distributed.json", 10, timing=True, needs=("mpi4py",),
+         quick="{python} benchmarks/distribution/distributed.py --sizes small --steps 2 --warmup 1 --rounds 1 "
                "--out {tmp}/distributed.json"),
-    Step("fused_vs_composed", "{python} benchmarks/fused_vs_composed.py", "fused_vs_composed.json", 2, timing=True,
-         quick="{python} benchmarks/fused_vs_composed.py --repeats 1 --results {tmp}/fused_vs_composed.json"),
-    Step("overhead", "{python} benchmarks/overhead.py --rounds 9 --baseline /tmp/mt-before --results "
-         "benchmarks/results/speed_overhead_quiet.json && {python} benchmarks/overhead.py",
+    Step("fused_vs_composed", "{python} benchmarks/speed/fused_vs_composed.py", "fused_vs_composed.json", 2, timing=True,
+         quick="{python} benchmarks/speed/fused_vs_composed.py --repeats 1 --results {tmp}/fused_vs_composed.json"),
+    Step("overhead", "{python} benchmarks/speed/overhead.py --rounds 9 --baseline /tmp/mt-before --results "
+         "benchmarks/speed/results/speed_overhead_quiet.json && {python} benchmarks/speed/overhead.py",
          "speed_overhead_quiet.json, overhead.json", 8, timing=True, needs=("torch",),
-         quick="{python} benchmarks/overhead.py --rounds 1 --repeats 1 --ops 50 --results {tmp}/overhead.json"),
-    Step("decode", "{python} benchmarks/decode.py --threads 1 --rounds 5 --beams 4,8 --baseline /tmp/mt-before "
-         "--openblas as-set --results benchmarks/results/speed_decode_quiet.json && {python} benchmarks/decode.py",
+         quick="{python} benchmarks/speed/overhead.py --rounds 1 --repeats 1 --ops 50 --results {tmp}/overhead.json"),
+    Step("decode", "{python} benchmarks/speed/decode.py --threads 1 --rounds 5 --beams 4,8 --baseline /tmp/mt-before "
+         "--openblas as-set --results benchmarks/speed/results/speed_decode_quiet.json && {python} benchmarks/speed/decode.py",
          "speed_decode_quiet.json, decode_2t.json", 20, timing=True, needs=("torch",),
-         quick="{python} benchmarks/decode.py --config tiny --rounds 1 --beams 4 --results {tmp}/decode.json"),
-    Step("train_step", "{python} benchmarks/train_step.py --rounds 5 --malloc both --openblas both --baseline "
-         "/tmp/mt-before --results benchmarks/results/speed_train_step_quiet.json",
+         quick="{python} benchmarks/speed/decode.py --config tiny --rounds 1 --beams 4 --results {tmp}/decode.json"),
+    Step("train_step", "{python} benchmarks/speed/train_step.py --rounds 5 --malloc both --openblas both --baseline "
+         "/tmp/mt-before --results benchmarks/speed/results/speed_train_step_quiet.json",
          "speed_train_step_quiet*.json", 30, timing=True, needs=("torch",),
-         quick="{python} benchmarks/train_step.py --configs tiny --rounds 1 --malloc default --openblas as-set "
+         quick="{python} benchmarks/speed/train_step.py --configs tiny --rounds 1 --malloc default --openblas as-set "
                "--no-floor --skip-proof --results {tmp}/train_step.json"),
-    Step("train_step_avx2", "{python} benchmarks/train_step.py --isa avx2 --rounds 5 --malloc both --results "
-         "benchmarks/results/speed_train_step_avx2.json", "speed_train_step_avx2.json (the AVX2-only kind)", 10,
+    Step("train_step_avx2", "{python} benchmarks/speed/train_step.py --isa avx2 --rounds 5 --malloc both --results "
+         "benchmarks/speed/results/speed_train_step_avx2.json", "speed_train_step_avx2.json (the AVX2-only kind)", 10,
          timing=True, needs=("torch",),
-         quick="{python} benchmarks/train_step.py --isa avx2 --configs tiny --rounds 1 --malloc default --no-floor "
+         quick="{python} benchmarks/speed/train_step.py --isa avx2 --configs tiny --rounds 1 --malloc default --no-floor "
                "--skip-proof --results {tmp}/train_step_avx2.json"),
-    Step("step_profile", "{python} benchmarks/step_profile.py --steps 10", "step_profile.json", 5, timing=True,
-         quick="{python} benchmarks/step_profile.py --configs tiny --steps 2 --results {tmp}/step_profile.json"),
-    Step("memory", "{python} benchmarks/memory.py --threads 1 && {python} benchmarks/memory.py --threads 1 "
+    Step("step_profile", "{python} benchmarks/speed/step_profile.py --steps 10", "step_profile.json", 5, timing=True,
+         quick="{python} benchmarks/speed/step_profile.py --configs tiny --steps 2 --results {tmp}/step_profile.json"),
+    Step("memory", "{python} benchmarks/speed/memory.py --threads 1 && {python} benchmarks/speed/memory.py --threads 1 "
          "--explicit-attention", "memory_sdpa.json, memory_explicit.json", 10, timing=True, needs=("torch",),
-         quick="{python} benchmarks/memory.py --lengths 64 --no-decode --results {tmp}/memory.json"),
-    Step("blas_spin", "{python} benchmarks/blas_spin.py", "blas_spin.json", 1, timing=True,
+         quick="{python} benchmarks/speed/memory.py --lengths 64 --no-decode --results {tmp}/memory.json"),
+    Step("blas_spin", "{python} benchmarks/speed/blas_spin.py", "blas_spin.json", 1, timing=True,
          why_no_quick="it times OpenBLAS's threads for a minute; there is nothing smaller to time"),
-    Step("readme_commands", "{python} benchmarks/readme_commands.py && {python} benchmarks/readme_commands.py --isa avx2",
+    Step("readme_commands", "{python} benchmarks/book/readme_commands.py && {python} benchmarks/book/readme_commands.py --isa avx2",
          "readme_commands.json and readme_commands_avx2.json (the AVX2-only kind)", 18, timing=True,
          why_no_quick="it times the README's two commands from a fresh clone, which CI runs as they are"),
-    Step("small_parallel_enja", "{python} benchmarks/small_parallel_enja.py --minutes 30", "small_parallel_enja.json",
+    Step("small_parallel_enja", "{python} benchmarks/quality/small_parallel_enja.py --minutes 30", "small_parallel_enja.json",
          35, timing=True, needs=("data",), why_no_quick="it needs the real corpus and half an hour of training"),
     Step("tatoeba", "for d in 'jpn-eng en-ja --steps 3000' 'jpn-eng ja-en --steps 3000' 'fra-eng en-fr --steps 2000 "
          "--minutes 10' 'deu-eng en-de --steps 2000 --minutes 10'; do OPENBLAS_NUM_THREADS=1 {python} "
-         "benchmarks/tatoeba.py $d; done", "tatoeba_*.json (copy each OUT/tatoeba_scores.json into "
-         "tatoeba_PAIR_DIRECTION.json, as benchmarks/real_corpora.md says)", 50, timing=True, needs=("data",),
+         "benchmarks/quality/tatoeba.py $d; done", "tatoeba_*.json (copy each OUT/tatoeba_scores.json into "
+         "tatoeba_PAIR_DIRECTION.json, as benchmarks/quality/real_corpora.md says)", 50, timing=True, needs=("data",),
          why_no_quick="it needs the real corpora and minutes of training each"),
-    Step("tatoeba_diagnosis", "{python} benchmarks/tatoeba_diagnosis.py --run runs/tatoeba-jpn-eng-en-ja --outputs "
+    Step("tatoeba_diagnosis", "{python} benchmarks/quality/tatoeba_diagnosis.py --run runs/tatoeba-jpn-eng-en-ja --outputs "
          "runs/tatoeba-jpn-eng-en-ja/test_outputs.txt", "tatoeba_diagnosis.json", 5, needs=("data",),
          why_no_quick="it diagnoses the Tatoeba run the tatoeba step trains"),
-    Step("unigram_vs_bpe", "{python} benchmarks/unigram_vs_bpe.py", "unigram_vs_bpe.json", 5, timing=True,
+    Step("unigram_vs_bpe", "{python} benchmarks/quality/unigram_vs_bpe.py", "unigram_vs_bpe.json", 5, timing=True,
          needs=("data",), why_no_quick="it needs the real Tatoeba corpus"),
-    Step("raw_bpe_speed", "{python} benchmarks/raw_bpe_speed.py --results benchmarks/results/raw_bpe_speed.json",
+    Step("raw_bpe_speed", "{python} benchmarks/quality/raw_bpe_speed.py --results benchmarks/quality/results/raw_bpe_speed.json",
          "raw_bpe_speed.json", 5, timing=True, needs=("data",), why_no_quick="it needs the real Tatoeba corpus"),
-    Step("grader", "{python} benchmarks/grader.py", "grader.json", 15, timing=True, needs=("bwrap", "nbgrader"),
+    Step("grader", "{python} benchmarks/book/grader.py", "grader.json", 15, timing=True, needs=("bwrap", "nbgrader"),
          why_no_quick="the cheat suite is its quick form: tests/test_cheats.py and tests/test_nbgrader_route.py"),
-    Step("seed_table", "{python} benchmarks/seed_table.py", "seed_table.json", 300, timing=True,
+    Step("seed_table", "{python} benchmarks/quality/seed_table.py", "seed_table.json", 300, timing=True,
          why_no_quick="tests/test_seed_table.py runs its quick mode"),
     Step("figures", "{python} chapters/figures/make_02.py && {python} chapters/figures/make_04_05.py && "
          "{python} chapters/figures/make_measured.py && {python} chapters/figures/make_10_11.py " + RUN +
@@ -166,9 +166,9 @@ STEPS = [
 RECORDS = {
     "enja-default-run.json": "the 1,400-step default run of an earlier recipe, which chapter 12 compares with",
     "decode_1t.json": "the package before the speed work, one thread, copied from an earlier text",
-    "train_step_1t_both.json": "the first tables of benchmarks/speed.md, measured on another machine",
-    "train_step_2t_both.json": "the first tables of benchmarks/speed.md, measured on another machine",
-    "train_step_2t_keep.json": "the first tables of benchmarks/speed.md, measured on another machine",
+    "train_step_1t_both.json": "the first tables of benchmarks/speed/speed.md, measured on another machine",
+    "train_step_2t_both.json": "the first tables of benchmarks/speed/speed.md, measured on another machine",
+    "train_step_2t_keep.json": "the first tables of benchmarks/speed/speed.md, measured on another machine",
     "speed_decode_1t.json": "a before/after run against the package of commit aa839c4 on a loaded machine",
     "speed_overhead_1t.json": "a before/after run against the package of commit aa839c4 on a loaded machine",
     "speed_overhead_1t_end.json": "a before/after run against the package of commit aa839c4 on a loaded machine",

@@ -34,7 +34,7 @@ import glossary_prh  # noqa: E402
 
 TEXTLINT = ROOT / "node_modules" / ".bin" / "textlint"
 CONFIG = ROOT / ".textlintrc.json"
-RESULTS = ROOT / "benchmarks" / "results" / "textlint_ja.json"
+RESULTS = ROOT / "benchmarks" / "book" / "results" / "textlint_ja.json"
 RULE_PREFIX = "ja-technical-writing/"
 
 

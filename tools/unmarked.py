@@ -43,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from quoted_numbers import MARKER, ROOT  # noqa: E402
 
 EXEMPT = Path(__file__).resolve().parent / "exempt_numbers.json"
-DOCUMENTS = ("README.md", "README.ja.md", "TEACHING.md", "benchmarks/*.md", "chapters/*.md", "chapters/ja/*.md")
+DOCUMENTS = ("README.md", "README.ja.md", "TEACHING.md", "benchmarks/*.md", "benchmarks/*/*.md", "chapters/*.md", "chapters/ja/*.md")
 
 NUMBER = re.compile(r"(?<![\w.,/§#^_{\\-])(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE]-?\d+|·10[⁻]?[⁰¹²³⁴⁵⁶⁷⁸⁹]+)?"
                     r"(?![\w]|\.\d|,\d{3})")
@@ -103,7 +103,7 @@ class Exemption:
     used: set = field(default_factory=set)
 
     def applies_to(self, hit: Hit) -> bool:
-        # a name (12-looking-inside.md) covers a chapter and its Japanese twin; a path (benchmarks/speed.md)
+        # a name (12-looking-inside.md) covers a chapter and its Japanese twin; a path (benchmarks/speed/speed.md)
         # one document
         if not any(fnmatch.fnmatch(hit.relative if "/" in pattern else hit.path.name, pattern)
                    for pattern in self.files):

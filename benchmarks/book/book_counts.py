@@ -1,7 +1,7 @@
 """Counts the README, TEACHING.md and the chapters quote, read from the code: the exercises, the chapters
-and notebooks, and the sizes of the models the chapters describe. Writes benchmarks/results/counts.json.
+and notebooks, and the sizes of the models the chapters describe. Writes benchmarks/book/results/counts.json.
 
-    python benchmarks/book_counts.py          # a few seconds; nothing is timed
+    python benchmarks/book/book_counts.py          # a few seconds; nothing is timed
 
 * exercises: how many graded exercises the registry holds (minitransformer/exercises), in how many chapters;
 * chapters, notebooks: the book's chapters (chapters/NN-*.md) and notebook sources (notebooks/src);
@@ -18,9 +18,9 @@ import json
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-RESULTS = ROOT / "benchmarks" / "results" / "counts.json"
+RESULTS = Path(__file__).resolve().parent / "results" / "counts.json"
 
 # name: (preset, vocabulary). The default model with the default run's 1,000; with the Tatoeba recipe's 4,000
 # (chapter 11); the paper's sizes with the vocabulary chapter 14 gives them ("our 16,000-token vocabulary")
@@ -46,7 +46,7 @@ def counts() -> dict:
     from minitransformer.exercises.registry import load_exercises  # noqa: PLC0415
 
     exercises = load_exercises(ROOT)
-    return {"command": "python benchmarks/book_counts.py",
+    return {"command": "python benchmarks/book/book_counts.py",
             "exercises": len(exercises), "exercise_chapters": len({e.chapter for e in exercises}),
             "chapters": len(list((ROOT / "chapters").glob("[0-9][0-9]-*.md"))),
             "notebooks": len(list((ROOT / "notebooks" / "src").glob("[0-9][0-9]-*.py"))),

@@ -1,14 +1,14 @@
 """The grader, measured: the time ``grade`` takes per exercise in its sandbox, and the cheat table.
 
-    python benchmarks/grader.py                     # every exercise, and the cheats on both routes
-    python benchmarks/grader.py --skip-nbgrader     # the nbgrader route needs nbgrader (pip install -e ".[classroom]")
+    python benchmarks/book/grader.py                     # every exercise, and the cheats on both routes
+    python benchmarks/book/grader.py --skip-nbgrader     # the nbgrader route needs nbgrader (pip install -e ".[classroom]")
 
 For every exercise it grades the reference solution, handed in as a student's repository, with
 ``grade_submission`` (the graded package written, the student's code put in, the cases run in bubblewrap,
 the outputs judged), timing each exercise once the casebook exists (the casebook's own making is timed
 apart). Then it hands in each cheat of tests/cheats.py for one exercise each of chapters 2, 12 and 13 and
 records its score on ``grade`` and on the nbgrader course's sandboxed recipe. Everything goes to
-benchmarks/results/grader.json, which TEACHING.md quotes.
+benchmarks/book/results/grader.json, which TEACHING.md quotes.
 """
 from __future__ import annotations
 
@@ -24,8 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "results" / "grader.json"
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS = Path(__file__).resolve().parent / "results" / "grader.json"
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from cheats import CHEATS, TARGETS, cheat_code  # noqa: E402
@@ -107,7 +107,7 @@ def main() -> int:
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="mt-bench-grader-") as scratch:
         scratch, cases = Path(scratch), Path(scratch) / "casebook"
-        results = {"source": "python benchmarks/grader.py",
+        results = {"source": "python benchmarks/book/grader.py",
                    "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
                                             text=True).stdout.strip(),
                    "cpus": os.cpu_count(), "python": platform.python_version(),

@@ -1,15 +1,15 @@
 """Run the README's two commands as a newcomer would, and time them.
 
-    python benchmarks/readme_commands.py                  # both commands, in a fresh clone of HEAD
-    python benchmarks/readme_commands.py --only main      # the first one (install, train, translate)
-    python benchmarks/readme_commands.py --keep /tmp/mt   # leave the clone there afterwards
-    python benchmarks/readme_commands.py --isa avx2       # as on a machine with AVX2 only (see below)
+    python benchmarks/book/readme_commands.py                  # both commands, in a fresh clone of HEAD
+    python benchmarks/book/readme_commands.py --only main      # the first one (install, train, translate)
+    python benchmarks/book/readme_commands.py --keep /tmp/mt   # leave the clone there afterwards
+    python benchmarks/book/readme_commands.py --isa avx2       # as on a machine with AVX2 only (see below)
 
 The script clones the committed tree (HEAD) into an empty folder, takes the first two ```bash blocks
 of the clone's README.md (the two commands the README opens with) and runs each with bash in the
 clone, exactly as written: a fresh virtual environment, the install from PyPI, then the job. It
 records the wall time, the exit code and the machine's load average before and after in
-benchmarks/results/readme_commands.json, which the README quotes. The main command's run folder
+benchmarks/book/results/readme_commands.json, which the README quotes. The main command's run folder
 is copied to runs/readme-enja (ignored by git) so that
 
     python tools/quoted_numbers.py record-run runs/readme-enja
@@ -34,12 +34,12 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # benchmarks/: common.py
 
 from common import ISA_CAPS, apply_isa, machine_record  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "results" / "readme_commands.json"
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS = Path(__file__).resolve().parent / "results" / "readme_commands.json"
 NAMES = ("main", "tests")     # the order in which the README gives them
 
 
@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
                             text=True, check=True).stdout.strip()
     commands = readme_commands(clone / "README.md")
     previous = json.loads(args.results.read_text(encoding="utf-8")) if args.results.is_file() else {}
-    record = {"source": "python benchmarks/readme_commands.py" + (f" --isa {args.isa}" if args.isa != "native" else ""),
+    record = {"source": "python benchmarks/book/readme_commands.py" + (f" --isa {args.isa}" if args.isa != "native" else ""),
               "commit": commit, "cpus": os.cpu_count(), "python": sys.version.split()[0], "isa": args.isa,
               "machine": machine_record(), **{k: v for k, v in previous.items() if k in NAMES}}
     failed = False

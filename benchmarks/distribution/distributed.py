@@ -13,9 +13,9 @@ the built-in corpus's lengths and the default recipe's batches of <= 1,000 token
 Medians over the timed steps. The machine's load average is recorded before and after: on a shared
 machine every figure here moves with it.
 
-    python benchmarks/distributed.py                   # both sizes -> benchmarks/results/distributed.json
-    python benchmarks/distributed.py --sizes small --steps 10
-    python benchmarks/distributed.py --summarize       # the comparisons again, from the recorded timings
+    python benchmarks/distribution/distributed.py                   # both sizes -> benchmarks/distribution/results/distributed.json
+    python benchmarks/distribution/distributed.py --sizes small --steps 10
+    python benchmarks/distribution/distributed.py --summarize       # the comparisons again, from the recorded timings
 
 The 1-rank and 2-rank setups train on different batches (two ranks take two batches a step), so the
 comparison is made in target tokens per second, which counts what each step trained on; batches per
@@ -34,8 +34,8 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "results" / "distributed.json"
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS = Path(__file__).resolve().parent / "results" / "distributed.json"
 MAX_TOKENS = 1000          # the default recipe's batches ("small"); the paper's base used ~25,000
 DEFAULT_STEPS = {"small": 20, "base": 3}
 
@@ -177,7 +177,7 @@ def main() -> None:
         print(f"rewrote the comparisons in {args.out}")
         return
     results = json.loads(args.out.read_text()) if args.out.exists() else {}
-    results.update(command="python benchmarks/distributed.py " + " ".join(sys.argv[1:]),
+    results.update(command="python benchmarks/distribution/distributed.py " + " ".join(sys.argv[1:]),
                    cpus=os.cpu_count(), max_tokens=MAX_TOKENS, load_average_before=list(os.getloadavg()))
     for size_name in args.sizes:
         steps = args.steps or DEFAULT_STEPS[size_name]

@@ -1,6 +1,6 @@
 """Time BPE training on small_parallel_enja (50,000 pairs, English + Japanese) and encoding it.
 
-    .venv/bin/python benchmarks/bpe_speed.py [--vocab-size 8000]
+    .venv/bin/python benchmarks/quality/bpe_speed.py [--vocab-size 8000]
 """
 
 import argparse
@@ -9,10 +9,10 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from minitransformer.data.bpe import BPETokenizer  # noqa: E402
 
-DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "small_parallel_enja"
+DATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "small_parallel_enja"
 
 
 def read(path: Path) -> list[str]:

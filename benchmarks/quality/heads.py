@@ -1,12 +1,12 @@
 """What the heads of the trained default model do, measured against the grammar's gold alignments.
 
-    python benchmarks/heads.py --train --run runs/enja --history runs/enja-history
-    python benchmarks/heads.py --run runs/enja --history runs/enja-history      # a run trained before
+    python benchmarks/quality/heads.py --train --run runs/enja --history runs/enja-history
+    python benchmarks/quality/heads.py --run runs/enja --history runs/enja-history      # a run trained before
 
 ``--train`` first trains the default model (``python -m minitransformer train --out RUN``, which keeps
 only the last five checkpoints) and copies every step checkpoint into HISTORY as it appears.
 
-writes benchmarks/results/heads.json (quoted by chapter 12):
+writes benchmarks/quality/results/heads.json (quoted by chapter 12):
 
 * every cross-attention head (layer, head), every layer's head average and the
   average over all heads: alignment accuracy, attention mass and AER on the
@@ -35,25 +35,16 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))     # common.py, runs.py
 
 from minitransformer.checkpoint import load_checkpoint  # noqa: E402
 from minitransformer.data.grammar.alignment import word_spans  # noqa: E402
-from minitransformer.data.run_data import load_data  # noqa: E402
 from minitransformer.alignment_scores import AlignmentTally  # noqa: E402
 from minitransformer.attention_maps import attention_maps  # noqa: E402
-from minitransformer.presets import PRESETS  # noqa: E402
 from minitransformer.translator import Translator  # noqa: E402
-from runs import run_record  # noqa: E402
-
-
-def corpus_of(run: Path):
-    """The built-in corpus the run was trained on (its preset's sizes, seed 0)."""
-    settings = load_checkpoint(run, with_optimizer=False).state.get("training") or {}
-    if settings.get("data") is not None or settings.get("direction") != "en-ja":
-        raise SystemExit(f"{run}: heads.py measures runs on the built-in corpus, en-ja")
-    return load_data(None, "en-ja", PRESETS[settings["preset"]]["corpus"], limit=settings.get("limit"))
+from runs import corpus_of, run_record  # noqa: E402
 
 
 BLAS_SETTINGS = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")
@@ -215,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
                                                          "(e.g. '--preset toy' for a quick check); the book's run has none")
     parser.add_argument("--sentences", type=int, default=500, help="test pairs for the final model (default 500)")
     parser.add_argument("--history-sentences", type=int, default=100, help="test pairs per checkpoint (default 100)")
-    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "heads.json"))
+    parser.add_argument("--out", default=str(Path(__file__).resolve().parent / "results" / "heads.json"))
     args = parser.parse_args(argv)
     run = Path(args.run)
     started = time.monotonic()
@@ -228,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     test = corpus.pairs("test")
     translator = Translator.load(run)
     command = "python -m minitransformer train --out " + run.as_posix() + (" " + args.train_args if args.train_args else "")
-    results = {"command": "python benchmarks/heads.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+    results = {"command": "python benchmarks/quality/heads.py " + " ".join(argv if argv is not None else sys.argv[1:]),
                "run": {**run_record(run, command), "blas_environment": environment}, "split": "test",
                "final": cross_attention_scores(translator, corpus, test[:args.sentences])}
     final = results["final"]

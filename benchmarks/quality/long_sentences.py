@@ -1,8 +1,8 @@
 """How well a trained translator keeps every clause of a long sentence of the built-in corpus.
 
-    python benchmarks/long_sentences.py --run runs/enja --label default
-    python benchmarks/long_sentences.py --run runs/enja --label default --count 80 --seed 20261201
-    python benchmarks/long_sentences.py --run runs/enja --label default-diagnosis --diagnose
+    python benchmarks/quality/long_sentences.py --run runs/enja --label default
+    python benchmarks/quality/long_sentences.py --run runs/enja --label default --count 80 --seed 20261201
+    python benchmarks/quality/long_sentences.py --run runs/enja --label default-diagnosis --diagnose
 
 The grammar draws sentences with a seed that training never uses (the default run's corpus is seed 0);
 the set keeps the first ``--count`` of them that have three clauses or more (a main clause with
@@ -10,7 +10,7 @@ relative clauses, or two joined clauses with a relative clause: counted as the d
 have a subject or an object) and that are in no split of the seed-0 corpus. The run's translator
 decodes them with beam 4, α 0.6 (the default run's settings); the script records BLEU (on the
 corpus's own segmentation), exact match, the misses, and the run's own BLEU on the generated test
-splits (its results.json), under ``--label`` in benchmarks/results/long_sentences.json.
+splits (its results.json), under ``--label`` in benchmarks/quality/results/long_sentences.json.
 
 ``--diagnose`` asks where the misses come from: the same set decoded by the final model with other
 length penalties α and greedily, and by each checkpoint the run kept (or those in ``--checkpoints``),
@@ -27,13 +27,13 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from minitransformer.data.grammar.builtin import make_builtin_corpus  # noqa: E402
 from minitransformer.data.grammar.sampler import _Sampler  # noqa: E402
 
-RESULTS = ROOT / "benchmarks" / "results" / "long_sentences.json"
+RESULTS = Path(__file__).resolve().parent / "results" / "long_sentences.json"
 SEED = 20261201       # no run, test or notebook draws the corpus with this seed
 
 
@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     results_file = args.run / "results.json"      # a checkpoint folder has none
     run_results = json.loads(results_file.read_text(encoding="utf-8")) if results_file.is_file() else {}
     record = {
-        "command": f"python benchmarks/long_sentences.py --run {args.run} --label {args.label}",
+        "command": f"python benchmarks/quality/long_sentences.py --run {args.run} --label {args.label}",
         "run": str(args.run), "run_command_options": run_results.get("options"),
         "steps": run_results.get("steps"), "final_model": run_results.get("final_model"),
         "seed": args.seed, "sentences": len(items), **training_coverage(training),

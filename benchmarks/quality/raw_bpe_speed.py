@@ -1,10 +1,10 @@
 """Time the raw-text BPE (data/raw_bpe.py) on Tatoeba jpn-eng: learning on both sides of the
 training pairs, encoding them, and the exact round trip.
 
-    python benchmarks/raw_bpe_speed.py [--vocab-size 8000] [--data ../shared/data/tatoeba_manythings/jpn-eng]
+    python benchmarks/quality/raw_bpe_speed.py [--vocab-size 8000] [--data ../shared/data/tatoeba_manythings/jpn-eng]
 
 For comparison it also times the word-level BPE (data/bpe.py) on the same text (--no-words skips it).
-The figures go to benchmarks/results/raw_bpe_speed.json (--results PATH to write elsewhere). Wall
+The figures go to benchmarks/quality/results/raw_bpe_speed.json (--results PATH to write elsewhere). Wall
 times depend on what else the machine runs; the CPU times much less.
 """
 from __future__ import annotations
@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from minitransformer.data.bpe import BPETokenizer  # noqa: E402
 from minitransformer.data.raw_bpe import RawBPETokenizer  # noqa: E402
@@ -37,7 +37,7 @@ def main() -> int:
     parser.add_argument("--data", default=str(DATA))
     parser.add_argument("--vocab-size", type=int, default=8000)
     parser.add_argument("--no-words", action="store_true", help="do not time the word-level BPE")
-    parser.add_argument("--results", default=str(ROOT / "benchmarks" / "results" / "raw_bpe_speed.json"))
+    parser.add_argument("--results", default=str(Path(__file__).resolve().parent / "results" / "raw_bpe_speed.json"))
     args = parser.parse_args()
     path = Path(args.data) / "train.tsv.gz"
     if not path.is_file():
@@ -59,7 +59,7 @@ def main() -> int:
     print(f"raw-text BPE: learned {len(tokenizer.merges):,} merges (vocabulary {tokenizer.vocab_size:,}) in "
           f"{learn:.1f} s ({learn_cpu:.1f} s of CPU); encoded in {encode:.1f} s, {tokens / len(texts):.1f} tokens per sentence; "
           f"exact round trip {exact:,}/{len(texts):,}")
-    result = {"command": "python benchmarks/raw_bpe_speed.py" + "".join(f" {a}" for a in sys.argv[1:]),
+    result = {"command": "python benchmarks/quality/raw_bpe_speed.py" + "".join(f" {a}" for a in sys.argv[1:]),
               "pairs": len(pairs), "sentences": len(texts), "characters": sum(map(len, texts)),
               "vocab_size": tokenizer.vocab_size, "merges": len(tokenizer.merges),
               "learn_seconds": round(learn, 1), "learn_cpu_seconds": round(learn_cpu, 1),

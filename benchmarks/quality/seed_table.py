@@ -22,16 +22,16 @@ script, --worker) then measures the run:
   for the target language (the corpus's own segmentation for small_parallel_enja);
 * BLEU by source length (words), the seed's "long-range dependencies" column measured: test sentences
   in buckets of 1–6, 7–9, 10–12 and 13+ words, each scored on its own;
-* BLEU on the 60 long sentences of benchmarks/long_sentences.py (three clauses or more; built-in corpus);
+* BLEU on the 60 long sentences of benchmarks/quality/long_sentences.py (three clauses or more; built-in corpus);
 * training target tokens/s: a fresh model of the same configuration, timed steps after warm-up steps;
 * the peak memory of a training step: in the fresh process, the resident set added by two steps (the
   second holds Adam's moments) on the batch with the most tokens;
 * decoding output tokens/s, greedy and beam 4, with the cache (chapter 9), over the test sources.
 
-    python benchmarks/seed_table.py                       # the full table (hours): writes results/seed_table.json
-    python benchmarks/seed_table.py --minutes 5 --seeds 0 --enja-minutes 15
-    python benchmarks/seed_table.py --quick --results /tmp/seed_table.json   # toy sizes, seconds per row
-    python benchmarks/seed_table.py --render              # the chapter's tables (en, ja) from the results file
+    python benchmarks/quality/seed_table.py                       # the full table (hours): writes results/seed_table.json
+    python benchmarks/quality/seed_table.py --minutes 5 --seeds 0 --enja-minutes 15
+    python benchmarks/quality/seed_table.py --quick --results /tmp/seed_table.json   # toy sizes, seconds per row
+    python benchmarks/quality/seed_table.py --render              # the chapter's tables (en, ja) from the results file
 
 small_parallel_enja is read from --enja-data (default ../shared/data/small_parallel_enja); when that
 folder is absent its column is skipped, with a note in the results file. Run the full table on a
@@ -52,12 +52,12 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from common import library_record, machine_record, memory_mib, reset_peak_memory, worker_env  # noqa: E402
 
-RESULTS = ROOT / "benchmarks" / "results" / "seed_table.json"
+RESULTS = Path(__file__).resolve().parent / "results" / "seed_table.json"
 DEFAULT_ENJA = ROOT.parent / "shared" / "data" / "small_parallel_enja"
 ROWS = ("lstm", "softmax", "flash", "local", "linear")
 BUCKETS = ((1, 6), (7, 9), (10, 12), (13, None))     # source words (whitespace tokens), ends included
@@ -180,7 +180,7 @@ def run_table(args, results_path: Path) -> dict:
     interrupted keeps what it measured."""
     runs_root = Path(args.runs)
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    table: dict = {"command": "python benchmarks/seed_table.py " + " ".join(sys.argv[1:]), "date": started,
+    table: dict = {"command": "python benchmarks/quality/seed_table.py " + " ".join(sys.argv[1:]), "date": started,
                    "quick": args.quick, "machine": machine_record(),
                    "settings": {"threads": args.threads, "window": args.window, "steps": args.steps,
                                 "limit": args.limit, "warmup_steps": args.warmup_steps,

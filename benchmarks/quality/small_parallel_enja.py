@@ -1,7 +1,7 @@
 """Recipe: train on small_parallel_enja (50,000 English–Japanese pairs) and report test BLEU.
 
-    python benchmarks/small_parallel_enja.py                      # 30 minutes of training, preset 'medium'
-    python benchmarks/small_parallel_enja.py --minutes 10 --out runs/spe-10min
+    python benchmarks/quality/small_parallel_enja.py                      # 30 minutes of training, preset 'medium'
+    python benchmarks/quality/small_parallel_enja.py --minutes 10 --out runs/spe-10min
 
 The corpus (Tanaka corpus sentences of 4–16 words, English tokenized and
 lowercased, Japanese segmented by KyTea) lives in ../shared/data/small_parallel_enja
@@ -30,7 +30,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "small_parallel_enja"
 
 
@@ -42,7 +42,7 @@ def main() -> int:
     parser.add_argument("--direction", default="en-ja")
     parser.add_argument("--out", default=str(ROOT / "runs" / "small_parallel_enja"))
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--results", default=str(ROOT / "benchmarks" / "results" / "small_parallel_enja.json"),
+    parser.add_argument("--results", default=str(Path(__file__).resolve().parent / "results" / "small_parallel_enja.json"),
                         help="JSON file for the figures the chapters quote (tools/quoted_numbers.py)")
     parser.add_argument("--extra", nargs=argparse.REMAINDER, default=[], help="more `train` options")
     args = parser.parse_args()
@@ -70,7 +70,7 @@ def main() -> int:
           f"| {results.get('test_bleu', float('nan')):.2f} |")
     history = results.get("history", [])
     Path(args.results).write_text(json.dumps({
-        "command": f"python benchmarks/small_parallel_enja.py --minutes {args.minutes:g}", "preset": args.preset,
+        "command": f"python benchmarks/quality/small_parallel_enja.py --minutes {args.minutes:g}", "preset": args.preset,
         "direction": args.direction, "steps": results["steps"], "epochs": round(results["epochs"], 1),
         "train_minutes": round(results["train_seconds"] / 60, 1), "cpu_minutes": round((cpu.ru_utime + cpu.ru_stime) / 60, 1),
         "dev_bleu_greedy_by_epoch": [round(h["dev_bleu_greedy"], 1) for h in history],

@@ -1,9 +1,9 @@
 """Table 3 of the paper at small scale: vary one thing at a time, against a base row.
 
-    python benchmarks/table3.py                      # the full table (about an hour on 2 quiet cores)
-    python benchmarks/table3.py --quick              # seconds: the toy model, a few steps (the test suite)
-    python benchmarks/table3.py --rows A,E --seeds 5 # some rows only
-    python benchmarks/table3.py --compare FILE       # the comparisons again, from FILE's recorded runs
+    python benchmarks/quality/table3.py                      # the full table (about an hour on 2 quiet cores)
+    python benchmarks/quality/table3.py --quick              # seconds: the toy model, a few steps (the test suite)
+    python benchmarks/quality/table3.py --rows A,E --seeds 5 # some rows only
+    python benchmarks/quality/table3.py --compare FILE       # the comparisons again, from FILE's recorded runs
 
 The paper's Table 3 trains variations of its base model for 100,000 steps on
 English–German and reports dev perplexity per word piece, dev BLEU and the
@@ -45,7 +45,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from minitransformer import backend  # noqa: E402
@@ -223,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
                                                        "(base always runs)")
     parser.add_argument("--seeds", type=int, default=None, help="seeds per row (default 3; 1 with --quick)")
     parser.add_argument("--steps", type=int, default=None, help="training steps per run (default 400)")
-    parser.add_argument("--out", default=None, help="results JSON (default benchmarks/results/table3.json, "
+    parser.add_argument("--out", default=None, help="results JSON (default benchmarks/quality/results/table3.json, "
                                                     "table3-quick.json with --quick)")
     parser.add_argument("--compare", default=None, metavar="FILE",
                         help="rewrite FILE's comparisons from its recorded runs, training nothing")
@@ -257,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"--labels: unknown labels {sorted(unknown)}; e.g. 'h=1', 'N=3', 'positions=learned'")
         rows = [r for r in rows if r[0] == "base" or describe(r[1]) in wanted]
     base_sizes = dict(BASE, **(dict(MODELS["toy"]) if args.quick else {}))
-    out = Path(args.out) if args.out else ROOT / "benchmarks" / "results" / (
+    out = Path(args.out) if args.out else Path(__file__).resolve().parent / "results" / (
         "table3-quick.json" if args.quick else "table3.json")
 
     started = time.monotonic()

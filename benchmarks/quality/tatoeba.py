@@ -1,10 +1,10 @@
 """Recipe: train on a Tatoeba corpus of raw text (ManyThings exports) and report test BLEU and chrF.
 
-    python benchmarks/tatoeba.py jpn-eng en-ja      # English -> Japanese, the recipe's step budget
-    python benchmarks/tatoeba.py jpn-eng ja-en      # Japanese -> English
-    python benchmarks/tatoeba.py fra-eng en-fr
-    python benchmarks/tatoeba.py deu-eng en-de
-    python benchmarks/tatoeba.py jpn-eng en-ja --steps 4000 --preset medium --vocab-size 8000
+    python benchmarks/quality/tatoeba.py jpn-eng en-ja      # English -> Japanese, the recipe's step budget
+    python benchmarks/quality/tatoeba.py jpn-eng ja-en      # Japanese -> English
+    python benchmarks/quality/tatoeba.py fra-eng en-fr
+    python benchmarks/quality/tatoeba.py deu-eng en-de
+    python benchmarks/quality/tatoeba.py jpn-eng en-ja --steps 4000 --preset medium --vocab-size 8000
 
 The corpora live in ../shared/data/tatoeba_manythings (see its ATTRIBUTION.md): raw sentences with
 their capitals and punctuation, Japanese without spaces. The script runs the ordinary command line,
@@ -52,7 +52,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 SHARED = next((p / "shared" for p in (ROOT.parent, ROOT.parent.parent) if (p / "shared" / "data").is_dir()),
               ROOT.parent / "shared")
@@ -244,7 +244,7 @@ def main() -> int:
     result = scores(hypotheses, [r for _, r in pairs], target)
     run = json.loads((out / "results.json").read_text(encoding="utf-8"))
     config = run["config"]
-    summary = {"command": "python benchmarks/tatoeba.py " + " ".join(sys.argv[1:]),
+    summary = {"command": "python benchmarks/quality/tatoeba.py " + " ".join(sys.argv[1:]),
                "pair": args.pair, "direction": args.direction, "preset": args.preset,
                "model": {key: config[key] for key in ("n_layers", "d_model", "n_heads", "d_ff", "dropout")},
                "vocab_size": config["tgt_vocab_size"], "max_tokens": run["training"]["max_tokens"],

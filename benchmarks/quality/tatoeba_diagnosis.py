@@ -1,9 +1,9 @@
 """Why a Tatoeba run scores what it scores: the measurements behind the recipe's settings.
 
-    python benchmarks/tatoeba_diagnosis.py [--run runs/tatoeba-jpn-eng-en-ja]
+    python benchmarks/quality/tatoeba_diagnosis.py [--run runs/tatoeba-jpn-eng-en-ja]
 
 Four questions about a weak run (medium preset, 12 minutes, 500 test sentences), each answered with
-a number, into benchmarks/results/tatoeba_diagnosis.json:
+a number, into benchmarks/quality/results/tatoeba_diagnosis.json:
 
 * the learning rate: where eq. 3 stands after the run's steps, for the medium and small recipes;
 * the test sentences: the first N of the length-sorted test file against N spread over it;
@@ -23,7 +23,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from minitransformer.data.loaders import load_corpus  # noqa: E402
 from minitransformer.data.raw_bpe import FIRST_PIECE_ID, RawBPETokenizer  # noqa: E402
@@ -71,10 +71,10 @@ def main() -> int:
     parser.add_argument("--run", default=None, help="a finished run folder whose model to question")
     parser.add_argument("--outputs", default=None,
                         help="a later run's test_outputs.txt (en-ja, the whole test file): scored on the first 500 too")
-    parser.add_argument("--results", default=str(ROOT / "benchmarks" / "results" / "tatoeba_diagnosis.json"))
+    parser.add_argument("--results", default=str(Path(__file__).resolve().parent / "results" / "tatoeba_diagnosis.json"))
     args = parser.parse_args()
     corpus = load_corpus(args.data, "en-ja")
-    result: dict = {"command": "python benchmarks/tatoeba_diagnosis.py" + "".join(f" {a}" for a in sys.argv[1:])}
+    result: dict = {"command": "python benchmarks/quality/tatoeba_diagnosis.py" + "".join(f" {a}" for a in sys.argv[1:])}
     result["learning_rate"] = {
         "medium_peak": noam_rate("medium", PRESETS["medium"]["warmup"]), "medium_warmup": PRESETS["medium"]["warmup"],
         "medium_at_1925": noam_rate("medium", 1925),

@@ -3,9 +3,9 @@ and the unigram language model (data/unigram.py), each learned on both sides of 
 with the same vocabulary size; learning time (wall and CPU), tokens per sentence on each side, the
 exact round trip, and a few Japanese sentences as each model cuts them.
 
-    python benchmarks/unigram_vs_bpe.py [--vocab-size 8000] [--data ../shared/data/tatoeba_manythings/jpn-eng]
+    python benchmarks/quality/unigram_vs_bpe.py [--vocab-size 8000] [--data ../shared/data/tatoeba_manythings/jpn-eng]
 
-Writes benchmarks/results/unigram_vs_bpe.json (with the load average: the timings depend on it).
+Writes benchmarks/quality/results/unigram_vs_bpe.json (with the load average: the timings depend on it).
 """
 from __future__ import annotations
 
@@ -17,14 +17,14 @@ import time
 from datetime import date
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from raw_bpe_speed import DATA, read_tsv  # noqa: E402  (this folder: the Tatoeba reader)
 
 from minitransformer.data.raw_bpe import RawBPETokenizer  # noqa: E402
 from minitransformer.data.unigram import UnigramTokenizer  # noqa: E402
 
-RESULTS = ROOT / "benchmarks" / "results" / "unigram_vs_bpe.json"
+RESULTS = Path(__file__).resolve().parent / "results" / "unigram_vs_bpe.json"
 
 
 def measure(learner, pairs: list[tuple[str, str]], vocab_size: int) -> tuple[dict, object]:
@@ -59,10 +59,10 @@ def main() -> int:
         return 2
     pairs = read_tsv(path)
     print(f"{len(pairs):,} pairs; {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}")
-    results = {"source": f"python benchmarks/unigram_vs_bpe.py --vocab-size {args.vocab_size}, run of "
+    results = {"source": f"python benchmarks/quality/unigram_vs_bpe.py --vocab-size {args.vocab_size}, run of "
                          f"{date.today().isoformat()} on {os.cpu_count()} cores shared with other jobs; "
                          "the next run of the command overwrites this file",
-               "command": "python benchmarks/unigram_vs_bpe.py", "pairs": len(pairs)}
+               "command": "python benchmarks/quality/unigram_vs_bpe.py", "pairs": len(pairs)}
     examples = [ja for _, ja in pairs if 12 <= len(ja) <= 20][::5000][:4]     # a few mid-length sentences
     for name, learner in (("bpe", RawBPETokenizer), ("unigram", UnigramTokenizer)):
         figures, tokenizer = measure(learner, pairs, args.vocab_size)

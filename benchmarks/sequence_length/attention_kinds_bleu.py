@@ -3,13 +3,13 @@
 Each kind is one `python -m minitransformer train` run with the same preset, steps and
 seed; only `--attention` (and `--attention-window` for "local") differs. The test BLEU
 (beam 4) and exact-match rates come from each run's results.json and are collected in
-benchmarks/results/attention_kinds_bleu.json. Runs one after another (each takes minutes).
+benchmarks/sequence_length/results/attention_kinds_bleu.json. Runs one after another (each takes minutes).
 
-    python benchmarks/attention_kinds_bleu.py                  # preset "small" (the README's run), window 4
-    python benchmarks/attention_kinds_bleu.py --steps 400      # shorter runs, the same for every kind
-    python benchmarks/attention_kinds_bleu.py --preset quick   # a short smoke run (writes nothing)
-    python benchmarks/attention_kinds_bleu.py --collect        # the JSON from the runs finished so far
-    python benchmarks/attention_kinds_bleu.py --render         # chapter 13's table from the JSON
+    python benchmarks/sequence_length/attention_kinds_bleu.py                  # preset "small" (the README's run), window 4
+    python benchmarks/sequence_length/attention_kinds_bleu.py --steps 400      # shorter runs, the same for every kind
+    python benchmarks/sequence_length/attention_kinds_bleu.py --preset quick   # a short smoke run (writes nothing)
+    python benchmarks/sequence_length/attention_kinds_bleu.py --collect        # the JSON from the runs finished so far
+    python benchmarks/sequence_length/attention_kinds_bleu.py --render         # chapter 13's table from the JSON
 """
 from __future__ import annotations
 
@@ -21,8 +21,8 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "results" / "attention_kinds_bleu.json"
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS = Path(__file__).resolve().parent / "results" / "attention_kinds_bleu.json"
 KINDS = ("softmax", "flash", "local", "linear")
 
 
@@ -41,7 +41,7 @@ def main() -> int:
         sys.path.insert(0, str(ROOT / "benchmarks"))
         from long_sequences import CHAPTER, fill_region
 
-        fill_region(CHAPTER, "benchmarks/results/attention_kinds_bleu.json",
+        fill_region(CHAPTER, "benchmarks/sequence_length/results/attention_kinds_bleu.json",
                     render_markdown(json.loads(RESULTS.read_text(encoding="utf-8"))))
         print(f"wrote the table into {CHAPTER}")
         return 0

@@ -1,7 +1,7 @@
 """Linformer's premise on our own model: how many singular values of a trained attention matrix hold its energy.
 
-    python benchmarks/attention_rank.py --run runs/enja                 # writes benchmarks/results/attention_rank.json
-    python benchmarks/attention_rank.py --run runs/enja --render        # chapters/figures/13-attention-rank.png
+    python benchmarks/sequence_length/attention_rank.py --run runs/enja                 # writes benchmarks/sequence_length/results/attention_rank.json
+    python benchmarks/sequence_length/attention_rank.py --run runs/enja --render        # chapters/figures/13-attention-rank.png
 
 Wang et al. (2020, §3, Fig. 1) took the attention matrices P = softmax(QKᵀ/√d) of a trained model, computed
 their singular values and found most of the energy Σσ² in the first few: P is close to a matrix of low rank,
@@ -22,11 +22,11 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-RESULTS = ROOT / "benchmarks" / "results" / "attention_rank.json"
+RESULTS = Path(__file__).resolve().parent / "results" / "attention_rank.json"
 FIGURE = ROOT / "chapters" / "figures" / "13-attention-rank.png"
 GRID = np.linspace(0.05, 1.0, 20)          # index / n at which the cumulative energy is recorded
 
@@ -109,8 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.render:
         render(json.loads(args.results.read_text(encoding="utf-8")), args.figure)   # the run's digest is in the file
         return 0
-    from heads import corpus_of  # noqa: PLC0415
-    from runs import run_record  # noqa: PLC0415
+    from runs import corpus_of, run_record  # noqa: PLC0415
 
     from minitransformer.translator import Translator  # noqa: PLC0415
 
@@ -118,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     if not (run / "results.json").is_file():
         parser.error(f"{run}: no results.json; give a finished training run (python -m minitransformer train --out RUN)")
     sentences = [english for english, _ in corpus_of(run).pairs("test")[:args.sentences]]
-    results = {"command": " ".join(["python benchmarks/attention_rank.py", *(argv if argv is not None else sys.argv[1:])]),
+    results = {"command": " ".join(["python benchmarks/sequence_length/attention_rank.py", *(argv if argv is not None else sys.argv[1:])]),
                "run": run_record(run), **spectra(Translator.load(run), sentences, args.fraction)}
     args.results.parent.mkdir(parents=True, exist_ok=True)
     tmp = args.results.with_suffix(".json.tmp")

@@ -14,17 +14,17 @@ arrays of that size; where the predicted 3·B·h·n²·4 bytes exceed ``--sdpa-l
 the run is skipped and the reason recorded. The machine's load average is recorded
 with every figure (other jobs share the cores).
 
-    python benchmarks/long_sequences.py                 # CPU, writes benchmarks/results/long_sequences.json
-    python benchmarks/long_sequences.py --quick         # n ≤ 1,024 only, to try it out (writes nothing)
-    python benchmarks/long_sequences.py --gpu           # CuPy: flash vs eq. 1 up to n = 32,768,
-                                                        # writes benchmarks/results/long_sequences_gpu.json;
-                                                        # says so and exits 0 where CuPy sees no GPU
-    python benchmarks/long_sequences.py --render        # chapter 13's tables and figure from the JSON
-    python benchmarks/long_sequences.py --functions flash,sparse   # only some of the seven kinds (default: all)
-    python benchmarks/long_sequences.py --cache         # decoding: the linear state against the softmax cache,
-                                                        # writes benchmarks/results/long_sequences_cache.json
-    python benchmarks/long_sequences.py --error --run runs/enja   # each approximation against eq. 1 on the
-                                                        # trained run's own q, k, v: attention_error.json
+    python benchmarks/sequence_length/long_sequences.py                 # CPU, writes results/long_sequences.json
+    python benchmarks/sequence_length/long_sequences.py --quick         # n ≤ 1,024 only, to try it out (writes nothing)
+    python benchmarks/sequence_length/long_sequences.py --gpu           # CuPy: flash vs eq. 1 up to n = 32,768,
+                                                                        # writes results/long_sequences_gpu.json;
+                                                                        # says so and exits 0 where CuPy sees no GPU
+    python benchmarks/sequence_length/long_sequences.py --render        # chapter 13's tables and figure from the JSON
+    python benchmarks/sequence_length/long_sequences.py --functions flash,sparse   # only some of the seven kinds (default: all)
+    python benchmarks/sequence_length/long_sequences.py --cache         # decoding: the linear state against the softmax cache,
+                                                                        # writes results/long_sequences_cache.json
+    python benchmarks/sequence_length/long_sequences.py --error --run runs/enja   # each approximation against eq. 1 on the
+                                                                                  # trained run's own q, k, v: attention_error.json
 
 The other kinds: "sparse" is BigBird's layout (blocks of 64, one global and one random block) through
 flash's tiles; "linformer" projects to k = 256 summaries with fixed Gaussian E, F; "lsh" is one round
@@ -43,12 +43,12 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # benchmarks/: common.py
 
 from common import ROOT, memory_mib, worker_env  # noqa: E402
 
-RESULTS = ROOT / "benchmarks" / "results" / "long_sequences.json"
-GPU_RESULTS = ROOT / "benchmarks" / "results" / "long_sequences_gpu.json"
+RESULTS = Path(__file__).resolve().parent / "results" / "long_sequences.json"
+GPU_RESULTS = Path(__file__).resolve().parent / "results" / "long_sequences_gpu.json"
 CHAPTER = ROOT / "chapters" / "13-long-sequences.md"
 FIGURE = ROOT / "chapters" / "figures" / "13-memory-time.png"
 
@@ -355,11 +355,11 @@ def fill_region(chapter: Path, results_file: str, body: str) -> None:
 
 def render(results: dict, chapter: Path = CHAPTER, figure: Path = FIGURE) -> None:
     """Write the tables into the chapter between the markers, and draw the figure."""
-    fill_region(chapter, "benchmarks/results/long_sequences.json", render_markdown(results))
+    fill_region(chapter, "benchmarks/sequence_length/results/long_sequences.json", render_markdown(results))
     twin = chapter.parent / "ja" / chapter.name      # the Japanese chapter quotes the same generated tables
-    if chapter == CHAPTER and twin.is_file() and markers("benchmarks/results/long_sequences.json")[0] in \
+    if chapter == CHAPTER and twin.is_file() and markers("benchmarks/sequence_length/results/long_sequences.json")[0] in \
             twin.read_text(encoding="utf-8"):
-        fill_region(twin, "benchmarks/results/long_sequences.json", render_markdown(results, "ja"))
+        fill_region(twin, "benchmarks/sequence_length/results/long_sequences.json", render_markdown(results, "ja"))
     draw(results, figure)
     if figure == FIGURE:                       # the Japanese edition's copy, chapters/figures/ja/
         draw(results, figure, "ja")
@@ -445,7 +445,7 @@ def own_qkv(run: Path, sentences: int):
 
     translator = Translator.load(run)
     sys.path.insert(0, str(ROOT / "benchmarks"))
-    from heads import corpus_of  # noqa: PLC0415
+    from runs import corpus_of  # noqa: PLC0415
 
     from minitransformer import backend
 
@@ -552,7 +552,7 @@ def main() -> int:
     if args.cache:
         results = run_cache(args)
         if not args.quick:
-            write(ROOT / "benchmarks" / "results" / "long_sequences_cache.json", results)
+            write(Path(__file__).resolve().parent / "results" / "long_sequences_cache.json", results)
         return 0
     if args.error:
         run_folder = Path(args.run)
@@ -564,7 +564,7 @@ def main() -> int:
                    "run": run_record(run_folder), **approximation_errors(own_qkv(run_folder, args.sentences))}
         print(json.dumps(results["relative_error"], indent=1))
         if not args.quick:
-            write(ROOT / "benchmarks" / "results" / "attention_error.json", results)
+            write(Path(__file__).resolve().parent / "results" / "attention_error.json", results)
         return 0
     if args.worker:
         print(json.dumps(worker(args.worker, args.n, args.repeats, args.window, args.block, args.device)))

@@ -1,6 +1,6 @@
 """How often LSH puts a query's best keys in its own bucket, against the number of hashing rounds (chapter 13).
 
-    python benchmarks/lsh_recall.py          # a few seconds; writes benchmarks/results/lsh_recall.json
+    python benchmarks/sequence_length/lsh_recall.py          # a few seconds; writes benchmarks/sequence_length/results/lsh_recall.json
 
 Reformer (Kitaev et al., 2020) attends only within a bucket, so what it loses is the share of the keys
 that matter which land in another bucket. For seeded Gaussian queries and unit-length keys (shared-QK
@@ -18,9 +18,9 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-RESULTS = ROOT / "benchmarks" / "results" / "lsh_recall.json"
+RESULTS = Path(__file__).resolve().parent / "results" / "lsh_recall.json"
 
 N_QUERIES, N_KEYS, D, SEED = 512, 1024, 64, 0
 HASHES, BUCKETS, TOPS = (1, 2, 4, 8, 16), (8, 32), (1, 8)
@@ -34,7 +34,7 @@ def measure() -> dict:
     keys /= np.linalg.norm(keys, axis=-1, keepdims=True)
     rows = [{"buckets": b, "hashes": r, "top": top, "recall": round(F.bucket_recall(queries, keys, b, r, top, SEED), 4),
              "chance": round(1 - (1 - 1 / b) ** r, 4)} for b in BUCKETS for top in TOPS for r in HASHES]
-    return {"command": "python benchmarks/lsh_recall.py", "queries": N_QUERIES, "keys": N_KEYS, "d": D,
+    return {"command": "python benchmarks/sequence_length/lsh_recall.py", "queries": N_QUERIES, "keys": N_KEYS, "d": D,
             "seed": SEED, "rows": rows,
             "by": {f"b{row['buckets']}_top{row['top']}_r{row['hashes']}": row["recall"] for row in rows}}
 

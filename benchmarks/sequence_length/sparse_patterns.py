@@ -1,7 +1,7 @@
 """The sparse patterns of chapter 13 drawn and counted: Sparse Transformer's strided and fixed patterns,
 Longformer's dilated window with global tokens, BigBird's window, global and random blocks.
 
-    python benchmarks/sparse_patterns.py     # a few seconds; writes benchmarks/results/sparse_patterns.json
+    python benchmarks/sequence_length/sparse_patterns.py     # a few seconds; writes benchmarks/sequence_length/results/sparse_patterns.json
                                              # and chapters/figures/13-sparse-patterns.png (and its ja/ twin)
 
 Each pattern is built by its function in minitransformer/functional/sparse_patterns.py at n = 64 and
@@ -18,9 +18,9 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-RESULTS = ROOT / "benchmarks" / "results" / "sparse_patterns.json"
+RESULTS = Path(__file__).resolve().parent / "results" / "sparse_patterns.json"
 FIGURE = ROOT / "chapters" / "figures" / "13-sparse-patterns.png"
 N, BLOCK, STRIDE, SUMMARY, WINDOW, DILATION, GLOBALS, RANDOM, SEED = 64, 8, 8, 2, 3, 2, (0, 32), 1, 0
 
@@ -49,7 +49,7 @@ def measure() -> dict:
         counts[name] = {"title": title, "causal": causal, "pairs": int(mask.sum()), "of_pairs": whole,
                         "share": round(float(mask.sum()) / whole, 4),
                         "tiles": int(F.covering_layout(mask, BLOCK).sum()), "of_tiles": (N // BLOCK) ** 2}
-    return {"command": "python benchmarks/sparse_patterns.py", "n": N, "block": BLOCK, "patterns": counts}
+    return {"command": "python benchmarks/sequence_length/sparse_patterns.py", "n": N, "block": BLOCK, "patterns": counts}
 
 
 def draw(results: dict, path: Path = FIGURE) -> None:

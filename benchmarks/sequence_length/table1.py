@@ -17,9 +17,9 @@
   recurrent layer connects them in one layer, but through n − 1 recurrent steps: its
   path is as deep as its graph, which grows with n.
 
-    python benchmarks/table1.py            # writes benchmarks/results/table1.json
-    python benchmarks/table1.py --quick    # small n, writes nothing
-    python benchmarks/table1.py --render   # chapter 13's Table 1 and figures/13-table1.png from the JSON
+    python benchmarks/sequence_length/table1.py            # writes benchmarks/sequence_length/results/table1.json
+    python benchmarks/sequence_length/table1.py --quick    # small n, writes nothing
+    python benchmarks/sequence_length/table1.py --render   # chapter 13's Table 1 and figures/13-table1.png from the JSON
 """
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 import minitransformer as mt  # noqa: E402
@@ -40,7 +40,7 @@ import minitransformer.functional as F  # noqa: E402
 import minitransformer.nn as nn  # noqa: E402
 from minitransformer.functional.multi_head import merge_heads, split_heads  # noqa: E402
 
-RESULTS = ROOT / "benchmarks" / "results" / "table1.json"
+RESULTS = Path(__file__).resolve().parent / "results" / "table1.json"
 FIGURE = ROOT / "chapters" / "figures" / "13-table1.png"
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
@@ -242,7 +242,7 @@ def main() -> int:
         from long_sequences import CHAPTER, fill_region
 
         results = json.loads(RESULTS.read_text())
-        fill_region(CHAPTER, "benchmarks/results/table1.json", render_markdown(results))
+        fill_region(CHAPTER, "benchmarks/sequence_length/results/table1.json", render_markdown(results))
         draw(results)
         draw(results, FIGURE, "ja")
         print(f"wrote Table 1 into {CHAPTER} and drew {FIGURE} (and its Japanese copy)")
@@ -250,7 +250,7 @@ def main() -> int:
     lengths = [16, 64, 256] if args.quick else [16, 32, 64, 128, 256, 512, 1024, 2048]
     load = os.getloadavg()[0]
     results = measure(lengths, repeats=1 if args.quick else 3)
-    results.update(command="python benchmarks/table1.py" + (" --quick" if args.quick else ""),
+    results.update(command="python benchmarks/sequence_length/table1.py" + (" --quick" if args.quick else ""),
                    date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), cpus=os.cpu_count(),
                    load_before=round(load, 2), load_after=round(os.getloadavg()[0], 2))
     for name, row in results["rows"].items():

@@ -8,7 +8,7 @@ elementwise work on 2 × 3M float32 (four multiply + sqrt passes each) right aft
 thread and split over two, in a fresh process per OpenBLAS setting: two BLAS threads with the
 default spin, two with a short spin (n = 4, 10, 16), and one BLAS thread.
 
-    python benchmarks/blas_spin.py          # writes benchmarks/results/blas_spin.json
+    python benchmarks/speed/blas_spin.py          # writes benchmarks/speed/results/blas_spin.json
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # benchmarks/: common.py
 
 from common import load_average, machine_record, median  # noqa: E402
 
@@ -70,7 +70,7 @@ def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "--worker":
         print(json.dumps(worker(int(sys.argv[2]))))
         return 0
-    record = {"command": "python benchmarks/blas_spin.py", "machine": machine_record(), "settings": {}}
+    record = {"command": "python benchmarks/speed/blas_spin.py", "machine": machine_record(), "settings": {}}
     for key, (name, settings) in SETTINGS.items():
         environment = {k: v for k, v in os.environ.items() if k != "OPENBLAS_THREAD_TIMEOUT"}
         environment.update(settings, OMP_NUM_THREADS=settings["OPENBLAS_NUM_THREADS"])

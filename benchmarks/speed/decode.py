@@ -7,7 +7,7 @@ end-of-sentence id is one the model can never produce, so no hypothesis stops ea
 * with the cache: each step runs the decoder on ONE new position per row; self-attention
   keys/values are appended to a cache, cross-attention keys/values of the memory are
   projected once (minitransformer's ``model.decode_step``; the same in
-  benchmarks/torch_reference.py for PyTorch);
+  benchmarks/speed/torch_reference.py for PyTorch);
 * without: each step re-runs the decoder over the whole prefix (t positions at step t).
 
 Ours is ``minitransformer.decode.greedy_decode`` / ``beam_search`` (which also keep the
@@ -17,9 +17,9 @@ own worker process, the two take turns, ``--rounds`` rounds, medians reported. T
 greedy outputs of the two libraries are compared as a sanity check (same weights, so
 the same tokens up to float32 near-ties).
 
-    python benchmarks/decode.py                  # small-N3 model, 3 rounds, glibc's default malloc
-    python benchmarks/decode.py --rounds 5 --malloc keep --config tiny
-    python benchmarks/decode.py --beams 4,8 --baseline /tmp/mt-before   # another checkout in the same rounds
+    python benchmarks/speed/decode.py                  # small-N3 model, 3 rounds, glibc's default malloc
+    python benchmarks/speed/decode.py --rounds 5 --malloc keep --config tiny
+    python benchmarks/speed/decode.py --beams 4,8 --baseline /tmp/mt-before   # another checkout in the same rounds
 
 Every result records the machine (benchmarks/common.py: CPU, load average, NumPy's BLAS and its
 kernel, torch's build and threads). Where OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE are set, ``--openblas
@@ -34,7 +34,7 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # benchmarks/: common.py
 
 from common import (BOS, CONFIGS, Worker, describe_machine, library_record, load_average,  # noqa: E402
                     machine_record, median, memory_mib, openblas_settings, pause, random_batch, serve,
@@ -117,7 +117,7 @@ def main() -> int:
     parser.add_argument("--baseline", default=None,
                         help="a folder holding another minitransformer package, timed in the same rounds")
     parser.add_argument("--results", default=None, help="JSON file for the figures the READMEs quote "
-                        "(default benchmarks/results/decode_{threads}t.json)")
+                        "(default benchmarks/speed/results/decode_{threads}t.json)")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--state", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -135,7 +135,7 @@ def main() -> int:
           f"{config.n_layers}+{config.n_layers} layers, vocab {config.vocab}), {args.threads} threads, "
           f"{args.rounds} rounds")
     settings = ("default", "keep") if args.malloc == "both" else (args.malloc,)
-    record: dict = {"command": "python benchmarks/decode.py " + " ".join(sys.argv[1:]), "config": args.config,
+    record: dict = {"command": "python benchmarks/speed/decode.py " + " ".join(sys.argv[1:]), "config": args.config,
                     "threads": args.threads, "rounds": args.rounds, "machine": machine}
     for blas in openblas_settings(args.openblas):
         for malloc in settings:

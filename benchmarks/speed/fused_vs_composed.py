@@ -4,7 +4,7 @@ Sizes are those of a small Transformer batch: 1,536 token positions (e.g. 32
 sentences × 48 tokens), d_model = 128 for layer norm, a 4,000-token
 vocabulary for softmax and cross-entropy. float32, median of repeats.
 
-    python benchmarks/fused_vs_composed.py [--repeats 20] [--device cpu|cuda]
+    python benchmarks/speed/fused_vs_composed.py [--repeats 20] [--device cpu|cuda]
 
 Prints one line per function: composed ms, fused ms, and composed/fused (> 1 means the
 fused version is faster).
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # run from a checkout without installing
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))   # run from a checkout without installing
 
 import minitransformer as mt
 import minitransformer.functional as F
@@ -114,7 +114,7 @@ def main() -> None:
         print(f"{name:30s} {shape:>10s} {t_composed:12.2f} {t_fused:10.2f} {t_composed / t_fused:6.2f}x")
         functions[name.split(" ")[0]] = {"shape": shape, "composed_ms": round(t_composed, 2),
                                          "fused_ms": round(t_fused, 2), "ratio": round(t_composed / t_fused, 2)}
-    Path(args.results).write_text(json.dumps({"command": "python benchmarks/fused_vs_composed.py", "device": args.device,
+    Path(args.results).write_text(json.dumps({"command": "python benchmarks/speed/fused_vs_composed.py", "device": args.device,
                                               "repeats": args.repeats, "functions": functions}, indent=1) + "\n")
     print(f"wrote {args.results}")
 

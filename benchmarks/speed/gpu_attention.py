@@ -11,8 +11,8 @@ O(T²) memory. Flash attention (chapter 13) walks tiles of queries × keys with 
 online softmax and recomputes the weights in backward: O(T·d + block²) memory, but
 one Python loop iteration, a few kernel launches each, per tile.
 
-    python benchmarks/gpu_attention.py                       # lengths 1024, 4096, 16384 on CuPy
-    python benchmarks/gpu_attention.py --device cpu --lengths 128,256 --repeats 1   # a dry run of the script
+    python benchmarks/speed/gpu_attention.py                       # lengths 1024, 4096, 16384 on CuPy
+    python benchmarks/speed/gpu_attention.py --device cpu --lengths 128,256 --repeats 1   # a dry run of the script
 """
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import minitransformer as mt  # noqa: E402
 import minitransformer.functional as F  # noqa: E402

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Every GPU figure the project quotes, in one run on one GPU, well inside 15 minutes.
 #
-#   bash benchmarks/gpu_check.sh            # on a machine with a GPU, CuPy and a CUDA build of PyTorch
-#   bash benchmarks/gpu_check.sh --dry-run  # on a CPU: the same steps, tiny sizes, to check the script itself
+#   bash benchmarks/speed/gpu_check.sh            # on a machine with a GPU, CuPy and a CUDA build of PyTorch
+#   bash benchmarks/speed/gpu_check.sh --dry-run  # on a CPU: the same steps, tiny sizes, to check the script itself
 #
-# Writes $OUT/gpu_results.md (or benchmarks/results/gpu-DATE/ when $OUT is unset): for each step the
+# Writes $OUT/gpu_results.md (or benchmarks/speed/results/gpu-DATE/ when $OUT is unset): for each step the
 # command, its exit status, its wall time and the lines that carry its figures; the full output of each
 # step goes to a .log file beside it. Each step has its own time limit, so a slow or failing step
 # leaves the others' figures. Steps, in order:
@@ -17,7 +17,7 @@
 #      (tokens/s, ratio, device memory held by each library's pool)
 #   5. flash attention against plain attention on CuPy at long lengths (if chapter 13's exist)
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 ROOT=$PWD
 DRY=0
 [ "${1:-}" = "--dry-run" ] && DRY=1
@@ -25,7 +25,7 @@ DRY=0
 if [ -n "${PYTHON:-}" ]; then PY=$PYTHON
 elif [ -x .venv/bin/python ]; then PY=$ROOT/.venv/bin/python
 else PY=python3; fi
-OUT_DIR=${OUT:-$ROOT/benchmarks/results/gpu-$(date -u +%Y%m%d-%H%M)}
+OUT_DIR=${OUT:-$ROOT/benchmarks/speed/results/gpu-$(date -u +%Y%m%d-%H%M)}
 mkdir -p "$OUT_DIR"
 RESULTS=$OUT_DIR/gpu_results.md
 WORK=$(mktemp -d)
@@ -129,12 +129,12 @@ done
 
 # 4. the training step: CuPy against PyTorch CUDA eager
 step train-step 90 'Proof|relative|SAME|DIFFERENT|threads|config|-----|^[a-z]|device memory|RSS|Error' \
-  "$PY" benchmarks/train_step.py --device "$DEVICE" --malloc default ${BENCH[@]+"${BENCH[@]}"}
+  "$PY" benchmarks/speed/train_step.py --device "$DEVICE" --malloc default ${BENCH[@]+"${BENCH[@]}"}
 step train-step-batch-$BATCH 70 'threads|config|-----|^[a-z]|device memory|RSS|Error' \
-  "$PY" benchmarks/train_step.py --device "$DEVICE" --malloc default --skip-proof --batch "$BATCH" ${BENCH[@]+"${BENCH[@]}"}
+  "$PY" benchmarks/speed/train_step.py --device "$DEVICE" --malloc default --skip-proof --batch "$BATCH" ${BENCH[@]+"${BENCH[@]}"}
 
 # 5. flash against plain attention at long lengths
-step attention 45 '^\||no flash|Error' "$PY" benchmarks/gpu_attention.py ${ATTN[@]+"${ATTN[@]}"}
+step attention 45 '^\||no flash|Error' "$PY" benchmarks/speed/gpu_attention.py ${ATTN[@]+"${ATTN[@]}"}
 
 rm -rf "$WORK"
 say ""

@@ -13,8 +13,8 @@ before the measured work (libraries imported, model and batch built), i.e. what 
 step or the search itself added. PyTorch's attention is ``F.scaled_dot_product_attention``
 (its fused CPU kernel never stores the (T, S) weights) unless ``--explicit-attention``.
 
-    python benchmarks/memory.py
-    python benchmarks/memory.py --lengths 64,256 --malloc keep
+    python benchmarks/speed/memory.py
+    python benchmarks/speed/memory.py --lengths 64,256 --malloc keep
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # benchmarks/: common.py
 
 from common import BOS, CONFIGS, memory_mib, random_batch, setup_worker_threads, worker_env  # noqa: E402
 
@@ -95,7 +95,7 @@ def main() -> int:
     parser.add_argument("--explicit-attention", action="store_true")
     parser.add_argument("--no-decode", action="store_true")
     parser.add_argument("--results", default=None, help="JSON file for the figures the READMEs quote "
-                        "(default benchmarks/results/memory_sdpa.json, or memory_explicit.json)")
+                        "(default benchmarks/speed/results/memory_sdpa.json, or memory_explicit.json)")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--what", help=argparse.SUPPRESS)
     parser.add_argument("--length", type=int, help=argparse.SUPPRESS)
@@ -114,7 +114,7 @@ def main() -> int:
     header = (f"{'measurement':<24}{'ours peak':>11}{'torch peak':>12}{'ours added':>12}{'torch added':>13}"
               f"{'added ours/torch':>18}")
     print(header + "\n" + "-" * len(header))
-    record: dict = {"command": "python benchmarks/memory.py " + " ".join(sys.argv[1:]), "malloc": args.malloc,
+    record: dict = {"command": "python benchmarks/speed/memory.py " + " ".join(sys.argv[1:]), "malloc": args.malloc,
                     "torch_attention": "explicit" if args.explicit_attention else "sdpa"}
     with tempfile.TemporaryDirectory() as folder:
         state_path = str(Path(folder) / "state.npz")

@@ -16,9 +16,9 @@ subprocess (this script re-invoked with ``--worker LIB``) with the same
 thread settings, the libraries take turns for several rounds, and the median
 over rounds is reported.
 
-    python benchmarks/overhead.py               # 7 rounds, 1 thread
-    python benchmarks/overhead.py --rounds 11 --threads 2
-    python benchmarks/overhead.py --baseline /tmp/mt-before   # also another checkout, in the same rounds
+    python benchmarks/speed/overhead.py               # 7 rounds, 1 thread
+    python benchmarks/speed/overhead.py --rounds 11 --threads 2
+    python benchmarks/speed/overhead.py --baseline /tmp/mt-before   # also another checkout, in the same rounds
 
 Every result records the machine (CPU, load average, NumPy's BLAS and its kernel, torch's build and
 threads: benchmarks/common.py). ``--baseline DIR`` adds a worker that imports the minitransformer of
@@ -35,8 +35,8 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # benchmarks/: common.py
 
 from common import describe_machine, library_record, load_average, machine_record  # noqa: E402
 
@@ -201,7 +201,7 @@ def main() -> int:
             return None
         return {mode: round(v / medians["torch"][mode], 2) for mode, v in medians[library].items()}
 
-    record = {"command": "python benchmarks/overhead.py " + " ".join(sys.argv[1:]), "ops": args.ops,
+    record = {"command": "python benchmarks/speed/overhead.py " + " ".join(sys.argv[1:]), "ops": args.ops,
               "rounds": max(args.rounds, 5), "threads": args.threads,
               "us_per_op": {lib: {mode: round(v, 2) for mode, v in figures.items()} for lib, figures in medians.items()},
               "ratio_to_torch": ratios("minitransformer"),

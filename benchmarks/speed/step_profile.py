@@ -15,8 +15,8 @@ Function's forward and backward: how far a step grows the heap, which Functions 
 much is handed back at the end. Under glibc's defaults that growth is what the next step touches
 afresh, page by page (the page faults `train_step.py` counts).
 
-    python benchmarks/step_profile.py                         # tiny, small-N3, medium-h8; 2 threads; glibc defaults
-    python benchmarks/step_profile.py --configs medium-h8 --malloc keep
+    python benchmarks/speed/step_profile.py                         # tiny, small-N3, medium-h8; 2 threads; glibc defaults
+    python benchmarks/speed/step_profile.py --configs medium-h8 --malloc keep
 """
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # benchmarks/: common.py
 
 from common import (CONFIGS, ROOT, library_record, load_average, machine_record, median,  # noqa: E402
                     random_batch, setup_worker_threads, worker_env)
@@ -180,7 +180,7 @@ def main() -> int:
         print(json.dumps({"profile": profile(args.worker, args.steps), "record": library_record("minitransformer")}))
         return 0
 
-    record = {"command": "python benchmarks/step_profile.py " + " ".join(sys.argv[1:]), "threads": args.threads,
+    record = {"command": "python benchmarks/speed/step_profile.py " + " ".join(sys.argv[1:]), "threads": args.threads,
               "malloc": args.malloc, "openblas": args.openblas, "machine": machine_record(), "configs": {}}
     for name in args.configs.split(","):
         environment = worker_env(args.threads, args.malloc, args.openblas, str(ROOT))

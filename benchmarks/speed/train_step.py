@@ -2,7 +2,7 @@
 
 A step is: forward (encoder + decoder + tied output projection), the label-smoothed
 loss (ε = 0.1, padding ignored), backward, and an Adam update (β 0.9/0.98, ε 1e-9).
-The PyTorch model is benchmarks/torch_reference.py: the same architecture, written
+The PyTorch model is benchmarks/speed/torch_reference.py: the same architecture, written
 from nn.Linear / nn.LayerNorm / nn.Embedding, loaded with our weights.
 
 1. Proof of equality (before any timing): float64, dropout 0, a tiny model; the loss
@@ -24,10 +24,10 @@ from nn.Linear / nn.LayerNorm / nn.Embedding, loaded with our weights.
    glibc's defaults every step touches freshly mapped pages again, and that count is
    what separates the two malloc settings.
 
-    python benchmarks/train_step.py                               # tiny, small-N3, medium-h8; 5 rounds; both mallocs
-    python benchmarks/train_step.py --configs small-N3 --rounds 9 --malloc keep
-    python benchmarks/train_step.py --device cuda --batch 256     # on a GPU: our engine on CuPy vs PyTorch CUDA
-    python benchmarks/train_step.py --baseline /tmp/mt-before     # also another checkout, in the same rounds
+    python benchmarks/speed/train_step.py                               # tiny, small-N3, medium-h8; 5 rounds; both mallocs
+    python benchmarks/speed/train_step.py --configs small-N3 --rounds 9 --malloc keep
+    python benchmarks/speed/train_step.py --device cuda --batch 256     # on a GPU: our engine on CuPy vs PyTorch CUDA
+    python benchmarks/speed/train_step.py --baseline /tmp/mt-before     # also another checkout, in the same rounds
 
 4. The machine: every result records the CPU, the load average before and during the rounds,
    NumPy's BLAS with the kernel it picked and torch's build and threads (benchmarks/common.py).
@@ -41,7 +41,7 @@ from nn.Linear / nn.LayerNorm / nn.Embedding, loaded with our weights.
    (``machine.kind``, and each worker's OpenBLAS kernel and torch CPU capability) and gets ``_avx2``
    in its name.
 
-    python benchmarks/train_step.py --isa avx2 --malloc default   # the AVX2 kind, on any AVX2+ machine
+    python benchmarks/speed/train_step.py --isa avx2 --malloc default   # the AVX2 kind, on any AVX2+ machine
 """
 from __future__ import annotations
 
@@ -52,7 +52,7 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # benchmarks/: common.py
 
 from common import (CONFIGS, ISA_CAPS, PAD, BenchConfig, Worker, apply_isa, config_named,  # noqa: E402
                     describe_machine, library_record, load_average, machine_record, median, memory_mib,
@@ -384,7 +384,7 @@ def print_proof(args, results: Path | None = None) -> bool:
     worst = result["worst"]
     ok = all(v < PROOF_TOLERANCE for v in worst.values())
     if results is not None:
-        record = {"command": "python benchmarks/train_step.py --proof-only", "tolerance": PROOF_TOLERANCE,
+        record = {"command": "python benchmarks/speed/train_step.py --proof-only", "tolerance": PROOF_TOLERANCE,
                   "config": PROOF_CONFIG.name, "dtype": "float64", "dropout": 0.0,
                   "max_relative_difference": {"loss": worst["loss"], "gradients": worst["gradients"],
                                               "weights_after_adam": worst["after Adam"]},
@@ -445,7 +445,7 @@ def print_results(results: dict, floors: dict, args) -> None:
 
 def results_record(results: dict, floors: dict, args, load: float) -> dict:
     """The printed tables as JSON, for the figures the READMEs quote (tools/quoted_numbers.py)."""
-    record: dict = {"command": "python benchmarks/train_step.py " + " ".join(sys.argv[1:]), "threads": args.threads,
+    record: dict = {"command": "python benchmarks/speed/train_step.py " + " ".join(sys.argv[1:]), "threads": args.threads,
                     "rounds": args.rounds, "device": args.device, "load_average_at_start": round(load, 2)}
     for malloc, per_config in results.items():
         for name, r in per_config.items():
@@ -495,10 +495,10 @@ def main() -> int:
     parser.add_argument("--skip-proof", action="store_true")
     parser.add_argument("--proof-only", action="store_true",
                         help="run only the proof (float64, deterministic, nothing timed) and write its differences "
-                             "to benchmarks/results/train_step_proof.json")
+                             "to benchmarks/speed/results/train_step_proof.json")
     parser.add_argument("--no-floor", action="store_true", help="skip the GEMM floor")
     parser.add_argument("--results", default=None, help="JSON file for the figures the READMEs quote "
-                        "(default benchmarks/results/train_step_{threads}t_{malloc}.json, cpu only)")
+                        "(default benchmarks/speed/results/train_step_{threads}t_{malloc}.json, cpu only)")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--config", help=argparse.SUPPRESS)
     parser.add_argument("--state", help=argparse.SUPPRESS)

@@ -3,7 +3,7 @@
     python chapters/figures/make_10_11.py [RUN_DIR] [HEADS_JSON] [OUT_DIR]
 
 10-noam-schedule.png: eq. 3 for several d_model and warm-ups (needs nothing).
-11-dev-curve.png: the dev BLEU history of the run heads.json records (benchmarks/heads.py).
+11-dev-curve.png: the dev BLEU history of the run heads.json records (benchmarks/quality/heads.py).
 11-attention.png: that run's cross-attention for one sentence; RUN_DIR (default runs/enja) must hold
 that run's final weights (benchmarks/runs.py checks their digest).
 """
@@ -15,7 +15,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))
 sys.path.insert(0, str(HERE.parents[1] / "tools"))
-sys.path.insert(0, str(HERE.parents[1] / "benchmarks"))
+sys.path.insert(0, str(HERE.parents[1] / "benchmarks"))     # runs.py
 
 from quoted_numbers import load_results  # noqa: E402
 

@@ -6,7 +6,7 @@
 runs/enja, must hold its final weights: benchmarks/runs.py checks their digest) for one sentence, drawn
 by `python -m minitransformer attention`'s code.
 12-alignment-over-training.png: alignment accuracy of each cross-attention head over training, from
-benchmarks/heads.py's results (heads.json, or HEADS_JSON).
+benchmarks/quality/heads.py's results (heads.json, or HEADS_JSON).
 """
 from __future__ import annotations
 

@@ -3,10 +3,10 @@
     python chapters/figures/make_ja.py [--run RUN_DIR] [--only NAME ...] [--workers N]
 
 Each figure is drawn by the same code as the English one (the make_*.py scripts here, the chapter
-notebooks with MT_SAVE_FIGURES=1, benchmarks/long_sequences.py and benchmarks/table1.py from their
+notebooks with MT_SAVE_FIGURES=1, benchmarks/sequence_length/long_sequences.py and benchmarks/sequence_length/table1.py from their
 results files); only the save is redirected, with the labels translated (minitransformer/figure_language.py).
 The figures of chapters 11 and 12 need the run that heads.json records (RUN_DIR, default runs/enja:
-`python benchmarks/heads.py --train --run runs/enja --history runs/enja-history`); the scripts refuse
+`python benchmarks/quality/heads.py --train --run runs/enja --history runs/enja-history`); the scripts refuse
 another. Timing figures are drawn from results files, never measured here, so both editions show the
 same curves; the notebooks draw only seeded computations.
 """
@@ -55,7 +55,7 @@ def run_script(name: str, arguments: list[str]) -> None:
 
 def long_sequences_figures() -> None:
     """13-memory-time.png, 13-table1.png and 13-attention-rank.png, from the results files of the scripts that measured them."""
-    sys.path.insert(0, str(ROOT / "benchmarks"))
+    sys.path.insert(0, str(ROOT / "benchmarks" / "sequence_length"))
     import attention_rank  # noqa: PLC0415
     import long_sequences  # noqa: PLC0415
     import table1  # noqa: PLC0415

@@ -3,11 +3,11 @@
     python chapters/figures/make_measured.py [OUT_DIR]
 
 07-heads-cost.png: training time of the Table 3 runs at constant FLOPs against the number of heads,
-row (A) of table3.json (benchmarks/table3.py, chapter 12), three seeds each.
+row (A) of table3.json (benchmarks/quality/table3.py, chapter 12), three seeds each.
 07-table1.png: left, the time of one self-attention layer and one tanh RNN against n, from table1.json
-(benchmarks/table1.py, chapter 13); right, Table 1's work per layer, n²·d against n·d².
+(benchmarks/sequence_length/table1.py, chapter 13); right, Table 1's work per layer, n²·d against n·d².
 09-cache.png: decoding 64 sentences with and without the attention cache, greedy and beam 4, from
-decode_2t.json (benchmarks/decode.py, two threads), ours and PyTorch's.
+decode_2t.json (benchmarks/speed/decode.py, two threads), ours and PyTorch's.
 
 Nothing is timed here: a figure changes when its benchmark is run again.
 """
