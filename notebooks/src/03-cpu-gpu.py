@@ -177,7 +177,7 @@ else:
 # ## 3. Per-op overhead
 #
 # A Transformer step runs a few hundred ops per layer; on tiny tensors their bookkeeping is the
-# cost. `benchmarks/overhead.py` measures it against PyTorch, each library in its own process.
+# cost. `benchmarks/speed/overhead.py` measures it against PyTorch, each library in its own process.
 # Here, a quick look in-process:
 
 # %% [markdown] ja
@@ -185,7 +185,7 @@ else:
 #
 # ## 3. 演算ごとのオーバーヘッド
 #
-# Transformer の 1 ステップでは、1 層あたり数百の演算が実行されます。小さなテンソルでは、かかる時間のほとんどがこの管理コストです。`benchmarks/overhead.py` は、各ライブラリを別々のプロセスで動かして、これを PyTorch と比べて測ります。ここでは同じプロセスの中で手短に見てみましょう。
+# Transformer の 1 ステップでは、1 層あたり数百の演算が実行されます。小さなテンソルでは、かかる時間のほとんどがこの管理コストです。`benchmarks/speed/overhead.py` は、各ライブラリを別々のプロセスで動かして、これを PyTorch と比べて測ります。ここでは同じプロセスの中で手短に見てみましょう。
 
 # %%
 small_a = mt.Tensor(np.ones((4, 4), np.float32), requires_grad=True)
@@ -293,7 +293,7 @@ else:
 #    arrays. Where is the CPU/GPU crossover for a memory-bound op compared with matmul?
 # 3. Time `cupy.asnumpy(cupy.asarray(a))` for growing arrays and estimate the bus bandwidth.
 #    How many matmuls of size $n$ must a batch be reused for to amortise its copy?
-# 4. Profile `benchmarks/overhead.py`'s minitransformer worker with `python -m cProfile`.
+# 4. Profile `benchmarks/speed/overhead.py`'s minitransformer worker with `python -m cProfile`.
 #    Which three functions dominate? Propose a change that saves time without making the
 #    engine harder to read, and measure it.
 # 5. Add a `Tensor.to("cuda")` call in the middle of a small graph on a machine without
@@ -310,6 +310,6 @@ else:
 # 1. `Softplus` の Function を 1 回だけ書き、その gradcheck を CPU で実行してください。そして（GPU があれば）1 行も変えずに CuPy の配列でも実行してください。
 # 2. ノートブックの時間の表に、$n\times n$ の配列に対する要素ごとの演算（`xp.exp`）を加えてください。メモリ律速の演算では、CPU と GPU が逆転する点は行列積と比べてどこにあるでしょうか。
 # 3. 配列を大きくしながら `cupy.asnumpy(cupy.asarray(a))` の時間を測り、バスの帯域を見積もってください。バッチのコピーの元を取るには、サイズ $n$ の行列積で何回使い回す必要があるでしょうか。
-# 4. `benchmarks/overhead.py` の minitransformer のワーカを `python -m cProfile` でプロファイルしてください。支配的な関数の上位 3 つは何でしょうか。エンジンを読みにくくせずに時間を節約する変更を提案し、その効果を測ってください。
+# 4. `benchmarks/speed/overhead.py` の minitransformer のワーカを `python -m cProfile` でプロファイルしてください。支配的な関数の上位 3 つは何でしょうか。エンジンを読みにくくせずに時間を節約する変更を提案し、その効果を測ってください。
 # 5. CuPy のないマシンで、小さなグラフの途中に `Tensor.to("cuda")` の呼び出しを加え、エラーを読んでください。次に、`tests/test_backend.py` と同じようにして GPU のない CuPy を模擬し、そのエラーも読んでください。
 # 6. 好きな演算の forward に `numpy.exp(numpy.asarray(x))` を仕込み、`pytest tests/test_device_double.py` を実行してください。どのテストが、どんなメッセージで失敗するでしょうか。次に、`clip_grad_norm` が再び各パラメータのノルムを別々に読み出すようにして、ステップのホストの待ちを数えるテストを見つけてください。

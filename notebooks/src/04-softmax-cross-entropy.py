@@ -150,7 +150,7 @@ np.testing.assert_allclose(x_t.grad, jacobian.T @ gy, rtol=1e-12)
 # logits' size, the exponentials $e^{x - m}$ ($m$ the row maximum), and otherwise only numbers per row:
 # $\log Z = m + \log\sum_j e^{x_j - m}$ and $-\log p_t = \log Z - x_t$. It stores the exponentials and
 # their row sums; its backward divides the one by the other, which is the softmax, and makes a few
-# in-place updates. `benchmarks/fused_vs_composed.py` measures the difference.
+# in-place updates. `benchmarks/speed/fused_vs_composed.py` measures the difference.
 
 # %% [markdown] ja
 # ## 4. 融合した交差エントロピー
@@ -159,7 +159,7 @@ np.testing.assert_allclose(x_t.grad, jacobian.T @ gy, rtol=1e-12)
 #
 # $$\frac{\partial \ell}{\partial x_k} = -q_k + \Bigl(\sum_j q_j\Bigr) p_k = p_k - q_k ,$$
 #
-# 損失に数える $n$ 個のトークンについて平均をとると、勾配は $(p - q)/n$ で、パディングの行ではゼロです。基本演算を組み合わせて同じ損失を作ると、指数、和、対数、積を保存し、それぞれについて backward を実行することになります。融合した Function がロジットと同じ大きさで作る配列は、指数 $e^{x - m}$（$m$ は行の最大値）の 1 つだけで、ほかは行ごとの数だけです：$\log Z = m + \log\sum_j e^{x_j - m}$、$-\log p_t = \log Z - x_t$。保存するのは指数とその行ごとの和です。backward は前者を後者で割ってソフトマックスを得て、いくつかの値をインプレースで更新します。`benchmarks/fused_vs_composed.py` がその差を測ります。
+# 損失に数える $n$ 個のトークンについて平均をとると、勾配は $(p - q)/n$ で、パディングの行ではゼロです。基本演算を組み合わせて同じ損失を作ると、指数、和、対数、積を保存し、それぞれについて backward を実行することになります。融合した Function がロジットと同じ大きさで作る配列は、指数 $e^{x - m}$（$m$ は行の最大値）の 1 つだけで、ほかは行ごとの数だけです：$\log Z = m + \log\sum_j e^{x_j - m}$、$-\log p_t = \log Z - x_t$。保存するのは指数とその行ごとの和です。backward は前者を後者で割ってソフトマックスを得て、いくつかの値をインプレースで更新します。`benchmarks/speed/fused_vs_composed.py` がその差を測ります。
 
 # %%
 logits = mt.Tensor(rng.standard_normal((5, 7)), requires_grad=True)

@@ -228,12 +228,12 @@ print(f"total: {sum(uncached):.2f} s without the cache, {sum(cached):.2f} s with
 # the gradient from above reaches the input unchanged, as one term of the sum. We stack $N$
 # feed-forward sub-layers four ways, send a random gradient of norm 1 into the top, and look at the
 # gradient at the bottom: its norm, and its cosine with the gradient we sent (1: passed down unchanged).
-# `benchmarks/chapter_figures.py` runs the same measurement for the table in chapter 9.
+# `benchmarks/book/chapter_figures.py` runs the same measurement for the table in chapter 9.
 
 # %% [markdown] ja
 # ## 5. 残差接続：勾配の中の恒等写像の経路
 #
-# $y = x + F(x)$ から $\partial L/\partial x = \partial L/\partial y + (\partial L/\partial y)\,\partial F/\partial x$ が得られます。上から来た勾配は、和の 1 つの項として、そのまま入力に届きます。$N$ 個のフィードフォワードのサブレイヤを 4 通りの方法で積み重ね、一番上にノルム 1 のランダムな勾配を送り込み、一番下での勾配を見ます。見るのはそのノルムと、送り込んだ勾配とのコサイン類似度（1 ならそのまま下へ渡されたこと）です。`benchmarks/chapter_figures.py` は、第 9 章の表のために同じように測定します。
+# $y = x + F(x)$ から $\partial L/\partial x = \partial L/\partial y + (\partial L/\partial y)\,\partial F/\partial x$ が得られます。上から来た勾配は、和の 1 つの項として、そのまま入力に届きます。$N$ 個のフィードフォワードのサブレイヤを 4 通りの方法で積み重ね、一番上にノルム 1 のランダムな勾配を送り込み、一番下での勾配を見ます。見るのはそのノルムと、送り込んだ勾配とのコサイン類似度（1 ならそのまま下へ渡されたこと）です。`benchmarks/book/chapter_figures.py` は、第 9 章の表のために同じように測定します。
 
 # %%
 def input_gradient(layer, depth, d=32):

@@ -8,7 +8,7 @@
 # 3. draw every head of a trained model for one sentence: encoder, decoder, cross,
 # 4. score every cross-attention head against the gold alignment, and the heads' average,
 # 5. ask whether encoder heads find a verb's object better than a fixed offset does,
-# 6. run Table 3 at small scale (quick mode here; the full table is in `benchmarks/results/`),
+# 6. run Table 3 at small scale (quick mode here; the full table is in `benchmarks/quality/results/`),
 # 7. count FLOPs by formula, next to the paper's Table 2,
 # 8. gradient-check the attention layer whose weights we read, with its weights kept.
 
@@ -21,7 +21,7 @@
 # 3. 学習済みモデルのすべてのヘッドを、1 つの文について描きます（エンコーダ、デコーダ、クロスアテンション）。
 # 4. クロスアテンションのすべてのヘッドとヘッドの平均を、正解アライメントに照らして採点します。
 # 5. エンコーダのヘッドが、固定オフセットよりもうまく動詞の目的語を見つけるかを調べます。
-# 6. 小さな規模で論文の表 3 を実行します（ここではクイックモードです。表全体は `benchmarks/results/` にあります）。
+# 6. 小さな規模で論文の表 3 を実行します（ここではクイックモードです。表全体は `benchmarks/quality/results/` にあります）。
 # 7. FLOPs を式で数えて、論文の表 2 と並べます。
 # 8. 重みを読み出すのに使うアテンション層を、重みを保持したまま勾配チェックします。
 
@@ -188,21 +188,21 @@ print("best fixed offset to the object's first subword, share right:", offset_ba
 # %% [markdown]
 # ## 6. Table 3 at small scale
 #
-# `benchmarks/table3.py --quick` trains each row's model for a few steps: seconds, numbers without
+# `benchmarks/quality/table3.py --quick` trains each row's model for a few steps: seconds, numbers without
 # meaning, but the whole path. The full table (several seeds per row) is read from its results file.
 
 # %% [markdown] ja
 # ## 6. 小さな規模で再現する論文の表 3
 #
-# `benchmarks/table3.py --quick` は各行のモデルを数ステップだけ学習します。数秒で終わり、数値に意味はありませんが、処理の全体を端から端まで実行します。表全体（1 行あたり複数のシード）は結果ファイルから読み込みます。
+# `benchmarks/quality/table3.py --quick` は各行のモデルを数ステップだけ学習します。数秒で終わり、数値に意味はありませんが、処理の全体を端から端まで実行します。表全体（1 行あたり複数のシード）は結果ファイルから読み込みます。
 
 # %%
-sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path.insert(0, str(ROOT / "benchmarks" / "quality"))
 import table3  # noqa: E402
 
 quick_out = Path(tempfile.mkdtemp()) / "table3-quick.json"
 table3.main(["--quick", "--out", str(quick_out)])
-full = ROOT / "benchmarks" / "results" / "table3.json"
+full = ROOT / "benchmarks" / "quality" / "results" / "table3.json"
 if full.is_file():
     table3.print_table(json.loads(full.read_text()))
 
@@ -224,7 +224,7 @@ default = TransformerConfig.small(1000)
 tokens = 2400 * 1000                     # an upper bound: 2,400 steps of at most 1,000 tokens a side
 bound = training_flops(default, tokens, tokens, 12, 13)     # mean lengths of about 12 and 13 subwords
 print(f"default run ≤ {bound:.2e} FLOPs; the paper's base model used about {3.3e18 / bound:,.0f} times more")
-heads_file = ROOT / "benchmarks" / "results" / "heads.json"
+heads_file = ROOT / "benchmarks" / "quality" / "results" / "heads.json"
 if heads_file.is_file():
     print(f"counted over the run's real tokens: {json.loads(heads_file.read_text())['flops']['training_flops']:.2e}")
 

@@ -102,16 +102,16 @@ assert memory["flash"][-1] < 3 * memory["flash"][-2]                # about doub
 
 # %% [markdown]
 # Each doubling of $n$ multiplies eq. 1's peak by four, and flash's by about two. The benchmark
-# `benchmarks/long_sequences.py` measures the same in separate processes, up to $n = 16384$; if its
+# `benchmarks/sequence_length/long_sequences.py` measures the same in separate processes, up to $n = 16384$; if its
 # results file is present we show it here (the chapter quotes the same file).
 
 # %% [markdown] ja
-# $n$ が 2 倍になると、式 (1) のピークは 4 倍、flash のピークはおよそ 2 倍です。ベンチマーク `benchmarks/long_sequences.py` は、同じものを別々のプロセスで $n = 16384$ まで測ります。その結果ファイルがあれば、ここに表示します（章も同じファイルを引用しています）。
+# $n$ が 2 倍になると、式 (1) のピークは 4 倍、flash のピークはおよそ 2 倍です。ベンチマーク `benchmarks/sequence_length/long_sequences.py` は、同じものを別々のプロセスで $n = 16384$ まで測ります。その結果ファイルがあれば、ここに表示します（章も同じファイルを引用しています）。
 
 # %%
-results_path = Path("../benchmarks/results/long_sequences.json")
+results_path = Path("../benchmarks/sequence_length/results/long_sequences.json")
 if results_path.exists():
-    sys.path.insert(0, "../benchmarks")
+    sys.path.insert(0, "../benchmarks/sequence_length")
     from long_sequences import render_markdown
     print(render_markdown(json.loads(results_path.read_text())))
 
@@ -342,7 +342,7 @@ plt.show()
 #
 # ## 7. Table 1, all rows and all columns
 #
-# `benchmarks/table1.py` writes the four layers with engine ops (a tanh RNN, a convolution with
+# `benchmarks/sequence_length/table1.py` writes the four layers with engine ops (a tanh RNN, a convolution with
 # kernel 3 as three shifted matrix products, multi-head self-attention, and restricted self-attention
 # with $w = 8$ keys a side, $r = 17$, built on `local_attention`) and measures the three columns: time against $n$, the
 # depth of the engine's graph (the sequential operations), and the number of stacked layers before
@@ -353,10 +353,10 @@ plt.show()
 #
 # ## 7. 論文の表 1、すべての行とすべての列
 #
-# `benchmarks/table1.py` は 4 つの層をエンジンの演算で書きます。tanh の RNN、3 つのずらした行列積として書いたカーネル 3 の畳み込み、マルチヘッドセルフアテンション、制限付きセルフアテンションです。最後のものは `local_attention` の上に構築し、片側 $w = 8$（$r = 17$）とします。測るのは 3 つの列です。1 つ目は $n$ に対する時間、2 つ目はエンジンのグラフの深さ（逐次的な演算の数）です。3 つ目は、最後の出力が最初の入力に依存するまでに積み重ねる層の数（経路長。勾配で確かめます）です。
+# `benchmarks/sequence_length/table1.py` は 4 つの層をエンジンの演算で書きます。tanh の RNN、3 つのずらした行列積として書いたカーネル 3 の畳み込み、マルチヘッドセルフアテンション、制限付きセルフアテンションです。最後のものは `local_attention` の上に構築し、片側 $w = 8$（$r = 17$）とします。測るのは 3 つの列です。1 つ目は $n$ に対する時間、2 つ目はエンジンのグラフの深さ（逐次的な演算の数）です。3 つ目は、最後の出力が最初の入力に依存するまでに積み重ねる層の数（経路長。勾配で確かめます）です。
 
 # %%
-sys.path.insert(0, "../benchmarks")
+sys.path.insert(0, "../benchmarks/sequence_length")
 import table1  # noqa: E402
 
 table_lengths = [16, 64, 256] if QUICK else [16, 32, 64, 128, 256, 512, 1024]
