@@ -218,6 +218,7 @@ def _cpu_model() -> dict:
 ISA_CAPS = {
     "native": {},
     "avx2": {"OPENBLAS_CORETYPE": "Haswell",        # NumPy's OpenBLAS: the Haswell (AVX2) kernel
+             "NPY_DISABLE_CPU_FEATURES": "X86_V4 AVX512_ICL AVX512_SPR",   # NumPy's own loops (exp, max, ...)
              "ATEN_CPU_CAPABILITY": "avx2",          # PyTorch's own kernels (softmax, layer norm, Adam, ...)
              "MKL_ENABLE_INSTRUCTIONS": "AVX2",      # PyTorch's GEMMs (MKL)
              "ONEDNN_MAX_CPU_ISA": "AVX2"},          # PyTorch's oneDNN primitives
@@ -299,6 +300,7 @@ def library_record(library: str) -> dict:
     except ImportError:
         record["blas"] = "threadpoolctl not installed (pip install -r benchmarks/requirements.txt)"
     record["openblas_kernel"] = openblas_kernel()
+    record["numpy_simd"] = numpy_simd()
     if library == "torch":
         import torch
 
@@ -314,6 +316,18 @@ def library_record(library: str) -> dict:
 
         record["package"] = str(Path(minitransformer.__file__).resolve().parent.parent)
     return record
+
+
+def numpy_simd() -> list[str] | None:
+    """The vector extensions NumPy's own loops (exp, maximum, sums; not its BLAS) dispatch to here, e.g.
+    ['X86_V3'] for AVX2 only; None where this NumPy does not say."""
+    import numpy
+
+    try:
+        from numpy._core._multiarray_umath import __cpu_dispatch__, __cpu_features__
+    except ImportError:
+        return None
+    return [name for name in __cpu_dispatch__ if __cpu_features__.get(name)]
 
 
 def openblas_kernel() -> str | None:

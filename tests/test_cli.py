@@ -261,6 +261,20 @@ def test_quick_refuses_another_preset(monkeypatch, capsys):
     assert "--quick is the preset 'quick'; do not combine it with --preset" in capsys.readouterr().err
 
 
+def test_the_final_model_is_chosen_on_dev_and_the_choice_is_recorded(tmp_path, monkeypatch, capsys):
+    out = tmp_path / "run"
+    status = _in_process(monkeypatch, "train", "--out", out, "--preset", "toy", "--limit", "20", "--steps", "4",
+                         "--save-every", "2", "--average", "2", "--no-eval", "--no-plot", "--quiet")
+    assert status == 0, capsys.readouterr().err
+    results = json.loads((out / "results.json").read_text())
+    choice = results["final_choice"]                                      # the two dev scores it chose between
+    assert choice["averaged_checkpoints"] == 2 and choice["dev_sentences"] > 0
+    assert {"dev_bleu_last_checkpoint", "dev_bleu_average"} <= set(choice)
+    kept_average = choice["dev_bleu_average"] >= choice["dev_bleu_last_checkpoint"]   # ties keep the average (§6.1)
+    assert results["final_model"] == ("average of the last 2 checkpoints" if kept_average
+                                      else "last checkpoint (the average scored lower on dev)")
+
+
 def test_the_train_options_shape_the_run(tmp_path, monkeypatch, capsys):
     out = tmp_path / "run"
     status = _in_process(monkeypatch, "train", "--out", out, "--preset", "toy", "--limit", "20", "--direction", "ja-en",
@@ -280,6 +294,7 @@ def test_the_train_options_shape_the_run(tmp_path, monkeypatch, capsys):
     saved = sorted(p.name for p in (out / "checkpoints").iterdir())
     assert saved[-1] == f"step-{results['steps']:06d}" and len(saved) >= min(results["steps"], 2)  # --save-every 1
     assert results["final_model"] == "last checkpoint"                    # --average 1: no averaging
+    assert results["final_choice"] == {}                                  # nothing compared on dev
 
     # --overwrite replaces the run; --minutes stops this invocation's training on time, long before 50 epochs
     status = _in_process(monkeypatch, "train", "--out", out, "--preset", "toy", "--limit", "20", "--overwrite",

@@ -31,6 +31,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks"))     # common.py
+
+from common import load_average, machine_record  # noqa: E402
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "small_parallel_enja"
 
 
@@ -55,6 +58,7 @@ def main() -> int:
                "--device", args.device, *args.extra]
     print("$", " ".join(command), flush=True)
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    machine, load_before = machine_record(), load_average()
     started = time.monotonic()
     result = subprocess.run(command, cwd=ROOT, env=env)
     wall = time.monotonic() - started
@@ -69,12 +73,19 @@ def main() -> int:
           f"{results['train_seconds'] / 60:.1f} min | {wall / 60:.1f} min | {(cpu.ru_utime + cpu.ru_stime) / 60:.1f} min "
           f"| {results.get('test_bleu', float('nan')):.2f} |")
     history = results.get("history", [])
-    Path(args.results).write_text(json.dumps({
-        "command": f"python benchmarks/quality/small_parallel_enja.py --minutes {args.minutes:g}", "preset": args.preset,
+    record = {
+        "command": "python " + " ".join([str(Path(sys.argv[0]).resolve().relative_to(ROOT)), *sys.argv[1:]]),
+        "preset": args.preset,
         "direction": args.direction, "steps": results["steps"], "epochs": round(results["epochs"], 1),
         "train_minutes": round(results["train_seconds"] / 60, 1), "cpu_minutes": round((cpu.ru_utime + cpu.ru_stime) / 60, 1),
         "dev_bleu_greedy_by_epoch": [round(h["dev_bleu_greedy"], 1) for h in history],
-        "test_bleu": results.get("test_bleu"), "final_model": results.get("final_model")}, indent=1) + "\n")
+        "test_bleu": results.get("test_bleu"), "final_model": results.get("final_model")}
+    choice = results.get("final_choice") or {}         # the dev scores the final model was chosen on (§6.1)
+    if choice:
+        record["dev_bleu_last_checkpoint"] = choice["dev_bleu_last_checkpoint"]
+        record[f"dev_bleu_average_of_{choice['averaged_checkpoints']}"] = choice["dev_bleu_average"]
+    record.update(machine=machine, load_average_before=load_before, load_average_after=load_average())
+    Path(args.results).write_text(json.dumps(record, indent=1) + "\n")
     return 0
 
 

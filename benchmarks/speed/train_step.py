@@ -35,11 +35,12 @@ from nn.Linear / nn.LayerNorm / nn.Embedding, loaded with our weights.
    kernel; PyTorch's MKL ignores them), ``--openblas auto`` (the default) measures with them and
    without them, each in its own workers.
 5. The machine kind: ``--isa avx2`` measures, on an AVX-512 machine, what a machine with AVX2 only
-   runs: NumPy's OpenBLAS on its Haswell kernel (OPENBLAS_CORETYPE=Haswell) and PyTorch capped at
-   AVX2 as well (ATEN_CPU_CAPABILITY, MKL_ENABLE_INSTRUCTIONS, ONEDNN_MAX_CPU_ISA), so that neither
-   library keeps wider vectors than the other. The results file records the caps and the kernels
-   (``machine.kind``, and each worker's OpenBLAS kernel and torch CPU capability) and gets ``_avx2``
-   in its name.
+   runs: NumPy's OpenBLAS on its Haswell kernel (OPENBLAS_CORETYPE=Haswell), NumPy's own loops on
+   their AVX2 versions (NPY_DISABLE_CPU_FEATURES) and PyTorch capped at AVX2 as well
+   (ATEN_CPU_CAPABILITY, MKL_ENABLE_INSTRUCTIONS, ONEDNN_MAX_CPU_ISA), so that neither library keeps
+   wider vectors than the other. The results file records the caps and the kernels (``machine.kind``,
+   and each worker's OpenBLAS kernel, NumPy's SIMD and torch's CPU capability) and gets ``_avx2`` in
+   its name.
 
     python benchmarks/speed/train_step.py --isa avx2 --malloc default   # the AVX2 kind, on any AVX2+ machine
 """

@@ -470,7 +470,7 @@ def finish(run: Run, record: dict, started: float) -> dict:
                                "config": dataclasses.asdict(config),
                                "training": run_settings(opts),
                                "options": {**result_settings(opts), "ranks": run.world.size}}
-    weights, summary["final_model"] = choose_final_weights(run)
+    weights, summary["final_model"], summary["final_choice"] = choose_final_weights(run)
     run.model.load_state_dict(weights)
     ckpt.save_final(run.out, weights, {"config": dataclasses.asdict(config), "training": run_settings(opts),
                                        "step": run.state.step, "model": summary["final_model"]},
@@ -484,13 +484,14 @@ def finish(run: Run, record: dict, started: float) -> dict:
     return summary
 
 
-def choose_final_weights(run: Run) -> tuple[dict, str]:
+def choose_final_weights(run: Run) -> tuple[dict, str, dict]:
     """The weights to keep: the average of the last k checkpoints (§6.1) if it does at least as well
-    on the dev set (greedy BLEU) as the last checkpoint, else the last checkpoint."""
+    on the dev set (greedy BLEU) as the last checkpoint, else the last checkpoint; with what it was told
+    and the two dev scores it compared (empty when there was nothing to average)."""
     model, last = run.model, run.model.state_dict()
     checkpoints = ckpt.list_checkpoints(run.out)[-run.options.average:]
     if run.options.average < 2 or len(checkpoints) < 2:
-        return last, "last checkpoint"
+        return last, "last checkpoint", {}
     averaged = ckpt.average_checkpoints(checkpoints)
     n = min(run.recipe["eval_sentences"], len(run.dev_pairs))
     last_bleu, _ = bleu_of(model, run.tokenizer, run.dev_pairs[:n], beam=1, tokenize=run.bleu_tokenize)
@@ -499,9 +500,11 @@ def choose_final_weights(run: Run) -> tuple[dict, str]:
     names = ", ".join(p.name for p in checkpoints)
     run.say(f"dev BLEU ({run.bleu_tokenize} tokens, greedy, {n} sentences): last checkpoint {last_bleu.score:.2f}, "
             f"average of {len(checkpoints)} ({names}) {averaged_bleu.score:.2f}")
+    choice = {"averaged_checkpoints": len(checkpoints), "dev_sentences": n,
+              "dev_bleu_last_checkpoint": round(last_bleu.score, 2), "dev_bleu_average": round(averaged_bleu.score, 2)}
     if averaged_bleu.score >= last_bleu.score:
-        return averaged, f"average of the last {len(checkpoints)} checkpoints"
-    return last, "last checkpoint (the average scored lower on dev)"
+        return averaged, f"average of the last {len(checkpoints)} checkpoints", choice
+    return last, "last checkpoint (the average scored lower on dev)", choice
 
 
 def final_evaluation(run: Run) -> dict:
