@@ -1,7 +1,7 @@
 """The book's website (tools/build_site.py), built and then read in a real browser.
 
 The browser test builds a reduced but real site: every chapter, notebook page and source page in both
-languages, with only notebook 05 executed (the full build executes all thirteen; tests/test_notebooks.py
+languages, with only notebook 05 executed (the full build executes all thirteen; tests/book/test_notebooks.py
 runs every notebook already). Debian's Chromium, driven by Playwright, opens it from disk (file://, no
 server, no network) and checks that chapter 5 shows rendered equations and its figure, that its notebook
 page shows outputs and a plotted figure, that the language switch leads to the Japanese chapter 5, in
@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools"))
 import build_site  # noqa: E402
 
