@@ -36,10 +36,6 @@ JAPANESE = re.compile(r"[\u3040-\u30ff\u4e00-\u9fff]")
 RAW_MATH = re.compile(r"(?<![\\$])\$[^$\s][^$\n]*\$|\\\(|\\\[")
 
 
-class SiteScreenshots(UserWarning):
-    """Not a problem: where the browser test left its screenshots."""
-
-
 def need(available: bool, reason: str) -> None:
     if not available:
         if REQUIRE_SITE:
@@ -218,8 +214,10 @@ def test_the_site_in_a_browser(tmp_path):
     assert (out / "en" / "_static" / "mathjax" / "MathJax.js").exists()      # the renderer ships with the site
     assert "cdn" not in (out / "en" / "chapters" / "05-layers.html").read_text(encoding="utf-8").lower()
     check_in_browser(out, browser)
-    warnings.warn(SiteScreenshots(f"screenshots of the built site (a chapter, its notebook, the Japanese chapter, "
-                                  f"a search) are in {SCREENSHOTS}"), stacklevel=1)
+    # a plain UserWarning, not a class of this file's: pytest-xdist's controller imports a warning's class by its
+    # module's name, and this file, in tests/book, is importable only in the worker that ran it
+    warnings.warn(UserWarning(f"not a problem: screenshots of the built site (a chapter, its notebook, the Japanese "
+                              f"chapter, a search) are in {SCREENSHOTS}"), stacklevel=1)
 
 
 def check_in_browser(out: Path, browser: str) -> None:
