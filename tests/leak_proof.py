@@ -55,7 +55,7 @@ BUILTINS = set(dir(builtins))
 
 @dataclass
 class Piece:
-    where: str                         # "tests/test_exercises.py:421-427"
+    where: str                         # "tests/exercises/test_exercises.py:421-427"
     statements: list                   # ast statements (a window), or [a FunctionDef] for a whole function
     function: str | None = None        # the name, for a whole function
     kept: list = field(default_factory=list)      # the statements without checks and returns

@@ -12,7 +12,7 @@ import pkgutil
 import tomllib
 from pathlib import Path
 
-# import name -> the extra of pyproject.toml that installs it (tests/test_package_modules.py keeps it true)
+# import name -> the extra of pyproject.toml that installs it (tests/house/test_package_modules.py keeps it true)
 OPTIONAL_IMPORTS = {"nbgrader": "classroom", "cupy": "gpu", "mpi4py": "mpi"}
 
 

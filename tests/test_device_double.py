@@ -446,7 +446,7 @@ def test_checkpoints_save_load_and_average_from_the_device(tmp_path, monkeypatch
 # -- what the classroom exercises grade, on the device ----------------------------------------------
 
 def test_the_graded_functions_run_on_the_device(rng):
-    """The subjects of tests/test_exercises.py, on device arrays: a student's NumPy call fails here."""
+    """The subjects of tests/exercises/test_exercises.py, on device arrays: a student's NumPy call fails here."""
     from minitransformer.functional.multi_head import merge_heads, split_heads  # noqa: PLC0415
     from minitransformer.nn.positional import sinusoidal_table  # noqa: PLC0415
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Mutation testing of the differentiable operations with mutmut (pip install mutmut==3.8.1).
 #
-# tests/test_mutations.py plants the mistakes a person would make in every backward; this asks a tool to
+# tests/house/test_mutations.py plants the mistakes a person would make in every backward; this asks a tool to
 # plant mechanical ones (an operator swapped, a constant changed, an argument dropped) in ops/ and
 # functional/, forward and backward alike, and lists the mutants that no test catches ("survivors").
 # It runs in a scratch copy, so the repository gets no mutants/ folder or mutmut settings.

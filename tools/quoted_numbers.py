@@ -20,7 +20,7 @@ of bytes in MiB). The quoted text must equal the value rounded to as many decima
 Numbers may be written in scientific form, `4e-11` or `8.03·10¹²`, and a marker may follow a hexadecimal
 digest instead of a number (`a3f09c1d2e4b<!-- fig heads.json:run.weights -->`): the text must then equal
 the string in the file. Code is skipped (fenced or indented blocks, `inline code`): a marker there would
-print. tests/test_quoted_numbers.py runs `check`; the command line's `check` also runs the generated tables
+print. tests/book/test_quoted_numbers.py runs `check`; the command line's `check` also runs the generated tables
 (tools/regions.py), the unmarked-number check (tools/unmarked.py) and the captions (tools/captions.py).
 
 A results file is found by its name alone (`results_path`): the tools never build a path to one.

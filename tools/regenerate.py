@@ -1,6 +1,6 @@
 """Regenerate every results file and figure the book quotes, at their recorded settings; or, with
 --quick, run every script that has a quick variant at a toy size into a temporary folder, to show the
-whole pipeline still runs (CI does that: tests/test_regenerate.py, marked `later`).
+whole pipeline still runs (CI does that: tests/book/test_regenerate.py, marked `later`).
 
     python tools/regenerate.py --list           # the steps, what each writes, and the time they take
     python tools/regenerate.py                  # all of it (hours: see --list), then quoted_numbers.py update
@@ -146,10 +146,10 @@ STEPS = [
          needs=("data",), why_no_quick="it needs the real Tatoeba corpus"),
     Step("raw_bpe_speed", "{python} benchmarks/quality/raw_bpe_speed.py --results benchmarks/quality/results/raw_bpe_speed.json",
          "raw_bpe_speed.json", 5, timing=True, needs=("data",), why_no_quick="it needs the real Tatoeba corpus"),
-    Step("grader", "{python} benchmarks/book/grader.py", "grader.json", 15, timing=True, needs=("bwrap", "nbgrader"),
-         why_no_quick="the cheat suite is its quick form: tests/test_cheats.py and tests/test_nbgrader_route.py"),
-    Step("seed_table", "{python} benchmarks/quality/seed_table.py", "seed_table.json", 300, timing=True,
-         why_no_quick="tests/test_seed_table.py runs its quick mode"),
+    Step("grader", "{python} benchmarks/grader.py", "grader.json", 15, timing=True, needs=("bwrap", "nbgrader"),
+         why_no_quick="the cheat suite is its quick form: tests/exercises/test_cheats.py and tests/exercises/test_nbgrader.py"),
+    Step("seed_table", "{python} benchmarks/seed_table.py", "seed_table.json", 300, timing=True,
+         why_no_quick="tests/book/test_seed_table.py runs its quick mode"),
     Step("figures", "{python} chapters/figures/make_02.py && {python} chapters/figures/make_04_05.py && "
          "{python} chapters/figures/make_measured.py && {python} chapters/figures/make_10_11.py " + RUN +
          " && {python} chapters/figures/make_12.py " + RUN + " && {python} chapters/figures/make_ja.py --run " + RUN,

@@ -19,7 +19,7 @@ What counts as measured, outside code, math, links and HTML comments:
 
 Not measured: section numbers (§3.2.1, "12.1 Exercises"), exercise ids (Exercise 12.1, 演習 12.1), chapter,
 equation, table and figure numbers, versions (NumPy 2.4), and the tables a script writes between
-`<!-- begin: FILE.json -->` and `<!-- end: FILE.json -->` (tests/test_long_sequences.py compares them with
+`<!-- begin: FILE.json -->` and `<!-- end: FILE.json -->` (tests/functional/test_long_sequences.py compares them with
 their script's rendering; the Japanese copy must hold the same numbers in the same order, checked here).
 
 What looks measured but is not (the paper's constants, each with its section or table; settings of a

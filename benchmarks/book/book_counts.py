@@ -8,7 +8,7 @@ and notebooks, and the sizes of the models the chapters describe. Writes benchma
 * models: for the presets the chapters describe, the parameters (a count) and the parameter arrays (what an
   all-reduce per array would be called for, chapter 14), with the vocabulary each is used with.
 
-tests/test_unmarked.py checks that the file says what the code says today, so a new exercise or a
+tests/book/test_unmarked.py checks that the file says what the code says today, so a new exercise or a
 changed preset cannot leave the README's count behind.
 """
 from __future__ import annotations
@@ -29,7 +29,7 @@ MODELS = {"small": ("small", 1000), "small_tatoeba": ("small", 4000), "base": ("
 
 def model_counts(preset: str, vocab: int) -> dict:
     """Parameters and parameter arrays of a preset's model (tied embeddings, post-LN), by chapter 9's
-    formula, so that no weights are made; tests/test_unmarked.py checks it against a built model."""
+    formula, so that no weights are made; tests/book/test_unmarked.py checks it against a built model."""
     from minitransformer.presets import MODELS as SIZES  # noqa: PLC0415
 
     sizes = SIZES[preset]

@@ -48,7 +48,7 @@ def _grading_cases(root: Path, grading: dict[str, list[str]]) -> dict[str, int]:
 
     owner = {function: exercise for exercise, functions in grading.items() for function in functions}
     result = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", "-m",
-                             " or ".join(f"grades_{i.replace('.', '_')}" for i in grading), "tests/test_exercises.py"],
+                             " or ".join(f"grades_{i.replace('.', '_')}" for i in grading), "tests/exercises/test_exercises.py"],
                             cwd=root, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(root)})
     counts: dict[str, int] = {}
     for line in result.stdout.splitlines():
@@ -85,7 +85,7 @@ def command_list(args) -> int:
         print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[8])
     chapters = len({e.chapter for e in exercises})
     print(f"\n{len(exercises)} exercises in {chapters} chapters. grading: the test cases of its grading tests "
-          "(pytest -m grades_X tests/test_exercises.py), what check runs; graded: the cases grade scores, public + "
+          "(pytest -m grades_X tests/exercises/test_exercises.py), what check runs; graded: the cases grade scores, public + "
           "hidden; tests: every test that needs it (-m ex_X); needs: the exercises its grading tests use.\n"
           "A student checks one with `python -m minitransformer.exercises check ID`; a teacher scores one with "
           "`python -m minitransformer.exercises grade ID --submission DIR`.")

@@ -8,7 +8,7 @@ forward at every coordinate (``fd:i``), from which the grader computes central d
 
 Nothing here holds an answer or an expected value: the grader (judge.py) compares these outputs with
 the ones the teacher's reference gave for the same case, in its own process. Public cases are the
-inputs of the public tests (tests/test_exercises.py); hidden cases are drawn from the teacher's secret
+inputs of the public tests (tests/exercises/test_exercises.py); hidden cases are drawn from the teacher's secret
 seed (casebook.py), with sizes and settings the public tests do not show.
 
     python -m minitransformer.exercises.cases RUN.json --fd N        # what the sandbox runs

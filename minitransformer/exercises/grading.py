@@ -17,10 +17,10 @@ from .pytest_results import ENVIRONMENT
 from .pytest_support import MAP_FILE, load_map
 from .registry import RAISED, Exercise, load_exercises, parse_python
 
-GRADING_FILE = "tests/test_exercises.py"
+GRADING_FILE = "tests/exercises/test_exercises.py"
 # the suite as the exercise map sees it: no notebooks (they run whole chapters), no classroom tests, no GPU, and
 # not the proofs that take minutes (marker later: they grade and prove editions, they do not use the exercises)
-SUITE_ARGS = ["-m", "not gpu and not later", "--ignore=tests/test_notebooks.py", "--ignore=tests/test_classroom.py",
+SUITE_ARGS = ["-m", "not gpu and not later", "--ignore=tests/book/test_notebooks.py", "--ignore=tests/exercises/test_classroom.py",
               "tests"]
 
 GRADCHECK = re.compile(
@@ -32,7 +32,7 @@ NUMERICAL_GRADIENT = "1.1"   # the exercise whose code is the *numeric* side of 
 
 
 def grading_tests(root: Path) -> dict[str, list[str]]:
-    """Exercise id -> ids of the test functions in tests/test_exercises.py marked ``grades_X`` for it.
+    """Exercise id -> ids of the test functions in tests/exercises/test_exercises.py marked ``grades_X`` for it.
 
     These score the exercise; its marker ``ex_X`` also reaches other tests, through the exercise map.
     """
@@ -359,7 +359,7 @@ def _number(exercise_id: str) -> tuple[int, ...]:
     return tuple(int(part) for part in exercise_id.split("."))
 
 
-MUTATIONS_FILE = "tests/test_mutations.py"
+MUTATIONS_FILE = "tests/house/test_mutations.py"
 
 
 def _shown(test: str) -> str:

@@ -5,7 +5,7 @@ Teacher's edition only: each mistake is written as a small edit of the solution 
 solutions, and the student edition leaves it out (edition.TEACHER_ONLY).
 
 The teacher's casebook (casebook.py) runs each mistake on every case and keeps what it gives, so that
-``grade`` can name a wrong result that equals a known mistake's; tests/test_catalogue.py feeds each
+``grade`` can name a wrong result that equals a known mistake's; tests/exercises/test_mistakes.py feeds each
 mistake in as a submission and checks that its verdict names it.
 """
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """What tests/conftest.py needs for the classroom: markers, the exercise map, readable failures.
 
 * ``register_markers``: two markers per exercise: ``grades_5_1``, which the
-  grading tests of Exercise 5.1 in tests/test_exercises.py carry (the tests
+  grading tests of Exercise 5.1 in tests/exercises/test_exercises.py carry (the tests
   that score it), and ``ex_5_1``, the wider set of every test that needs it.
 * ``apply_exercise_map``: puts ``ex_X`` on every test listed for X in
   tests/exercise_map.json (the tests that fail when only X is unsolved; see

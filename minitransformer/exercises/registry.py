@@ -102,7 +102,7 @@ def marker_for(exercise_id: str) -> str:
 
 
 def grading_marker(exercise_id: str) -> str:
-    """"5.1" -> "grades_5_1": the marker of the tests that score the exercise (tests/test_exercises.py)."""
+    """"5.1" -> "grades_5_1": the marker of the tests that score the exercise (tests/exercises/test_exercises.py)."""
     return "grades_" + exercise_id.replace(".", "_")
 
 

@@ -19,7 +19,7 @@ The gradient is taken in forward, while the logits exist, for an upstream
 gradient of 1; backward only scales the three results by the real gy (the loss is
 linear in gy). With gy = 1, the usual ``loss.backward()``, every number is the one
 the two Functions give, bit for bit: the same operations on the same arrays in
-the same order (tests/test_linear_loss.py checks it). Nothing (N, V) outlives
+the same order (tests/functional/test_linear_loss.py checks it). Nothing (N, V) outlives
 forward, so the graph holds only X, W and three small gradients, and a second
 walk (``retain_graph=True``) works as usual.
 

@@ -369,7 +369,7 @@ print("all gradient checks passed")
 # 4. Implement the FFN with a real kernel of width 3 (`conv1d` above). How many positions now
 #    influence each output, and how would that change the Transformer's need for attention?
 # 5. The embedding backward (`functional/embedding.py`) uses a scatter-add. Replace it with
-#    `gw[ids] += gy` and find the test in `tests/test_nn.py` that fails. Why does it fail?
+#    `gw[ids] += gy` and find the test in `tests/nn/test_nn.py` that fails. Why does it fail?
 
 # %% [markdown] ja
 # ## 演習
@@ -378,4 +378,4 @@ print("all gradient checks passed")
 # 2. 不偏標準偏差を使い $\epsilon$ を平方根の外に置く層正規化を、基本演算を組み合わせた関数として書き、勾配チェックを通してください。その融合版の逆伝播は、本書のものとどこが違うでしょうか。
 # 3. 渦巻きの MLP で Xavier を $N(0, 1)$ に置き換えてください。最初の損失と、10 分の 1 に下がるまでに必要なステップ数はどうなるでしょうか。
 # 4. 幅 3 の本物のカーネル（上の `conv1d`）で FFN を実装してください。各出力に影響する位置はいくつになるでしょうか。それは Transformer にとってのアテンションの必要性をどう変えるでしょうか。
-# 5. 埋め込みの逆伝播（`functional/embedding.py`）は scatter-add を使っています。それを `gw[ids] += gy` に置き換え、`tests/test_nn.py` の中で失敗するテストを見つけてください。なぜ失敗するのでしょうか。
+# 5. 埋め込みの逆伝播（`functional/embedding.py`）は scatter-add を使っています。それを `gw[ids] += gy` に置き換え、`tests/nn/test_nn.py` の中で失敗するテストを見つけてください。なぜ失敗するのでしょうか。

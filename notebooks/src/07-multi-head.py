@@ -338,7 +338,7 @@ np.testing.assert_allclose(packed_cross.numpy(), plain_cross.numpy(), atol=1e-12
 # ## Exercises
 #
 # 1. Implement `split_heads` and `merge_heads` yourself (reshape + transpose) and check that the
-#    tests in `tests/test_multihead.py` pass. What goes wrong if you reshape (B, T, d) straight to
+#    tests in `tests/nn/test_multihead.py` pass. What goes wrong if you reshape (B, T, d) straight to
 #    (B, h, T, $d_k$) without the transpose?
 # 2. In training the layer packs $W^Q$, $W^K$, $W^V$ into one GEMM (section 5). Time one forward +
 #    backward of a self-attention layer on that path and, after making its `_projections_alike`
@@ -353,7 +353,7 @@ np.testing.assert_allclose(packed_cross.numpy(), plain_cross.numpy(), atol=1e-12
 # %% [markdown] ja
 # ## 演習
 #
-# 1. `split_heads` と `merge_heads` を自分で実装し（reshape + transpose）、`tests/test_multihead.py` のテストが通ることを確かめてください。元の (B, T, d) の配列を考えます。transpose せずに reshape だけで (B, h, T, $d_k$) にすると、何がおかしくなるでしょうか。
+# 1. `split_heads` と `merge_heads` を自分で実装してください（reshape + transpose）。そして、`tests/nn/test_multihead.py` のテストが通ることを確かめてください。元の (B, T, d) の配列を考えます。transpose せずに reshape だけで (B, h, T, $d_k$) にすると、何がおかしくなるでしょうか。
 # 2. 学習では、層は $W^Q$、$W^K$、$W^V$ を 1 回の GEMM にまとめます（第 5 節）。セルフアテンションの層について、その経路での順伝播 + 逆伝播 1 回の時間を測ってください。次に `_projections_alike` が `False` を返すようにして、1 つずつ射影する経路でも測ってください。クロスアテンションでまとめられるのが $W^K$ と $W^V$ だけなのはなぜでしょうか。
 # 3. 論文の表 3 の (A) 行は、計算量を一定に保ったまま $h$ を変えています。第 2 節を使って、パラメータ数も $h$ によって変わらない理由を説明してください。
 # 4. 帯状のマスクを使って「制限付き」セルフアテンション（各クエリが $r$ 個の近傍だけを見る。論文の表 1 の最後の行）を追加してください。その計算量は $O(r\cdot n\cdot d)$ ですが、本書の実装はそれを達成できるでしょうか。できないとすれば、なぜでしょうか。

@@ -9,7 +9,7 @@ import pytest
 
 from package_modules import OPTIONAL_IMPORTS, extras_in_pyproject, import_package
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_each_optional_import_is_installed_by_the_extra_it_names():

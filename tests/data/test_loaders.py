@@ -8,7 +8,7 @@ import pytest
 
 from minitransformer.data.loaders import CorpusError, load_corpus, read_lines, read_parallel, read_tsv
 
-DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
+DATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "data"
 
 
 def write(path: Path, lines: list[str], gz: bool = False) -> Path:

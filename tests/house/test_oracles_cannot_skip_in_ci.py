@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _pytest_without_torch(tmp_path, *tests, require: bool) -> subprocess.CompletedProcess:
@@ -22,7 +22,7 @@ def _pytest_without_torch(tmp_path, *tests, require: bool) -> subprocess.Complet
                            "-rfEs", *tests], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
 
 
-ORACLE_FILE = "tests/test_torch_oracle_ops.py"                  # importorskip at module level
+ORACLE_FILE = "tests/ops/test_torch_oracle_ops.py"                  # importorskip at module level
 ORACLE_TEST = "tests/test_optim.py::test_adam_matches_torch"     # importorskip inside a test
 
 

@@ -1,6 +1,6 @@
-"""The classroom's grading gradchecks (tests/test_exercises.py), run again on the device double.
+"""The classroom's grading gradchecks (tests/exercises/test_exercises.py), run again on the device double.
 
-Each grading test below is the very function of tests/test_exercises.py, collected a second
+Each grading test below is the very function of tests/exercises/test_exercises.py, collected a second
 time here, with its exercise marker and parameters; the fixture makes its inputs device
 arrays. A solution that calls NumPy on its arrays passes on the CPU and fails here, with
 CuPy's error, as it would on a student's GPU. (Left out: the grading tests that build a

@@ -1,6 +1,6 @@
 """The cheat suite: every cheat in tests/cheats.py scores 0 with ``grade`` and touches none of the grader's files,
 while correct, wrong, blank and syntax-error submissions score full, partial, 0 and 0. One exercise each from
-chapters 2, 12 and 13. (The nbgrader route's cheats: tests/test_nbgrader_route.py.)"""
+chapters 2, 12 and 13. (The nbgrader route's cheats: tests/exercises/test_nbgrader.py.)"""
 from __future__ import annotations
 
 import pytest

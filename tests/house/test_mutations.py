@@ -609,7 +609,7 @@ def _package_functions() -> set[type]:
 def _mutants_in_other_test_files() -> dict[str, int]:
     """Class name -> how many classes in tests/ subclass it (hand-written mutants such as ``class Broken(Exp)``)."""
     counts: dict[str, int] = {}
-    for path in Path(__file__).parent.glob("test_*.py"):
+    for path in Path(__file__).resolve().parents[1].rglob("test_*.py"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.ClassDef):
                 for base in node.bases:
@@ -630,4 +630,4 @@ def test_every_function_has_at_least_two_mutants():
     uncovered = sorted(f"{f.__module__}.{f.__name__}" for f in functions
                        if here.get(f, 0) + elsewhere.get(f.__name__, 0) < 2)
     assert not uncovered, (f"these Functions have fewer than two mutation tests: {uncovered}; add a Setup and "
-                           "mutants in tests/test_mutations.py (or a mutant subclass checked with match=)")
+                           "mutants in tests/house/test_mutations.py (or a mutant subclass checked with match=)")

@@ -1,7 +1,7 @@
 """Data-parallel training over MPI (chapter 14): two ranks compute what one process computes.
 
 The MPI side of these tests runs under ``mpiexec -n 2`` as this very file
-(``python tests/test_distributed.py MODE OUT``, see the bottom); the checks run
+(``python tests/training/test_distributed.py MODE OUT``, see the bottom); the checks run
 here, in the pytest process, which never touches MPI: the reference it compares
 with is computed in one ordinary process. They skip without mpi4py and an MPI
 launcher (``pip install mpi4py mpich``); with MT_REQUIRE_MPI=1 (.ci/run) a skip is a failure.
@@ -24,7 +24,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT = 120          # seconds: a hung collective fails the test instead of hanging the suite
 STEPS = 5
 FAILING_STEP = 3
@@ -369,7 +369,7 @@ def test_device_gradients_reach_mpi_as_a_host_copy_and_come_back_on_the_device(m
     assert isinstance(comm.handed[-1], np.ndarray) and all(backend.get_device(p.data) == "cuda" for p in params)
 
 
-# -- the MPI side: python tests/test_distributed.py MODE OUT, under mpiexec ------------------------------
+# -- the MPI side: python tests/training/test_distributed.py MODE OUT, under mpiexec ------------------------------
 def _equality(out: Path) -> None:
     """Rank r takes batches 2s + r: the averaged gradient of step 1, then 5 steps through train_step."""
     from minitransformer.training import distributed

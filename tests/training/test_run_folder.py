@@ -22,7 +22,7 @@ from minitransformer.training.trainer import TrainingError, train
 from minitransformer.training import run_folder
 from minitransformer.training.options import TrainOptions
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _options(out, **settings) -> TrainOptions:

@@ -1,7 +1,7 @@
 """The grader (``python -m minitransformer.exercises grade``): sandboxed runs, judged outside, on hidden cases.
 
 The quick checks run with the suite; the cheat suite, the catalogue of mistakes and the nbgrader
-route take minutes and run with ``-m later`` (tests/test_cheats.py, tests/test_catalogue.py).
+route take minutes and run with ``-m later`` (tests/exercises/test_cheats.py, tests/exercises/test_mistakes.py).
 """
 from __future__ import annotations
 

@@ -384,7 +384,7 @@ def test_a_feature_map_slope_of_one_everywhere_is_caught(rng, monkeypatch):
 
 
 # -- the benchmark and the chapter that quotes it ------------------------------------------------------------------
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 LONG_SEQUENCES = ROOT / "benchmarks" / "sequence_length"      # chapter 13's benchmarks and their results/

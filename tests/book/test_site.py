@@ -1,7 +1,7 @@
 """The book's website (tools/build_site.py), built and then read in a real browser.
 
 The browser test builds a reduced but real site: every chapter, notebook page and source page in both
-languages, with only notebook 05 executed (the full build executes all thirteen; tests/test_notebooks.py
+languages, with only notebook 05 executed (the full build executes all thirteen; tests/book/test_notebooks.py
 runs every notebook already). Debian's Chromium, driven by Playwright, opens it from disk (file://, no
 server, no network) and checks that chapter 5 shows rendered equations and its figure, that its notebook
 page shows outputs and a plotted figure, that the language switch leads to the Japanese chapter 5, in
@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools"))
 import build_site  # noqa: E402
 
@@ -34,10 +34,6 @@ SITE_TOOLS = ("sphinx", "myst_nb", "sphinx_book_theme", "jupyter_server_mathjax"
 SCREENSHOTS = ROOT / "_build" / "site-check"
 JAPANESE = re.compile(r"[\u3040-\u30ff\u4e00-\u9fff]")
 RAW_MATH = re.compile(r"(?<![\\$])\$[^$\s][^$\n]*\$|\\\(|\\\[")
-
-
-class SiteScreenshots(UserWarning):
-    """Not a problem: where the browser test left its screenshots."""
 
 
 def need(available: bool, reason: str) -> None:
@@ -218,8 +214,10 @@ def test_the_site_in_a_browser(tmp_path):
     assert (out / "en" / "_static" / "mathjax" / "MathJax.js").exists()      # the renderer ships with the site
     assert "cdn" not in (out / "en" / "chapters" / "05-layers.html").read_text(encoding="utf-8").lower()
     check_in_browser(out, browser)
-    warnings.warn(SiteScreenshots(f"screenshots of the built site (a chapter, its notebook, the Japanese chapter, "
-                                  f"a search) are in {SCREENSHOTS}"), stacklevel=1)
+    # a plain UserWarning, not a class of this file's: pytest-xdist's controller imports a warning's class by its
+    # module's name, and this file, in tests/book, is importable only in the worker that ran it
+    warnings.warn(UserWarning(f"not a problem: screenshots of the built site (a chapter, its notebook, the Japanese "
+                              f"chapter, a search) are in {SCREENSHOTS}"), stacklevel=1)
 
 
 def check_in_browser(out: Path, browser: str) -> None:

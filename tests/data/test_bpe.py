@@ -10,7 +10,7 @@ import pytest
 
 from minitransformer.data.bpe import BPETokenizer
 
-DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "small_parallel_enja"
+DATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "small_parallel_enja"
 
 TEXTS = ["the cat ate the fish .", "the dog ate the meat .", "猫 は 魚 を 食べ ました 。",
          "犬 は 肉 を 食べ ました 。", "the cat that ate the fish is sleeping ."] * 3

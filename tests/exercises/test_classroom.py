@@ -5,7 +5,7 @@
     its test suite fails exactly the tests that tests/exercise_map.json assigns
     to the exercises: no more, no fewer, each saying which exercise it needs.
 (c) Every exercise can be graded: with only its solution taken out, its
-    grading tests (``pytest -m ex_X tests/test_exercises.py``) fail; in the
+    grading tests (``pytest -m ex_X tests/exercises/test_exercises.py``) fail; in the
     student edition with its solution and those of its prerequisites put back,
     they pass.
 Plus the small things: malformed markers are refused, notebooks get nbgrader's
@@ -36,7 +36,7 @@ from minitransformer.exercises.pytest_support import load_map
 from minitransformer.exercises.registry import (BEGIN, END, RAISED, ExerciseError, find_blocks, load_exercises,
                                                 parse_file)
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 EXERCISES = load_exercises(ROOT)
 EXERCISE_MAP = load_map(ROOT)
 GRADING = grading_tests(ROOT)
@@ -341,9 +341,9 @@ def test_a_failure_is_blamed_on_the_exercise_whose_code_is_wrong(tmp_path):
     assert verdict.solved, text
     assert "test_matmul_backward_gradcheck" not in {t.split("[")[0].split("::")[-1]
                                                     for t in {**verdict.grading_failed, **verdict.dependent_failed}}
-    assert "tests/test_exercises.py::test_matmul_backward_when_only_one_side_needs_it" in verdict.blamed["2.2"]
+    assert "tests/exercises/test_exercises.py::test_matmul_backward_when_only_one_side_needs_it" in verdict.blamed["2.2"]
     verdict, text = check("2.2", edition, workers=0)
-    assert not verdict.solved and "tests/test_exercises.py::test_matmul_backward_when_only_one_side_needs_it" \
+    assert not verdict.solved and "tests/exercises/test_exercises.py::test_matmul_backward_when_only_one_side_needs_it" \
         in verdict.grading_failed
     assert "yours is 2 × the true one" in text, text        # a constant factor is named in the verdict
 
@@ -352,7 +352,7 @@ def test_a_verdict_orders_exercises_as_the_book_does_and_names_what_the_code_sho
     from minitransformer.exercises.grading import Verdict, format_verdict
 
     div = next(e for e in EXERCISES if e.id == "1.2")
-    grading = "tests/test_exercises.py::test_div_by_a_number_and_of_a_number"
+    grading = "tests/exercises/test_exercises.py::test_div_by_a_number_and_of_a_number"
     verdict = Verdict(div, waiting={"13.1": ["tests/test_x.py::test_a"], "2.1": [grading]}, grading={grading},
                       prerequisites={"1.1"})
     text = format_verdict(verdict, {"2.1": "unbroadcast", "13.1": "the online-softmax merge"})
@@ -366,7 +366,7 @@ def test_a_verdict_orders_exercises_as_the_book_does_and_names_what_the_code_sho
 def test_a_planted_mutant_and_a_syntax_error_are_reported_as_what_they_are():
     from minitransformer.exercises.grading import CollectionError, _shown
 
-    shown = _shown("tests/test_mutations.py::test_a_broken_backward_is_caught[Div: gb with the wrong sign]")
+    shown = _shown("tests/house/test_mutations.py::test_a_broken_backward_is_caught[Div: gb with the wrong sign]")
     assert "plants a bug on purpose, 'Div: gb with the wrong sign'" in shown
     error = CollectionError({"tests/test_x.py": 'E     File "/course/minitransformer/bleu.py", line 146\n'
                                                 "E       matches = = 0\nE   SyntaxError: invalid syntax"})
@@ -398,7 +398,7 @@ def test_plain_pytest_grades_this_folder_even_with_another_copy_on_the_path(stud
     environment = _environment(student_edition)
     environment["PYTHONPATH"] = str(ROOT)      # the teacher's package found first, as when it is installed
     result = subprocess.run([str(pytest_script), "-q", "-p", "no:cacheprovider", "-m", "grades_5_1",
-                             "tests/test_exercises.py"], cwd=student_edition, capture_output=True, text=True,
+                             "tests/exercises/test_exercises.py"], cwd=student_edition, capture_output=True, text=True,
                             env=environment)
     assert result.returncode == 1 and "Exercise 5.1" in result.stdout, result.stdout[-2000:]
 
