@@ -2,7 +2,7 @@
 
 Each is the body a student puts in place of the stub, written for the exercise's function (its
 arguments, what the code after it expects). Every one must score 0 on every grading route, and leave
-the grader's files as they were (tests/exercises/test_cheats.py; benchmarks/grader.py writes the table).
+the grader's files as they were (tests/exercises/test_cheats.py; benchmarks/book/grader.py writes the table).
 """
 from __future__ import annotations
 

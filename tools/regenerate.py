@@ -146,9 +146,9 @@ STEPS = [
          needs=("data",), why_no_quick="it needs the real Tatoeba corpus"),
     Step("raw_bpe_speed", "{python} benchmarks/quality/raw_bpe_speed.py --results benchmarks/quality/results/raw_bpe_speed.json",
          "raw_bpe_speed.json", 5, timing=True, needs=("data",), why_no_quick="it needs the real Tatoeba corpus"),
-    Step("grader", "{python} benchmarks/grader.py", "grader.json", 15, timing=True, needs=("bwrap", "nbgrader"),
+    Step("grader", "{python} benchmarks/book/grader.py", "grader.json", 15, timing=True, needs=("bwrap", "nbgrader"),
          why_no_quick="the cheat suite is its quick form: tests/exercises/test_cheats.py and tests/exercises/test_nbgrader.py"),
-    Step("seed_table", "{python} benchmarks/seed_table.py", "seed_table.json", 300, timing=True,
+    Step("seed_table", "{python} benchmarks/quality/seed_table.py", "seed_table.json", 300, timing=True,
          why_no_quick="tests/book/test_seed_table.py runs its quick mode"),
     Step("figures", "{python} chapters/figures/make_02.py && {python} chapters/figures/make_04_05.py && "
          "{python} chapters/figures/make_measured.py && {python} chapters/figures/make_10_11.py " + RUN +

@@ -19,7 +19,8 @@ refreshes the default run's figures (default_run.json) from the same run.
 The record names the machine kind: the CPU, its vector extensions (AVX2, AVX-512) and the OpenBLAS
 kernel NumPy picks (benchmarks/common.py). ``--isa avx2`` runs both commands with NumPy's OpenBLAS on
 its Haswell kernel (and PyTorch, where the tests load it, capped at AVX2): on an AVX-512 machine, the
-times of the AVX2-only kind; its record goes to readme_commands_avx2.json.
+times of the AVX2-only kind (NumPy's own loops capped too: common.ISA_CAPS); its record goes to
+readme_commands_avx2.json.
 """
 from __future__ import annotations
 
