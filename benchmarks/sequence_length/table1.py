@@ -177,31 +177,44 @@ def measure(lengths, d: int = 64, heads: int = 4, r: int = 8, repeats: int = 3, 
             "depth_lengths": list(depth_lengths), "rows": rows}
 
 
-def label(name: str, results: dict) -> str:
+JA_LABELS = {"self-attention": "セルフアテンション", "recurrent": "再帰", "convolutional, k = 3": "畳み込み、k = 3"}
+
+
+def label(name: str, results: dict, language: str = "en") -> str:
     """A row's name for the reader. The restricted row's ``r`` is recorded as local_attention's window, a
     reach of w keys on each side: a neighbourhood of size 2w + 1 in the paper's terms (§4)."""
     if name.startswith("restricted self-attention"):
         w = results["r"]
+        if language == "ja":
+            return f"制限付きセルフアテンション、片側 w = {w}（r = {2 * w + 1}）"
         return f"restricted self-attention, w = {w} a side (r = {2 * w + 1})"
-    return name
+    return JA_LABELS.get(name, name) if language == "ja" else name
 
 
-def render_markdown(results: dict) -> str:
-    """Chapter 13's Table 1, from the results file only."""
+def render_markdown(results: dict, language: str = "en") -> str:
+    """Chapter 13's Table 1, from the results file only (``language`` "ja": the Japanese chapter's)."""
     rows, lengths = results["rows"], results["lengths"]
     shown = [n for n in lengths if n in (16, 64, 256, 1024, 2048)]
-    head = "| layer | " + " | ".join(f"n = {n:,}" for n in shown) + \
-        f" | graph depth, n = {results['depth_lengths'][0]} / {results['depth_lengths'][1]} | " \
-        f"layers until the last output sees the first input (n = {results['path_n']}) |"
-    lines = [f"Forward + backward of one layer (ms), d = {results['d']}, float32; then the other two columns:", "",
-             head, "|---" * (len(shown) + 3) + "|"]
+    ja = language == "ja"
+    depth_n = f"{results['depth_lengths'][0]} / {results['depth_lengths'][1]}"
+    head = ("| 層 | " if ja else "| layer | ") + " | ".join(f"n = {n:,}" for n in shown) + (
+        f" | グラフの深さ、n = {depth_n} | 最後の出力が最初の入力を見るまでの層数（n = {results['path_n']}） |" if ja else
+        f" | graph depth, n = {depth_n} | layers until the last output sees the first input (n = {results['path_n']}) |")
+    intro = (f"1 つの層の順伝播 + 逆伝播の時間（ms。d = {results['d']}、float32）と、残りの 2 つの列は次のとおりです。" if ja
+             else f"Forward + backward of one layer (ms), d = {results['d']}, float32; then the other two columns:")
+    lines = [intro, "", head, "|---" * (len(shown) + 3) + "|"]
     for name, row in rows.items():
         times = " | ".join(f"{1e3 * row['seconds'][lengths.index(n)]:.3g}" for n in shown)
         depth = " / ".join(str(x) for x in row["graph_depth"])
-        lines.append(f"| {label(name, results)} | {times} | {depth} | {row['layers_to_connect']} |")
-    lines += ["", f"Measured {results['date']} on {results['cpus']} CPU cores; 1-minute load average "
-                  f"{results['load_before']} before and {results['load_after']} after (the cores are shared with "
-                  f"other jobs). Command: `{results['command']}`."]
+        lines.append(f"| {label(name, results, language)} | {times} | {depth} | {row['layers_to_connect']} |")
+    if ja:
+        lines += ["", f"測定：{results['date']}、{results['cpus']} CPU コア。1 分間のロードアベレージは測定前 "
+                      f"{results['load_before']}、測定後 {results['load_after']} でした（コアは他のジョブと共有しています）。"
+                      f"コマンド：`{results['command']}`。"]
+    else:
+        lines += ["", f"Measured {results['date']} on {results['cpus']} CPU cores; 1-minute load average "
+                      f"{results['load_before']} before and {results['load_after']} after (the cores are shared with "
+                      f"other jobs). Command: `{results['command']}`."]
     return "\n".join(lines)
 
 
@@ -243,6 +256,8 @@ def main() -> int:
 
         results = json.loads(RESULTS.read_text())
         fill_region(CHAPTER, "benchmarks/sequence_length/results/table1.json", render_markdown(results))
+        fill_region(CHAPTER.parent / "ja" / CHAPTER.name, "benchmarks/sequence_length/results/table1.json",
+                    render_markdown(results, "ja"))             # the Japanese twin quotes the same table
         draw(results)
         draw(results, FIGURE, "ja")
         print(f"wrote Table 1 into {CHAPTER} and drew {FIGURE} (and its Japanese copy)")

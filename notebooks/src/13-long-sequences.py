@@ -342,7 +342,7 @@ plt.show()
 #
 # ## 7. Table 1, all rows and all columns
 #
-# `benchmarks/sequence_length/table1.py` writes the four layers with engine ops (a tanh RNN, a convolution with
+# `benchmarks/sequence_length/table1.py` writes the four layers with engine ops (chapter 6's LSTM, a convolution with
 # kernel 3 as three shifted matrix products, multi-head self-attention, and restricted self-attention
 # with $w = 8$ keys a side, $r = 17$, built on `local_attention`) and measures the three columns: time against $n$, the
 # depth of the engine's graph (the sequential operations), and the number of stacked layers before
@@ -353,7 +353,7 @@ plt.show()
 #
 # ## 7. 論文の表 1、すべての行とすべての列
 #
-# `benchmarks/sequence_length/table1.py` は 4 つの層をエンジンの演算で書きます。tanh の RNN、3 つのずらした行列積として書いたカーネル 3 の畳み込み、マルチヘッドセルフアテンション、制限付きセルフアテンションです。最後のものは `local_attention` の上に構築し、片側 $w = 8$（$r = 17$）とします。測るのは 3 つの列です。1 つ目は $n$ に対する時間、2 つ目はエンジンのグラフの深さ（逐次的な演算の数）です。3 つ目は、最後の出力が最初の入力に依存するまでに積み重ねる層の数（経路長。勾配で確かめます）です。
+# `benchmarks/sequence_length/table1.py` は 4 つの層をエンジンの演算で書きます。第 6 章の LSTM、3 つのずらした行列積として書いたカーネル 3 の畳み込み、マルチヘッドセルフアテンション、制限付きセルフアテンションです。最後のものは `local_attention` の上に構築し、片側 $w = 8$（$r = 17$）とします。測るのは 3 つの列です。1 つ目は $n$ に対する時間、2 つ目はエンジンのグラフの深さ（逐次的な演算の数）です。3 つ目は、最後の出力が最初の入力に依存するまでに積み重ねる層の数（経路長。勾配で確かめます）です。
 
 # %%
 sys.path.insert(0, "../benchmarks/sequence_length")
