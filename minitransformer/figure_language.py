@@ -71,7 +71,16 @@ TEXTS_JA: dict[str, str] = {
     "number of heads h  (d_k = d_model / h)": "ヘッド数 h（dₖ = d_model / h）",
     "ms": "ミリ秒",
     "seconds": "秒",
-    "tanh RNN (engine)": "tanh RNN（本書のエンジン）",
+    "tanh RNN (engine)": "tanh RNN（本書のエンジン）",        # notebook 7's own RNN
+    "LSTM (engine)": "LSTM（本書のエンジン）",                # Table 1's recurrent row (chapter 6's LSTM)
+    # chapter 11: the small_parallel_enja recipe
+    "minutes of training": "学習時間（分）",
+    "about 37: an attention LSTM on a GPU, self-reported": "約 37：GPU で学習したアテンション付き LSTM（自己申告）",
+    "small_parallel_enja, preset medium, 2 CPU cores": "small_parallel_enja、medium プリセット、CPU 2 コア",
+    "dev BLEU, greedy (en→ja)": "開発セットの BLEU、貪欲（英→日）",
+    "dev BLEU, greedy (ja→en)": "開発セットの BLEU、貪欲（日→英）",
+    "test BLEU, beam 4, final model (en→ja)": "テストセットの BLEU、ビーム 4、最終モデル（英→日）",
+    "test BLEU, beam 4, final model (ja→en)": "テストセットの BLEU、ビーム 4、最終モデル（日→英）",
     "self-attention (engine)": "セルフアテンション（本書のエンジン）",
     "sequence length n": "系列長 n",
     "forward + backward, ms": "順伝播 + 逆伝播（ミリ秒）",

@@ -1,7 +1,8 @@
 """Recipe: train on small_parallel_enja (50,000 English–Japanese pairs) and report test BLEU.
 
-    python benchmarks/quality/small_parallel_enja.py                      # 30 minutes of training, preset 'medium'
-    python benchmarks/quality/small_parallel_enja.py --minutes 10 --out runs/spe-10min
+    python benchmarks/quality/small_parallel_enja.py                      # 60 minutes of training, preset 'medium', en→ja
+    python benchmarks/quality/small_parallel_enja.py --direction ja-en    # the other way, with the same recipe
+    python benchmarks/quality/small_parallel_enja.py --minutes 10 --out runs/spe-10min --results /tmp/spe-10min.json
 
 The corpus (Tanaka corpus sentences of 4–16 words, English tokenized and
 lowercased, Japanese segmented by KyTea) lives in ../shared/data/small_parallel_enja
@@ -40,15 +41,18 @@ DEFAULT_DATA = ROOT.parent / "shared" / "data" / "small_parallel_enja"
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", default=str(DEFAULT_DATA), help="the small_parallel_enja folder")
-    parser.add_argument("--minutes", type=float, default=30.0, help="training time budget (default 30)")
+    parser.add_argument("--minutes", type=float, default=60.0, help="training time budget (default 60)")
     parser.add_argument("--preset", default="medium")
     parser.add_argument("--direction", default="en-ja")
-    parser.add_argument("--out", default=str(ROOT / "runs" / "small_parallel_enja"))
+    parser.add_argument("--out", default=None, help="the run folder (default runs/small_parallel_enja_DIRECTION)")
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--results", default=str(Path(__file__).resolve().parent / "results" / "small_parallel_enja.json"),
-                        help="JSON file for the figures the chapters quote (tools/quoted_numbers.py)")
+    parser.add_argument("--results", default=None,
+                        help="JSON file for the figures the chapters quote (tools/quoted_numbers.py; "
+                             "default results/small_parallel_enja_DIRECTION.json beside this script)")
     parser.add_argument("--extra", nargs=argparse.REMAINDER, default=[], help="more `train` options")
     args = parser.parse_args()
+    args.out = args.out or str(ROOT / "runs" / f"small_parallel_enja_{args.direction}")
+    args.results = args.results or str(Path(__file__).resolve().parent / "results" / f"small_parallel_enja_{args.direction}.json")
 
     if not Path(args.data).is_dir():
         print(f"{args.data}: corpus folder not found (pass --data)", file=sys.stderr)
@@ -79,6 +83,10 @@ def main() -> int:
         "direction": args.direction, "steps": results["steps"], "epochs": round(results["epochs"], 1),
         "train_minutes": round(results["train_seconds"] / 60, 1), "cpu_minutes": round((cpu.ru_utime + cpu.ru_stime) / 60, 1),
         "dev_bleu_greedy_by_epoch": [round(h["dev_bleu_greedy"], 1) for h in history],
+        # the learning curve: greedy dev BLEU at each epoch's end, against steps and minutes of training
+        "learning_curve": [{"epoch": h["epoch"], "step": h["step"], "minutes": h.get("minutes"),
+                            "dev_loss": round(h["dev_loss"], 3), "dev_bleu_greedy": round(h["dev_bleu_greedy"], 1)}
+                           for h in history],
         "test_bleu": results.get("test_bleu"), "final_model": results.get("final_model")}
     choice = results.get("final_choice") or {}         # the dev scores the final model was chosen on (§6.1)
     if choice:

@@ -4,10 +4,13 @@
 
 07-heads-cost.png: training time of the Table 3 runs at constant FLOPs against the number of heads,
 row (A) of table3.json (benchmarks/quality/table3.py, chapter 12), three seeds each.
-07-table1.png: left, the time of one self-attention layer and one tanh RNN against n, from table1.json
+07-table1.png: left, the time of one self-attention layer and one LSTM layer against n, from table1.json
 (benchmarks/sequence_length/table1.py, chapter 13); right, Table 1's work per layer, n²·d against n·d².
 09-cache.png: decoding 64 sentences with and without the attention cache, greedy and beam 4, from
 decode_2t.json (benchmarks/speed/decode.py, two threads), ours and PyTorch's.
+11-small-parallel-enja.png: the learning curve of the small_parallel_enja recipe (greedy dev BLEU at each
+epoch's end against minutes of training) and its final test BLEU, from small_parallel_enja_en-ja.json and, once
+it has been run, small_parallel_enja_ja-en.json (benchmarks/quality/small_parallel_enja.py).
 
 Nothing is timed here: a figure changes when its benchmark is run again.
 """
@@ -22,7 +25,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 
-from quoted_numbers import load_results  # noqa: E402
+from quoted_numbers import FigureError, load_results  # noqa: E402
 
 
 def heads_cost(table3: dict):
@@ -52,7 +55,7 @@ def table1_figure(table1: dict):
 
     lengths, d = table1["lengths"], table1["d"]
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.4))
-    for name, label, marker in (("recurrent", "tanh RNN (engine)", "o-"), ("self-attention", "self-attention (engine)", "s-")):
+    for name, label, marker in (("recurrent", "LSTM (engine)", "o-"), ("self-attention", "self-attention (engine)", "s-")):
         axes[0].loglog(lengths, 1e3 * np.array(table1["rows"][name]["seconds"]), marker, label=label)
     axes[0].set_xlabel("sequence length n")
     axes[0].set_ylabel("forward + backward, ms")
@@ -90,6 +93,43 @@ def cache_figure(decode: dict):
     return fig
 
 
+ARROWS = {"en-ja": "en→ja", "ja-en": "ja→en"}
+REPORTED_LSTM_BLEU = 37     # refiute/primitiv_practice: an attention LSTM on a GPU, greedy, self-reported
+
+
+def learning_curve_figure(runs: dict):
+    """Greedy dev BLEU against minutes for each direction's run, and the final model's test BLEU (beam 4)."""
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    fig, ax = plt.subplots(figsize=(6, 3.4))
+    for (direction, run), marker in zip(runs.items(), "os"):
+        curve = run["learning_curve"]
+        line, = ax.plot([c["minutes"] for c in curve], [c["dev_bleu_greedy"] for c in curve], marker + "-",
+                        label=f"dev BLEU, greedy ({ARROWS[direction]})")
+        ax.plot([run["train_minutes"]], [run["test_bleu"]], "*", markersize=12, color=line.get_color(),
+                label=f"test BLEU, beam 4, final model ({ARROWS[direction]})")
+    ax.axhline(REPORTED_LSTM_BLEU, color="gray", ls=":", lw=1)
+    ax.text(1, REPORTED_LSTM_BLEU + 0.6, "about 37: an attention LSTM on a GPU, self-reported", color="gray", fontsize=8)
+    ax.set_xlabel("minutes of training")
+    ax.set_ylabel("BLEU")
+    ax.set_ylim(0, REPORTED_LSTM_BLEU + 5)
+    ax.set_title("small_parallel_enja, preset medium, 2 CPU cores", fontsize=10)
+    ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    return fig
+
+
+def small_parallel_runs() -> dict:
+    """The recipe's results files that exist: en→ja first, then ja→en."""
+    runs = {}
+    for direction in ARROWS:
+        try:
+            runs[direction] = load_results(f"small_parallel_enja_{direction}.json")
+        except FigureError:                 # that direction has not been run
+            continue
+    return runs
+
+
 def main() -> None:
     import matplotlib  # noqa: PLC0415
 
@@ -98,6 +138,9 @@ def main() -> None:
     heads_cost(load_results("table3.json")).savefig(out / "07-heads-cost.png", dpi=90, bbox_inches="tight")
     table1_figure(load_results("table1.json")).savefig(out / "07-table1.png", dpi=90, bbox_inches="tight")
     cache_figure(load_results("decode_2t.json")).savefig(out / "09-cache.png", dpi=90, bbox_inches="tight")
+    runs = small_parallel_runs()
+    if runs:
+        learning_curve_figure(runs).savefig(out / "11-small-parallel-enja.png", dpi=90, bbox_inches="tight")
 
 
 if __name__ == "__main__":

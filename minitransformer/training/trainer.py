@@ -438,8 +438,8 @@ def end_of_epoch(run: Run, losses: list[float], elapsed: float) -> None:
     state, n = run.state, min(run.recipe["eval_sentences"], len(run.dev_pairs))
     dev_loss = evaluate_loss(run.model, run.dev_examples, run.options.max_tokens, run.tokenizer)
     dev_bleu, _ = bleu_of(run.model, run.tokenizer, run.dev_pairs[:n], beam=1, tokenize=run.bleu_tokenize)
-    state.history.append({"epoch": state.epoch + 1, "step": state.step, "train_loss": _mean_tail(losses),
-                          "dev_loss": dev_loss, "dev_bleu_greedy": dev_bleu.score})
+    state.history.append({"epoch": state.epoch + 1, "step": state.step, "minutes": round(elapsed / 60, 2),
+                          "train_loss": _mean_tail(losses), "dev_loss": dev_loss, "dev_bleu_greedy": dev_bleu.score})
     run.say(f"epoch {state.epoch + 1} done at step {state.step}: train loss {_mean_tail(losses):.3f}, "
             f"dev loss {dev_loss:.3f} (ppl {math.exp(min(dev_loss, 50)):.2f}), "
             f"dev BLEU {dev_bleu.score:.1f} ({run.bleu_tokenize} tokens, greedy, {n} sentences), {_format_time(elapsed)}")

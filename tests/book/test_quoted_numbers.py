@@ -19,7 +19,7 @@ def test_every_quoted_figure_matches_its_results_file():
 
 def test_the_documents_quote_figures_from_several_results_files():
     quoted = {q.file for path in quoted_numbers.documents() for q in quoted_numbers.quotes_in(path)}
-    assert {"default_run.json", "overhead.json", "small_parallel_enja.json", "chapter_figures.json"} <= quoted
+    assert {"default_run.json", "overhead.json", "small_parallel_enja_en-ja.json", "chapter_figures.json"} <= quoted
 
 
 def test_each_results_file_name_is_held_by_one_group_only():
