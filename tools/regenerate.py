@@ -112,6 +112,13 @@ STEPS = [
          "--openblas as-set --results benchmarks/speed/results/speed_decode_quiet.json && {python} benchmarks/speed/decode.py",
          "speed_decode_quiet.json, decode_2t.json", 20, timing=True, needs=("torch",),
          quick="{python} benchmarks/speed/decode.py --config tiny --rounds 1 --beams 4 --results {tmp}/decode.json"),
+    Step("decode_1t", "{python} benchmarks/speed/decode.py --threads 1 --rounds 3 --openblas as-set", "decode_1t.json", 5,
+         timing=True, needs=("torch",), why_no_quick="the same script as the decode step's quick run"),
+    Step("train_step_threads", "{python} benchmarks/speed/train_step.py --rounds 5 --malloc both --openblas as-set --results "
+         "benchmarks/speed/results/train_step_2t_both.json && {python} benchmarks/speed/train_step.py --threads 1 --rounds 5 "
+         "--malloc both --openblas as-set --results benchmarks/speed/results/train_step_1t_both.json",
+         "train_step_2t_both.json, train_step_1t_both.json (two threads against one)", 20, timing=True, needs=("torch",),
+         why_no_quick="the same script as the train_step step's quick run"),
     Step("train_step", "{python} benchmarks/speed/train_step.py --rounds 5 --malloc both --openblas both --baseline "
          "/tmp/mt-before --results benchmarks/speed/results/speed_train_step_quiet.json",
          "speed_train_step_quiet*.json", 30, timing=True, needs=("torch",),
@@ -132,8 +139,10 @@ STEPS = [
     Step("readme_commands", "{python} benchmarks/book/readme_commands.py && {python} benchmarks/book/readme_commands.py --isa avx2",
          "readme_commands.json and readme_commands_avx2.json (the AVX2-only kind)", 18, timing=True,
          why_no_quick="it times the README's two commands from a fresh clone, which CI runs as they are"),
-    Step("small_parallel_enja", "{python} benchmarks/quality/small_parallel_enja.py --minutes 30", "small_parallel_enja.json",
-         35, timing=True, needs=("data",), why_no_quick="it needs the real corpus and half an hour of training"),
+    Step("small_parallel_enja", "{python} benchmarks/quality/small_parallel_enja.py && {python} "
+         "benchmarks/quality/small_parallel_enja.py --direction ja-en",
+         "small_parallel_enja_en-ja.json, small_parallel_enja_ja-en.json", 135, timing=True, needs=("data",),
+         why_no_quick="it needs the real corpus and an hour of training in each direction"),
     Step("tatoeba", "for d in 'jpn-eng en-ja --steps 3000' 'jpn-eng ja-en --steps 3000' 'fra-eng en-fr --steps 2000 "
          "--minutes 10' 'deu-eng en-de --steps 2000 --minutes 10'; do OPENBLAS_NUM_THREADS=1 {python} "
          "benchmarks/quality/tatoeba.py $d; done", "tatoeba_*.json (copy each OUT/tatoeba_scores.json into "
@@ -165,10 +174,6 @@ STEPS = [
 # Results the book quotes that no step writes again: records of earlier runs, kept as they were measured
 RECORDS = {
     "enja-default-run.json": "the 1,400-step default run of an earlier recipe, which chapter 12 compares with",
-    "decode_1t.json": "the package before the speed work, one thread, copied from an earlier text",
-    "train_step_1t_both.json": "the first tables of benchmarks/speed/speed.md, measured on another machine",
-    "train_step_2t_both.json": "the first tables of benchmarks/speed/speed.md, measured on another machine",
-    "train_step_2t_keep.json": "the first tables of benchmarks/speed/speed.md, measured on another machine",
     "speed_decode_1t.json": "a before/after run against the package of commit aa839c4 on a loaded machine",
     "speed_overhead_1t.json": "a before/after run against the package of commit aa839c4 on a loaded machine",
     "speed_overhead_1t_end.json": "a before/after run against the package of commit aa839c4 on a loaded machine",
