@@ -83,9 +83,9 @@ SEED_ARTICLE = {
 LABELS = {"en": {"lstm": "LSTM + additive attention", "softmax": "Transformer, softmax (vanilla)",
                  "flash": "Transformer, flash", "local": "Transformer, local (w = {window})",
                  "linear": "Transformer, linear"},
-          "ja": {"lstm": "LSTM + 加法的注意", "softmax": "Transformer、ソフトマックス注意（vanilla）",
-                 "flash": "Transformer、flash", "local": "Transformer、局所注意（w = {window}）",
-                 "linear": "Transformer、線形注意"}}
+          "ja": {"lstm": "LSTM + 加法的アテンション", "softmax": "Transformer、ソフトマックス注意（vanilla）",
+                 "flash": "Transformer、flash", "local": "Transformer、局所アテンション（w = {window}）",
+                 "linear": "Transformer、線形アテンション"}}
 
 
 def row_flags(row: str, window: int) -> list[str]:
@@ -102,7 +102,9 @@ def corpora(args) -> list[dict]:
     chosen = [{"name": "builtin", "data": None, "preset": args.preset, "minutes": args.minutes,
                "seeds": args.seeds, "long_sentences": args.long_count}]
     enja = Path(args.enja_data)
-    if enja.is_dir():
+    if args.enja_minutes <= 0:
+        chosen.append({"name": "small_parallel_enja", "skipped": "not run: --enja-minutes 0 (the built-in corpus only)"})
+    elif enja.is_dir():
         chosen.append({"name": "small_parallel_enja", "data": str(enja.resolve()), "preset": args.enja_preset,
                        "minutes": args.enja_minutes, "seeds": args.enja_seeds, "long_sentences": 0})
     else:
@@ -408,7 +410,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", default="0,1,2", help="seeds on the built-in corpus (default 0,1,2)")
     parser.add_argument("--preset", default="small", help="recipe on the built-in corpus (default small)")
     parser.add_argument("--enja-data", default=str(DEFAULT_ENJA), help="the small_parallel_enja folder")
-    parser.add_argument("--enja-minutes", type=float, default=30.0, help="training minutes per run there")
+    parser.add_argument("--enja-minutes", type=float, default=30.0, help="training minutes per run there (0: skip "
+                        "that corpus)")
     parser.add_argument("--enja-seeds", default="0", help="seeds on small_parallel_enja (default 0)")
     parser.add_argument("--enja-preset", default="medium", help="recipe on small_parallel_enja (default medium)")
     parser.add_argument("--window", type=int, default=4, help="± positions of the local row's window (default 4)")

@@ -102,6 +102,8 @@ def test_a_missing_small_parallel_enja_is_skipped_with_a_note(tmp_path):
     assert enja["name"] == "small_parallel_enja" and "no such folder" in enja["skipped"]
     args.enja_data = str(tmp_path)
     assert seed_table().corpora(args)[1]["data"] == str(tmp_path.resolve())
+    args.enja_minutes = 0                       # the built-in corpus only, though the folder is there
+    assert "--enja-minutes 0" in seed_table().corpora(args)[1]["skipped"]
 
 
 def test_the_mean_over_seeds():
