@@ -225,6 +225,7 @@ TRAIN_FLAGS = {
     "resume": (["--resume"], True),
     "overwrite": (["--overwrite"], True),
     "average": (["--average", "3"], 3),
+    "choose_average": (["--choose-average"], True),
     "beam": (["--beam", "2"], 2),
     "alpha": (["--alpha", "0.8"], 0.8),
     "limit": (["--limit", "11"], 11),
@@ -273,6 +274,25 @@ def test_the_final_model_is_chosen_on_dev_and_the_choice_is_recorded(tmp_path, m
     kept_average = choice["dev_bleu_average"] >= choice["dev_bleu_last_checkpoint"]   # ties keep the average (§6.1)
     assert results["final_model"] == ("average of the last 2 checkpoints" if kept_average
                                       else "last checkpoint (the average scored lower on dev)")
+
+
+def test_choose_average_tries_each_window_on_dev_and_keeps_the_best(tmp_path, monkeypatch, capsys):
+    out = tmp_path / "run"
+    status = _in_process(monkeypatch, "train", "--out", out, "--preset", "toy", "--limit", "20", "--steps", "10",
+                         "--save-every", "2", "--average", "5", "--choose-average", "--no-eval", "--no-plot", "--quiet")
+    assert status == 0, capsys.readouterr().err
+    results = json.loads((out / "results.json").read_text())
+    assert len(list((out / "checkpoints").iterdir())) == 5                # --average 5 keeps five
+    choice = results["final_choice"]
+    by_window = choice["dev_bleu_by_window"]
+    assert list(by_window) == ["1", "2", "4", "5"]                        # the last one, then 2, 4 and --average
+    assert by_window["1"] == choice["dev_bleu_last_checkpoint"]
+    best = max(by_window[k] for k in ("2", "4", "5"))
+    widest_best = max(int(k) for k in ("2", "4", "5") if by_window[k] == best)      # ties keep the wider average
+    assert choice["averaged_checkpoints"] == widest_best and choice["dev_bleu_average"] == best
+    assert results["final_model"] == (f"average of the last {widest_best} checkpoints" if best >= by_window["1"]
+                                      else "last checkpoint (the average scored lower on dev)")
+    assert results["options"]["choose_average"] is True
 
 
 def test_the_train_options_shape_the_run(tmp_path, monkeypatch, capsys):

@@ -100,6 +100,8 @@ class TrainOptions:
                                      "deleted, nothing else)")
     average: int = _option(5, "average the last k checkpoints at the end (§6.1; default 5, 1 = off)",
                            type=positive_int)
+    choose_average: bool = _option(False, "choose how many of the last --average checkpoints to average by dev BLEU: "
+                                          "try the last 1, 2, 4, 8, … and --average itself, keep the best")
     beam: int = _option(4, "beam size for the test BLEU (default 4, §6.1)", type=positive_int)
     alpha: float = _option(0.6, "length penalty α for the test BLEU (default 0.6, §6.1)", type=finite_float)
     limit: int | None = _option(None, "read at most this many pairs per split", type=positive_int)

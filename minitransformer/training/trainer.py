@@ -487,23 +487,36 @@ def finish(run: Run, record: dict, started: float) -> dict:
 def choose_final_weights(run: Run) -> tuple[dict, str, dict]:
     """The weights to keep: the average of the last k checkpoints (§6.1) if it does at least as well
     on the dev set (greedy BLEU) as the last checkpoint, else the last checkpoint; with what it was told
-    and the two dev scores it compared (empty when there was nothing to average)."""
+    and the dev scores it compared (empty when there was nothing to average). With --choose-average it
+    compares the averages of the last 2, 4, 8, … and k checkpoints and keeps the best (ties: the wider)."""
     model, last = run.model, run.model.state_dict()
-    checkpoints = ckpt.list_checkpoints(run.out)[-run.options.average:]
+    saved = ckpt.list_checkpoints(run.out)
+    checkpoints = saved[-run.options.average:]
     if run.options.average < 2 or len(checkpoints) < 2:
         return last, "last checkpoint", {}
-    averaged = ckpt.average_checkpoints(checkpoints)
     n = min(run.recipe["eval_sentences"], len(run.dev_pairs))
-    last_bleu, _ = bleu_of(model, run.tokenizer, run.dev_pairs[:n], beam=1, tokenize=run.bleu_tokenize)
-    model.load_state_dict(averaged)
-    averaged_bleu, _ = bleu_of(model, run.tokenizer, run.dev_pairs[:n], beam=1, tokenize=run.bleu_tokenize)
-    names = ", ".join(p.name for p in checkpoints)
-    run.say(f"dev BLEU ({run.bleu_tokenize} tokens, greedy, {n} sentences): last checkpoint {last_bleu.score:.2f}, "
-            f"average of {len(checkpoints)} ({names}) {averaged_bleu.score:.2f}")
-    choice = {"averaged_checkpoints": len(checkpoints), "dev_sentences": n,
-              "dev_bleu_last_checkpoint": round(last_bleu.score, 2), "dev_bleu_average": round(averaged_bleu.score, 2)}
-    if averaged_bleu.score >= last_bleu.score:
-        return averaged, f"average of the last {len(checkpoints)} checkpoints", choice
+
+    def dev_bleu(weights: dict) -> float:
+        model.load_state_dict(weights)
+        return bleu_of(model, run.tokenizer, run.dev_pairs[:n], beam=1, tokenize=run.bleu_tokenize)[0].score
+
+    last_bleu = dev_bleu(last)
+    windows = [len(checkpoints)]
+    if run.options.choose_average:
+        windows = sorted({2 ** i for i in range(1, len(checkpoints).bit_length()) if 2 ** i < len(checkpoints)}
+                         | {len(checkpoints)})
+    scores = {k: dev_bleu(ckpt.average_checkpoints(saved[-k:])) for k in windows}
+    best = max(windows, key=lambda k: (scores[k], k))
+    names = ", ".join(p.name for p in saved[-best:])
+    tried = "; ".join(f"average of {k} {scores[k]:.2f}" for k in windows)
+    run.say(f"dev BLEU ({run.bleu_tokenize} tokens, greedy, {n} sentences): last checkpoint {last_bleu:.2f}, "
+            f"{tried} (best: {names})")
+    choice = {"averaged_checkpoints": best, "dev_sentences": n,
+              "dev_bleu_last_checkpoint": round(last_bleu, 2), "dev_bleu_average": round(scores[best], 2)}
+    if run.options.choose_average:
+        choice["dev_bleu_by_window"] = {"1": round(last_bleu, 2), **{str(k): round(scores[k], 2) for k in windows}}
+    if scores[best] >= last_bleu:
+        return ckpt.average_checkpoints(saved[-best:]), f"average of the last {best} checkpoints", choice
     return last, "last checkpoint (the average scored lower on dev)", choice
 
 
