@@ -505,7 +505,8 @@ def choose_final_weights(run: Run) -> tuple[dict, str, dict]:
     if run.options.choose_average:
         windows = sorted({2 ** i for i in range(1, len(checkpoints).bit_length()) if 2 ** i < len(checkpoints)}
                          | {len(checkpoints)})
-    scores = {k: dev_bleu(ckpt.average_checkpoints(saved[-k:])) for k in windows}
+    averages = {k: ckpt.average_checkpoints(saved[-k:]) for k in windows}
+    scores = {k: dev_bleu(averages[k]) for k in windows}
     best = max(windows, key=lambda k: (scores[k], k))
     names = ", ".join(p.name for p in saved[-best:])
     tried = "; ".join(f"average of {k} {scores[k]:.2f}" for k in windows)
@@ -516,7 +517,7 @@ def choose_final_weights(run: Run) -> tuple[dict, str, dict]:
     if run.options.choose_average:
         choice["dev_bleu_by_window"] = {"1": round(last_bleu, 2), **{str(k): round(scores[k], 2) for k in windows}}
     if scores[best] >= last_bleu:
-        return ckpt.average_checkpoints(saved[-best:]), f"average of the last {best} checkpoints", choice
+        return averages[best], f"average of the last {best} checkpoints", choice
     return last, "last checkpoint (the average scored lower on dev)", choice
 
 
