@@ -332,6 +332,19 @@ class NoamSchedule:
         self.optimizer.lr = self.rate()
 
 
+def cooldown_factor(progress: float, fraction: float) -> float:
+    """What multiplies the rate of eq. 3 at ``progress`` (0 at the start of a run, 1 at its end) when the
+    last ``fraction`` of the run cools down: 1 until 1 − fraction, then a straight line down to 0 at the end.
+
+    Eq. 3 never reaches zero: it suits a run that trains until it converges. A short run stops with the
+    rate still high, and its last weights are noisy; letting the rate fall to zero over its last part
+    (a "warm-up, stable, decay" schedule) settles them, which checkpoint averaging (§6.1) only imitates.
+    """
+    if fraction <= 0.0:
+        return 1.0
+    return min(1.0, max(0.0, (1.0 - progress) / fraction))
+
+
 def clip_grad_norm(params: Iterable[Tensor], max_norm: float) -> float:
     """Scale all gradients together so that their global L2 norm is at most ``max_norm``.
 

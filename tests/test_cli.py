@@ -221,6 +221,7 @@ TRAIN_FLAGS = {
     "epochs": (["--epochs", "3"], 3),
     "steps": (["--steps", "9"], 9),
     "save_every": (["--save-every", "2"], 2),
+    "cooldown": (["--cooldown", "0.2"], 0.2),
     "device": (["--device", "cuda"], "cuda"),
     "resume": (["--resume"], True),
     "overwrite": (["--overwrite"], True),

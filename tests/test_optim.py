@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import minitransformer as mt
-from minitransformer.optim import SGD, Adam, NoamSchedule, clip_grad_norm
+from minitransformer.optim import SGD, Adam, NoamSchedule, clip_grad_norm, cooldown_factor
 
 
 def _param(values) -> mt.Tensor:
@@ -169,6 +169,15 @@ def test_noam_state_round_trip():
     assert other.step() == schedule.step()
     with pytest.raises(ValueError, match="warmup"):
         NoamSchedule(SGD([_param([0.0])]), d_model=64, warmup=11).load_state_dict(schedule.state_dict())
+
+
+def test_cooldown_is_flat_then_falls_in_a_straight_line_to_zero_at_the_end():
+    assert [cooldown_factor(p, 0.0) for p in (0.0, 0.5, 1.0)] == [1.0, 1.0, 1.0]        # off: eq. 3 alone
+    assert [cooldown_factor(p, 0.2) for p in (0.0, 0.5, 0.75)] == [1.0, 1.0, 1.0]       # before the last fifth
+    assert cooldown_factor(0.8, 0.2) == pytest.approx(1.0, rel=1e-12)                    # where it starts
+    assert [cooldown_factor(p, 0.2) for p in (0.85, 0.9, 0.95)] == pytest.approx([0.75, 0.5, 0.25], rel=1e-12)
+    assert cooldown_factor(1.0, 0.2) == 0.0 and cooldown_factor(1.3, 0.2) == 0.0       # never below zero
+    assert [cooldown_factor(p, 1.0) for p in (0.0, 0.25, 1.0)] == [1.0, 0.75, 0.0]       # the whole run
 
 
 def test_clip_grad_norm_scales_by_the_global_norm():

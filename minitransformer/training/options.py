@@ -49,6 +49,13 @@ def positive_float(text: str) -> float:
     return value
 
 
+def fraction(text: str) -> float:
+    value = float(text)
+    if not 0.0 <= value <= 1.0:
+        raise ValueError(f"must be a fraction from 0 to 1, got {value}")
+    return value
+
+
 def finite_float(text: str) -> float:
     value = float(text)
     if not math.isfinite(value):
@@ -94,6 +101,9 @@ class TrainOptions:
     epochs: int | None = _option(None, "stop after this many epochs in total", type=positive_int)
     steps: int | None = _option(None, "stop after this many optimizer steps in total", type=positive_int)
     save_every: int | None = _option(None, "save a checkpoint every this many steps", type=positive_int)
+    cooldown: float = _option(0.0, "the last this fraction of the run (of --steps, --epochs or this invocation's "
+                                   "--minutes), the rate of eq. 3 falls linearly to 0: a run that knows its end "
+                                   "anneals (default 0, off)", type=fraction)
     device: str = _option("cpu", "cpu (default) or cuda (CuPy)", choices=["cpu", "cuda"])
     resume: bool = _option(False, "continue the run in --out exactly where it stopped")
     overwrite: bool = _option(False, "start a new run in a folder that holds one (the files that run wrote are "
@@ -148,6 +158,7 @@ VALUE_CHECKS: dict[str, tuple[Any, str]] = {
     "seed": (lambda v: _is_integer(v) and v >= 0, "an integer >= 0"),
     "minutes": (lambda v: _is_number(v) and v > 0 and math.isfinite(v), "a positive finite number"),
     "alpha": (lambda v: _is_number(v) and math.isfinite(v), "a finite number"),
+    "cooldown": (lambda v: _is_number(v) and 0 <= v <= 1, "a fraction from 0 to 1"),
     **{name: (lambda v: isinstance(v, str), "a string") for name in ("out", "data", "direction", "preset")},
     **{f.name: (lambda v, kinds=tuple(f.metadata["choices"]): v in kinds, "one of " + ", ".join(f.metadata["choices"]))
        for f in dataclasses.fields(TrainOptions) if "choices" in f.metadata},

@@ -54,7 +54,7 @@ from ..data.loaders import CorpusError
 from ..functional.dropout import Generator
 from ..nn.seq2seq import Seq2Seq, Seq2SeqConfig
 from ..nn.transformer import Transformer, TransformerConfig
-from ..optim import Adam, NoamSchedule, clip_grad_norm
+from ..optim import Adam, NoamSchedule, clip_grad_norm, cooldown_factor
 from ..presets import PRESETS, recipe
 from ..tensor import no_grad
 from ..translator import Translator, config_from_dict, tokenizer_from_dict, tokenizer_to_dict
@@ -350,7 +350,8 @@ def train_loop(run: Run) -> dict:
         reason = stop_reason(opts, state, elapsed_seconds(run) if losses else 0.0)
         if reason is not None:
             break
-        loss, lr = train_step(run, batch)
+        loss, lr = train_step(run, batch, cooldown_factor(
+            run_progress(opts, state, per_epoch, elapsed_seconds(run) if losses else 0.0), opts.cooldown))
         state.step, state.position = state.step + 1, position + 1
         losses.append(loss)
         tokens += run.step_totals.tokens if run.step_totals else batch.n_tgt_tokens
@@ -369,8 +370,9 @@ def train_loop(run: Run) -> dict:
     return {"losses": losses, "seconds": seconds, "epochs": state.epoch + state.position / max(per_epoch, 1)}
 
 
-def train_step(run: Run, batch) -> tuple[float, float]:
-    """One update: loss, backward, clip, the rate of eq. 3, Adam. Returns (loss, learning rate).
+def train_step(run: Run, batch, cooldown: float = 1.0) -> tuple[float, float]:
+    """One update: loss, backward, clip, the rate of eq. 3 (times ``cooldown``, see --cooldown), Adam.
+    Returns (loss, learning rate).
 
     Under MPI (chapter 14) one all-reduce between backward and clip makes this rank's gradient the
     gradient of every rank's batch, and the loss the mean over all their tokens; ``batch`` is None on
@@ -386,6 +388,8 @@ def train_step(run: Run, batch) -> tuple[float, float]:
         value = all_reduce_step(run, value, batch)
     clip_grad_norm(run.optimizer.params, CLIP_NORM)
     lr = run.schedule.step()                    # eq. 3 sets the rate of this update
+    if cooldown != 1.0:                         # ... and the end of a run that cools down lowers it
+        lr = run.optimizer.lr = lr * cooldown
     run.optimizer.step()
     if not math.isfinite(value):
         raise TrainingError(f"the loss became {value} at step {run.state.step + 1}; lower the learning rate "
@@ -419,6 +423,19 @@ def stop_reason(opts: TrainOptions, state: TrainState, elapsed: float) -> str | 
     if opts.minutes is not None and elapsed >= 60.0 * opts.minutes:
         return f"{opts.minutes:g} minutes"
     return None
+
+
+def run_progress(opts: TrainOptions, state: TrainState, per_epoch: int, elapsed: float) -> float:
+    """How far the run is towards the stopping rule that comes first, from 0 to 1 (--cooldown's clock):
+    steps done of --steps or of --epochs' steps, seconds of this invocation's --minutes."""
+    done = [0.0]
+    if opts.steps is not None:
+        done.append(state.step / opts.steps)
+    if opts.epochs is not None:
+        done.append(state.step / (opts.epochs * per_epoch))
+    if opts.minutes is not None:
+        done.append(elapsed / (60.0 * opts.minutes))
+    return min(max(done), 1.0)
 
 
 def planned_steps(opts: TrainOptions, step: int, per_epoch: int, elapsed: float, steps_done: int) -> int | None:

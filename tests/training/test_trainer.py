@@ -216,6 +216,38 @@ def test_the_loss_is_the_label_smoothed_cross_entropy_of_section_5_4():
     assert batch_loss(model, padded).item() == pytest.approx(-(target * log_p).sum(-1).mean(), rel=1e-10)
 
 
+@pytest.mark.parametrize("cooldown", [0.0, 0.5])
+def test_cooldown_lowers_eq_3_over_the_last_part_of_the_run_and_not_before(tmp_path, monkeypatch, cooldown):
+    import minitransformer.training.trainer as training
+
+    rates, real_step = [], training.Adam.step
+
+    def step(self):
+        rates.append(self.lr)
+        return real_step(self)
+
+    monkeypatch.setattr(training.Adam, "step", step)
+    summary = train(_options(tmp_path / "run", steps=10, cooldown=cooldown))
+    assert summary["options"]["cooldown"] == cooldown
+    warmup, d_model = PRESETS["toy"]["warmup"], MODELS["toy"]["d_model"]
+    eq_3 = [PRESETS["toy"]["factor"] * d_model ** -0.5 * min(k ** -0.5, k * warmup ** -1.5) for k in range(1, 11)]
+    # step k is taken when k - 1 of 10 steps are done: the last half falls as 5/5, 4/5, ..., 1/5 of eq. 3
+    expected = eq_3 if cooldown == 0 else [rate * min(1.0, (11 - k) / 5) for k, rate in enumerate(eq_3, 1)]
+    assert rates == pytest.approx(expected, rel=1e-12)
+    assert cooldown == 0 or rates[-1] < rates[-2] < rates[5]
+
+
+def test_run_progress_is_the_nearest_end_of_steps_epochs_and_minutes():
+    from minitransformer.training.trainer import run_progress
+
+    state = SimpleNamespace(step=30)
+    assert run_progress(SimpleNamespace(steps=120, epochs=None, minutes=None), state, 10, 0.0) == 0.25
+    assert run_progress(SimpleNamespace(steps=None, epochs=2, minutes=None), state, 20, 0.0) == 0.75
+    assert run_progress(SimpleNamespace(steps=None, epochs=None, minutes=2.0), state, 20, 90.0) == 0.75
+    assert run_progress(SimpleNamespace(steps=120, epochs=None, minutes=2.0), state, 20, 60.0) == 0.5   # the nearer
+    assert run_progress(SimpleNamespace(steps=20, epochs=None, minutes=None), state, 20, 0.0) == 1.0    # at most 1
+
+
 def test_the_training_step_uses_the_papers_settings(tmp_path, monkeypatch):
     """Label smoothing 0.1 (§5.4), Adam β = (0.9, 0.98), ε = 1e-9 (§5.3), gradients clipped to norm 1."""
     import minitransformer.training.trainer as training
