@@ -31,6 +31,7 @@ script, --worker) then measures the run:
     python benchmarks/quality/seed_table.py                       # the full table (hours): writes results/seed_table.json
     python benchmarks/quality/seed_table.py --minutes 5 --seeds 0 --enja-minutes 15
     python benchmarks/quality/seed_table.py --quick --results /tmp/seed_table.json   # toy sizes, seconds per row
+    python benchmarks/quality/seed_table.py --rows lstm,softmax --continue   # part of the full table; again later
     python benchmarks/quality/seed_table.py --render              # the chapter's tables (en, ja) from the results file
 
 small_parallel_enja is read from --enja-data (default ../shared/data/small_parallel_enja); when that
@@ -55,7 +56,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from common import library_record, machine_record, memory_mib, reset_peak_memory, worker_env  # noqa: E402
+from common import (library_record, load_average, machine_record, memory_mib, reset_peak_memory,  # noqa: E402
+                    worker_env)
 
 RESULTS = Path(__file__).resolve().parent / "results" / "seed_table.json"
 DEFAULT_ENJA = ROOT.parent / "shared" / "data" / "small_parallel_enja"
@@ -179,36 +181,83 @@ def summarize(runs: list[dict]) -> dict:
 
 def run_table(args, results_path: Path) -> dict:
     """Every corpus, row and seed; the results file is rewritten after each run, so that a long table
-    interrupted keeps what it measured."""
+    interrupted keeps what it measured. With --continue, the runs the results file already holds (same
+    settings, same machine) are kept and only the missing ones are trained: the full table, hours of a
+    quiet machine, can be measured a few rows at a time."""
     runs_root = Path(args.runs)
+    command = "python benchmarks/quality/seed_table.py " + " ".join(sys.argv[1:])
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    table: dict = {"command": "python benchmarks/quality/seed_table.py " + " ".join(sys.argv[1:]), "date": started,
-                   "quick": args.quick, "machine": machine_record(),
+    table: dict = {"command": command, "date": started, "quick": args.quick, "machine": machine_record(),
                    "settings": {"threads": args.threads, "window": args.window, "steps": args.steps,
                                 "limit": args.limit, "warmup_steps": args.warmup_steps,
                                 "timed_steps": args.timed_steps,
                                 "buckets": [f"{lo}-{hi}" if hi else f"{lo}+" for lo, hi in BUCKETS]},
                    "seed_article": SEED_ARTICLE, "corpora": {}}
+    earlier = continued_table(table, results_path) if args.continue_ else None
+    if earlier is not None:
+        table = {**earlier, "continued": [*earlier.get("continued", []), {"command": command, "date": started,
+                                                                           "load_average": load_average()}]}
     rows = args.rows.split(",")
     for corpus in corpora(args):
         if "skipped" in corpus:
-            table["corpora"][corpus["name"]] = {"skipped": corpus["skipped"]}
+            if corpus["name"] not in table["corpora"] or "skipped" in table["corpora"][corpus["name"]]:
+                table["corpora"][corpus["name"]] = {"skipped": corpus["skipped"]}
             print(f"{corpus['name']}: skipped ({corpus['skipped']})", flush=True)
             continue
-        entry = {key: corpus[key] for key in ("data", "preset", "minutes", "seeds")}
-        entry["rows"] = {}
+        entry = continued_corpus(table["corpora"].get(corpus["name"]), corpus)
         table["corpora"][corpus["name"]] = entry
         for row in rows:
-            runs: list[dict] = []
+            runs: list[dict] = entry["rows"].get(row, {}).get("runs", [])
             for seed in corpus["seeds"]:
+                if any(run["seed"] == seed and "failed" not in run for run in runs):
+                    print(f"{corpus['name']:<20} {row:<8} seed {seed}: kept from {results_path.name}", flush=True)
+                    continue
+                runs = [run for run in runs if run["seed"] != seed]
                 runs.append(measured_run(args, corpus, row, seed, runs_root / corpus["name"] / f"{row}-seed{seed}"))
-                library = runs[-1].pop("library", None)          # the same in every worker
+                runs.sort(key=lambda run: run["seed"])
+                library = next((run.pop("library") for run in runs if "library" in run), None)   # alike in each
                 if library and not table.get("library"):
                     table["library"] = library
                 entry["rows"][row] = {"label": LABELS["en"][row].format(window=args.window), "runs": runs,
                                       "mean": summarize(runs)}
+                entry["rows"] = {name: entry["rows"][name] for name in ROWS if name in entry["rows"]}
                 write(table, results_path)
     return table
+
+
+def continued_table(fresh: dict, path: Path) -> dict | None:
+    """The earlier table that --continue adds to, or None when there is none yet; refuses one that was
+    measured with other settings or on another kind of machine, naming what differs."""
+    if not path.exists():
+        return None
+    earlier = json.loads(path.read_text(encoding="utf-8"))
+    differences = [f"{key}: {earlier.get(key)!r} there, {fresh[key]!r} now" for key in ("quick", "settings")
+                   if earlier.get(key) != fresh[key]]
+    then, now = earlier.get("machine", {}), fresh["machine"]
+    for key in ("cpu", "openblas_kernel", "isa_caps", "openblas_overrides"):
+        was, is_ = then.get(key), now.get(key)
+        if key == "cpu":     # the load and the caches' sizes aside: the same CPU model and vector extensions
+            was, is_ = ({k: v for k, v in (d or {}).items() if k in ("model", "family_model", "cores", "simd")}
+                        for d in (was, is_))
+        if was != is_:
+            differences.append(f"machine {key}: {was!r} there, {is_!r} now")
+    if differences:
+        raise SystemExit(f"{path}: cannot continue a table measured otherwise ({'; '.join(differences)}); "
+                         f"measure it anew without --continue, or pass another --results")
+    return earlier
+
+
+def continued_corpus(earlier: dict | None, corpus: dict) -> dict:
+    """A corpus's entry: the earlier one when it was trained by the same recipe (its runs kept), else new."""
+    recipe = {key: corpus[key] for key in ("data", "preset", "minutes")}
+    if earlier and "rows" in earlier:
+        if {key: earlier.get(key) for key in recipe} != recipe:
+            raise SystemExit(f"{corpus['name']}: the results file holds runs of {earlier.get('preset')}, "
+                             f"{earlier.get('minutes')} minutes, data {earlier.get('data')}, not of "
+                             f"{recipe['preset']}, {recipe['minutes']} minutes, data {recipe['data']}; "
+                             f"measure it anew without --continue, or pass another --results")
+        return {**earlier, "seeds": sorted(set(earlier.get("seeds", [])) | set(corpus["seeds"]))}
+    return {**recipe, "seeds": list(corpus["seeds"]), "rows": {}}
 
 
 def measured_run(args, corpus: dict, row: str, seed: int, out: Path) -> dict:
@@ -422,6 +471,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", help="folder for the run folders (default runs/seed-table; with --quick, "
                                        "beside the results file)")
     parser.add_argument("--results", help=f"the results file (default {RESULTS.relative_to(ROOT)})")
+    parser.add_argument("--continue", dest="continue_", action="store_true",
+                        help="keep the runs --results already holds (same settings, same kind of machine) and "
+                             "measure only the missing ones: the full table a few rows at a time")
     parser.add_argument("--render", action="store_true", help="print the chapter's tables (en, ja) from --results")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)

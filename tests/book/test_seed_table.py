@@ -144,3 +144,52 @@ def test_what_no_run_measured_reads_not_measured(quick_table):
     assert "<!-- fig" not in quality + cost
     assert (quality.count("not measured"), cost.count("not measured")) == (8, 4)
     assert "small_parallel_enja.rows" not in rendered and "rows.softmax.mean.test_bleu" in rendered
+
+
+def test_continue_keeps_the_measured_runs_and_trains_only_the_missing_ones(tmp_path, monkeypatch):
+    """The full table takes hours: --continue adds rows and seeds to a results file a few at a time, and
+    refuses one that was measured with other settings or on another machine."""
+    module = seed_table()
+    trained = []
+
+    def measured_run(args, corpus, row, seed, out):
+        trained.append((corpus["name"], row, seed))
+        return {"seed": seed, "test_bleu": 10.0 + seed, "steps": 5, "library": {"numpy": "x"},
+                "bleu_by_source_words": {"1-6": {"sentences": 2, "bleu": 1.0}}}
+
+    monkeypatch.setattr(module, "measured_run", measured_run)
+    monkeypatch.setattr(module, "machine_record", lambda: {"cpu": {"model": "A", "simd": ["avx2"], "cores": 2},
+                                                           "openblas_kernel": "Haswell", "load_average": [0.1]})
+    results = tmp_path / "seed_table.json"
+
+    def invoke(rows, seeds, continue_=True, minutes=1.0):
+        args = SimpleNamespace(runs=str(tmp_path / "runs"), quick=False, threads=2, window=4, steps=None,
+                               limit=None, warmup_steps=3, timed_steps=40, rows=rows, preset="small",
+                               minutes=minutes, seeds=seeds, long_count=60, enja_data=str(tmp_path / "none"),
+                               enja_preset="medium", enja_minutes=0, enja_seeds=[0], continue_=continue_)
+        return module.run_table(args, results)
+
+    invoke("softmax", [0, 1], continue_=False)
+    assert trained == [("builtin", "softmax", 0), ("builtin", "softmax", 1)]
+    trained.clear()
+    table = invoke("lstm,softmax", [0, 1, 2])
+    assert trained == [("builtin", "lstm", 0), ("builtin", "lstm", 1), ("builtin", "lstm", 2),
+                       ("builtin", "softmax", 2)]                       # softmax's seeds 0 and 1 were kept
+    written = json.loads(results.read_text(encoding="utf-8"))
+    assert written["corpora"]["builtin"] == table["corpora"]["builtin"] and len(written["continued"]) == 1
+    builtin = written["corpora"]["builtin"]
+    assert list(builtin["rows"]) == ["lstm", "softmax"] and builtin["seeds"] == [0, 1, 2]   # the table's order
+    assert [run["seed"] for run in builtin["rows"]["softmax"]["runs"]] == [0, 1, 2]
+    assert builtin["rows"]["softmax"]["mean"]["test_bleu"] == 11.0 and written["library"] == {"numpy": "x"}
+    trained.clear()
+    invoke("lstm,softmax", [0, 1, 2])
+    assert trained == []                                                # nothing left to measure
+    before = results.read_text(encoding="utf-8")
+
+    with pytest.raises(SystemExit, match=r"1.0 minutes.*not of small, 2.0 minutes"):
+        invoke("lstm", [0], minutes=2.0)                                # another recipe: refused
+    monkeypatch.setattr(module, "machine_record", lambda: {"cpu": {"model": "B", "simd": ["avx2"], "cores": 2},
+                                                           "openblas_kernel": "Haswell", "load_average": [0.1]})
+    with pytest.raises(SystemExit, match=r"machine cpu: .*'A'.* there, .*'B'.* now"):
+        invoke("lstm", [0])                                             # another machine: refused
+    assert trained == [] and results.read_text(encoding="utf-8") == before   # and the file untouched
