@@ -129,6 +129,38 @@ if SAVE:
 plt.show()
 
 # %% [markdown]
+# ### Cooling down a run that knows its end
+#
+# Eq. 3 never reaches zero. The `medium` preset of chapter 11 ($d_{model}$ 256, warm-up 800) is still at a
+# third of its peak after the 7,500 steps an hour of two CPU cores buys. `--cooldown F` multiplies the rate
+# by `cooldown_factor(progress, F)`: 1 until the last fraction F of the run, then a straight line to 0.
+
+# %% [markdown] ja
+# ### 終わりを知っている学習のクールダウン
+#
+# 式 (3) はゼロに届きません。第 11 章の `medium` プリセット（$d_{model}$ 256、ウォームアップ 800）は、2 つの CPU コアで 1 時間に進める 7,500 ステップの後でも、最大値の 3 分の 1 にいます。`--cooldown F` は学習率に `cooldown_factor(progress, F)` を掛けます。係数は学習の最後の割合 F までは 1 で、そこから 0 まで直線で下がります。
+
+# %%
+from minitransformer.optim import cooldown_factor
+
+steps = 7500
+eq_3 = rates(256, 800, steps=steps)
+cooled = [rate * cooldown_factor((k - 1) / steps, 0.2) for k, rate in enumerate(eq_3, start=1)]
+print(f"peak {max(eq_3):.2e}; at the last step: eq. 3 {eq_3[-1]:.2e}, cooled down {cooled[-1]:.2e}")
+assert cooled[:6000] == eq_3[:6000]                  # the first four fifths are eq. 3 itself
+assert cooled[-1] < eq_3[-1] / 1000                  # the last step takes almost no step at all
+
+fig, ax = plt.subplots(figsize=(6.5, 3.0))
+ax.plot(np.arange(1, steps + 1), eq_3, label="eq. (3)")
+ax.plot(np.arange(1, steps + 1), cooled, label="eq. (3), last fifth cooled down")
+ax.set_xlabel("step")
+ax.set_ylabel("learning rate")
+ax.legend(fontsize=8)
+ax.grid(alpha=0.3)
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
 # ## 3. Clipping by the global norm
 #
 # One bad batch can produce a huge gradient. Clipping rescales *all* gradients together, so that their
@@ -387,6 +419,9 @@ print("gradcheck of linear_cross_entropy w.r.t. x, W and b: passed")
 # 7. Write a blocked `linear_cross_entropy` that takes the rows 256 at a time, so that no (N, V) array
 #    ever exists, and gradcheck it in float64. In float32, compare its $g_W$ with the unblocked one: how
 #    large is the difference, and why is it not zero?
+# 8. Replace the straight line of `cooldown_factor` by $1-\sqrt{t}$ or half a cosine ($t$ from 0 to 1 over
+#    the cool-down) and train the default run with `--cooldown 0.2 --average 1` in each shape. How does dev
+#    BLEU compare with eq. 3 alone, and with eq. 3 and `--average 5`?
 
 # %% [markdown] ja
 # ## 演習
@@ -398,3 +433,4 @@ print("gradcheck of linear_cross_entropy w.r.t. x, W and b: passed")
 # 5. コピータスクを難しくしてください。出力を入力の逆順にするか、長さを 16 へ延ばします。95 % に達するまでのステップ数はどう変わり、エンコーダ・デコーダアテンションはどう見えるでしょうか（第 12 章）。
 # 6. `tracemalloc` を使って、`loss.backward()` 1 回のピークメモリを測ってください。モデルとバッチは固定し、`model.loss(...)` の場合と `F.cross_entropy(model(src, tgt_in)...)` の場合とを比べます。差のうちどれだけが (N, V) の配列によるものでしょうか。
 # 7. 行を 256 行ずつ処理して (N, V) の配列が一度も存在しない、ブロック版の `linear_cross_entropy` を書き、float64 で gradcheck してください。float32 で、その $g_W$ をブロックに分けない版と比べてください。差はどのくらいで、なぜゼロにならないのでしょうか。
+# 8. `cooldown_factor` の直線を $1-\sqrt{t}$ か半周期のコサインに置き換えてください（$t$ はクールダウンの間に 0 から 1 まで進みます）。既定の実行をそれぞれの形の `--cooldown 0.2 --average 1` で学習してください。開発セットの BLEU は、式 (3) だけの場合や、式 (3) に `--average 5` を加えた場合と比べてどうでしょうか。
