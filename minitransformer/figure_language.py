@@ -79,6 +79,8 @@ TEXTS_JA: dict[str, str] = {
     "small_parallel_enja, preset medium, 2 CPU cores": "small_parallel_enja、medium プリセット、CPU 2 コア",
     "dev BLEU, greedy (en→ja)": "開発セットの BLEU、貪欲（英→日）",
     "dev BLEU, greedy (ja→en)": "開発セットの BLEU、貪欲（日→英）",
+    "dev BLEU, greedy (en→ja), without the cool-down": "開発セットの BLEU、貪欲（英→日）、クールダウンなし",
+    "cool-down (--cooldown)": "クールダウン（--cooldown）",
     "test BLEU, beam 4, final model (en→ja)": "テストセットの BLEU、ビーム 4、最終モデル（英→日）",
     "test BLEU, beam 4, final model (ja→en)": "テストセットの BLEU、ビーム 4、最終モデル（日→英）",
     "self-attention (engine)": "セルフアテンション（本書のエンジン）",
