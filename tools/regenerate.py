@@ -183,6 +183,10 @@ RECORDS = {
     "speed_linear_cross_entropy.json": "one change measured against the package just before it",
     "step_profile_two_functions.json": "one change measured against the package just before it",
     "tatoeba_jpn-eng_en-ja_medium_12min.json": "the first Tatoeba recipe, kept to compare the present one with",
+    "small_parallel_enja_en-ja_before-cooldown.json": "the small_parallel_enja recipe before --cooldown (commit af094dd), "
+                                                      "which chapter 11 compares with",
+    "small_parallel_enja_ja-en_before-cooldown.json": "the small_parallel_enja recipe before --cooldown (commit af094dd), "
+                                                      "which chapter 11 compares with",
 }
 
 
