@@ -20,6 +20,8 @@ from typing import Any, Callable
 from ._malloc import keep_freed_memory
 
 EXIT_REFUSED = 2
+ALPHA_HELP = ("length penalty α (default: the α the training run chose on its dev set with --choose-alpha, "
+              "else 0.6, §6.1)")
 DEFAULT_BEAM = 4          # beam size of translate and evaluate unless --beam or --greedy says otherwise (§6.1)
 THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 MAX_BLAS_THREADS = 4
@@ -113,8 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
                                                                      "(default: runs/enja)")
     translate.add_argument("--beam", type=_checked(positive_int), help=f"beam size (default {DEFAULT_BEAM}, §6.1)")
     translate.add_argument("--greedy", action="store_true", help="greedy search (beam 1)")
-    translate.add_argument("--alpha", type=_checked(finite_float), default=0.6,
-                           help="length penalty α (default 0.6, §6.1)")
+    translate.add_argument("--alpha", type=_checked(finite_float), help=ALPHA_HELP)
     translate.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
 
     evaluate = commands.add_parser(
@@ -126,7 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--data", help="a corpus folder to evaluate on instead of the training corpus")
     evaluate.add_argument("--beam", type=_checked(positive_int), help=f"beam size (default {DEFAULT_BEAM}, §6.1)")
     evaluate.add_argument("--greedy", action="store_true", help="greedy search (beam 1)")
-    evaluate.add_argument("--alpha", type=_checked(finite_float), default=0.6)
+    evaluate.add_argument("--alpha", type=_checked(finite_float), help=ALPHA_HELP)
     evaluate.add_argument("--limit", type=_checked(positive_int), help="evaluate on the first N pairs only")
     evaluate.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
 
@@ -187,9 +188,10 @@ def _load_translator(args):
 def cmd_translate(args) -> int:
     beam = _beam_size(args)
     translator = _load_translator(args)
+    alpha = translator.alpha if args.alpha is None else args.alpha    # the run's choice on dev, else §6.1's
 
     def run(sentences: list[str]) -> None:
-        outputs = translator.translate(sentences, beam_size=beam, alpha=args.alpha)
+        outputs = translator.translate(sentences, beam_size=beam, alpha=alpha)
         for sentence, output in zip(sentences, outputs):
             if not sentence.strip():
                 print("", flush=True)
@@ -243,11 +245,12 @@ def cmd_evaluate(args) -> int:
         raise _Refusal(f"the split {args.split!r} of corpus {corpus.name!r} is empty")
     started = time.monotonic()
     tokenize = tokenization_for(direction.split("-")[-1], [ref for _, ref in pairs])
-    score, hypotheses = translator.bleu(pairs, beam_size=beam, alpha=args.alpha, tokenize=tokenize)
+    alpha = translator.alpha if args.alpha is None else args.alpha
+    score, hypotheses = translator.bleu(pairs, beam_size=beam, alpha=alpha, tokenize=tokenize)
     chrf = corpus_chrf_score(hypotheses, [ref for _, ref in pairs])
     exact = sum(h.split() == ref.split() for h, (_, ref) in zip(hypotheses, pairs)) / len(pairs)
     print(f"{corpus.name} {args.split} ({direction}, {len(pairs)} sentences, "
-          f"{'greedy' if beam == 1 else f'beam {beam}, α {args.alpha}'}): BLEU {score.score:.2f} "
+          f"{'greedy' if beam == 1 else f'beam {beam}, α {alpha:g}'}): BLEU {score.score:.2f} "
           f"({tokenize} tokens), {chrf}  "
           f"[{'/'.join(f'{p:.1f}' for p in score.precisions)}, BP {score.bp:.3f}, ratio {score.ratio:.3f}], "
           f"{100 * exact:.1f}% exact, {time.monotonic() - started:.1f} s")

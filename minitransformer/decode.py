@@ -80,6 +80,9 @@ class Hypothesis:
     finished: bool = True  # False when the search hit the length limit before eos
 
 
+DEFAULT_ALPHA = 0.6     # α of the length penalty, as in §6.1 (chosen there on the development set)
+
+
 def length_penalty(length: int, alpha: float) -> float:
     """GNMT's lp(Y) = ((5 + |Y|) / 6)^α; 1 for α = 0."""
     return ((5.0 + length) / 6.0) ** alpha

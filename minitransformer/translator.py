@@ -17,6 +17,7 @@ the command line prints them on stderr.
 """
 from __future__ import annotations
 
+import math
 import warnings
 from dataclasses import dataclass
 from typing import Callable, Sequence
@@ -30,7 +31,7 @@ from .data.bpe import END_OF_WORD
 from .data.raw_text import RawTextTokenizer
 from .data.tokenizer import SPECIAL_TOKENS, Tokenizer
 from .data.writing import CorpusWriting, describe_unseen
-from .decode import decode_sentences, searching
+from .decode import DEFAULT_ALPHA, decode_sentences, searching
 from .nn.attention import record_attention
 from .nn.seq2seq import Seq2Seq, Seq2SeqConfig
 from .nn.transformer import Transformer, TransformerConfig
@@ -73,6 +74,15 @@ def model_from_checkpoint(checkpoint: Checkpoint, device: str = "cpu") -> Transf
     return model
 
 
+def saved_alpha(checkpoint: Checkpoint) -> float:
+    """The length penalty α a training run chose on its dev set for this model (``train --choose-alpha``),
+    saved with the final model; §6.1's 0.6 for a checkpoint that saved none."""
+    alpha = checkpoint.state.get("alpha", DEFAULT_ALPHA)
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not math.isfinite(alpha):
+        raise CheckpointError(f"{checkpoint.path}: the saved length penalty alpha is {alpha!r}, not a finite number")
+    return float(alpha)
+
+
 class TranslationWarning(UserWarning):
     """An input the translation cannot vouch for: words never seen in training, a truncated sentence."""
 
@@ -86,6 +96,7 @@ class Translator:
     model: Transformer | Seq2Seq
     tokenizer: Tokenizer
     warn: Callable[[str], None] = warn_translation
+    alpha: float = DEFAULT_ALPHA        # the length penalty unless told: §6.1's, or the one chosen on dev for this model
 
     def __post_init__(self) -> None:
         if isinstance(self.tokenizer, RawTextTokenizer):   # raw text: no words to recall, only characters
@@ -104,7 +115,7 @@ class Translator:
         if tokenizer.vocab_size != model.config.src_vocab_size:
             raise CheckpointError(f"{checkpoint.path}: tokenizer has {tokenizer.vocab_size} tokens but the model "
                                   f"expects {model.config.src_vocab_size}")
-        return cls(model, tokenizer)
+        return cls(model, tokenizer, alpha=saved_alpha(checkpoint))
 
     @property
     def max_source_length(self) -> int:
@@ -134,17 +145,19 @@ class Translator:
             encoded.append(ids)
         return encoded
 
-    def translate(self, sentences: Sequence[str], beam_size: int = 4, alpha: float = 0.6,
+    def translate(self, sentences: Sequence[str], beam_size: int = 4, alpha: float | None = None,
                   max_tokens: int = 4000, warn_unseen: bool = True) -> list[str]:
         """Translate each sentence (in eval mode, whatever mode the model is in); ``beam_size=1`` is
-        greedy search. ``warn_unseen`` names, per sentence, the words and characters never seen in training."""
+        greedy search; ``alpha`` the length penalty (None: ``self.alpha``). ``warn_unseen`` names, per
+        sentence, the words and characters never seen in training."""
+        alpha = self.alpha if alpha is None else alpha
         sources = self.encode_sources(sentences, warn_unseen)
         tok = self.tokenizer
         outputs = decode_sentences(self.model, sources, tok.bos_id, tok.eos_id, beam_size=beam_size, alpha=alpha,
                                    max_tokens=max_tokens)
         return [tok.decode(ids) for ids in outputs]
 
-    def bleu(self, pairs: Sequence[tuple[str, str]], beam_size: int = 4, alpha: float = 0.6,
+    def bleu(self, pairs: Sequence[tuple[str, str]], beam_size: int = 4, alpha: float | None = None,
              tokenize: str | None = None) -> tuple[BLEUScore, list[str]]:
         """Corpus BLEU of the translations of the sources against the references; also the translations.
 

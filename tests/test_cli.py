@@ -229,6 +229,7 @@ TRAIN_FLAGS = {
     "choose_average": (["--choose-average"], True),
     "beam": (["--beam", "2"], 2),
     "alpha": (["--alpha", "0.8"], 0.8),
+    "choose_alpha": (["--choose-alpha"], True),
     "limit": (["--limit", "11"], 11),
     "evaluate": (["--no-eval"], False),
     "plot": (["--no-plot"], False),
@@ -294,6 +295,59 @@ def test_choose_average_tries_each_window_on_dev_and_keeps_the_best(tmp_path, mo
     assert results["final_model"] == (f"average of the last {widest_best} checkpoints" if best >= by_window["1"]
                                       else "last checkpoint (the average scored lower on dev)")
     assert results["options"]["choose_average"] is True
+
+
+def test_choose_alpha_keeps_the_best_alpha_on_dev_and_the_test_translate_and_evaluate_use_it(
+        tmp_path, monkeypatch, capsys):
+    from types import SimpleNamespace
+
+    import minitransformer.training.trainer as training
+    from minitransformer.translator import Translator
+
+    dev_scores = {0.0: 30.0, 0.3: 31.0, 0.6: 32.0, 1.0: 33.5, 1.5: 33.5, 2.0: 33.0}   # a tie: 1 is nearer 0.6
+    calls = []
+
+    def scored(model, tokenizer, pairs, beam, alpha=0.6, tokenize=None):
+        calls.append((beam, alpha, len(pairs)))
+        score = dev_scores.get(alpha, 0.0) if beam > 1 else 1.0
+        return SimpleNamespace(score=score, tokenize="none"), ["x"] * len(pairs)
+
+    monkeypatch.setattr(training, "bleu_of", scored)
+    out = tmp_path / "run"
+    status = _in_process(monkeypatch, "train", "--out", out, "--preset", "toy", "--limit", "20", "--steps", "4",
+                         "--average", "1", "--choose-alpha", "--no-plot", "--quiet")
+    assert status == 0, capsys.readouterr().err
+    results = json.loads((out / "results.json").read_text())
+    choice = results["alpha_choice"]
+    assert choice["dev_bleu_by_alpha"] == {"0": 30.0, "0.3": 31.0, "0.6": 32.0, "1": 33.5, "1.5": 33.5, "2": 33.0}
+    assert choice["alpha"] == 1.0 and choice["beam"] == 4 and choice["dev_sentences"] == 20
+    assert [alpha for beam, alpha, _ in calls if beam == 4][:6] == sorted(dev_scores)   # the dev grid, first
+    test_calls = calls[-2:]                              # then test and test_heldout, with the chosen α
+    assert [alpha for _, alpha, _ in test_calls] == [1.0, 1.0]
+    assert json.loads((out / "final" / "state.json").read_text())["alpha"] == 1.0
+    assert Translator.load(out).alpha == 1.0             # translate and evaluate use it unless told
+    monkeypatch.undo()
+    assert _in_process(monkeypatch, "evaluate", "--checkpoint", out, "--split", "dev") == 0
+    assert "beam 4, α 1)" in capsys.readouterr().out
+    assert _in_process(monkeypatch, "evaluate", "--checkpoint", out, "--split", "dev", "--alpha", "0.3") == 0
+    assert "beam 4, α 0.3)" in capsys.readouterr().out
+
+
+def test_a_saved_alpha_that_is_not_a_number_is_refused(tmp_path, monkeypatch, capsys):
+    import shutil as files
+
+    out = tmp_path / "run"
+    assert _in_process(monkeypatch, "train", "--out", out, *TINY_RUN, "--steps", "2", "--no-eval", "--quiet") == 0
+    state_file = out / "final" / "state.json"
+    state = json.loads(state_file.read_text())
+    assert "alpha" not in state                          # without --choose-alpha nothing is saved: 0.6 (§6.1)
+    from minitransformer.translator import Translator
+    assert Translator.load(out).alpha == 0.6
+    broken = tmp_path / "broken"
+    files.copytree(out, broken)
+    (broken / "final" / "state.json").write_text(json.dumps({**state, "alpha": "long"}))
+    assert _in_process(monkeypatch, "evaluate", "--checkpoint", broken, "--split", "dev") != 0
+    assert "the saved length penalty alpha is 'long', not a finite number" in capsys.readouterr().err
 
 
 def test_the_train_options_shape_the_run(tmp_path, monkeypatch, capsys):

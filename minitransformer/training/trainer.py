@@ -489,11 +489,15 @@ def finish(run: Run, record: dict, started: float) -> dict:
                                "options": {**result_settings(opts), "ranks": run.world.size}}
     weights, summary["final_model"], summary["final_choice"] = choose_final_weights(run)
     run.model.load_state_dict(weights)
-    ckpt.save_final(run.out, weights, {"config": dataclasses.asdict(config), "training": run_settings(opts),
-                                       "step": run.state.step, "model": summary["final_model"]},
-                    tokenizer=tokenizer_to_dict(run.tokenizer))
+    final_state = {"config": dataclasses.asdict(config), "training": run_settings(opts),
+                   "step": run.state.step, "model": summary["final_model"]}
+    alpha = opts.alpha
+    if opts.choose_alpha:
+        alpha, summary["alpha_choice"] = choose_alpha(run)
+        final_state["alpha"] = alpha                     # translate and evaluate use it (Translator.load)
+    ckpt.save_final(run.out, weights, final_state, tokenizer=tokenizer_to_dict(run.tokenizer))
     if opts.evaluate:
-        summary.update(final_evaluation(run))
+        summary.update(final_evaluation(run, alpha))
     summary["wall_seconds"] = round(time.monotonic() - started, 1)
     ckpt.write_json_atomic(run.out / run_folder.RESULTS_FILE, {k: v for k, v in summary.items() if k != "losses"})
     run.say(f"total wall time {_format_time(summary['wall_seconds'])} ({summary['wall_seconds']:.0f} s); "
@@ -538,8 +542,34 @@ def choose_final_weights(run: Run) -> tuple[dict, str, dict]:
     return last, "last checkpoint (the average scored lower on dev)", choice
 
 
-def final_evaluation(run: Run) -> dict:
-    """Test BLEU with beam search on test (and the held-out-combination test), examples, attention picture."""
+# The length penalties --choose-alpha tries (with --alpha): §6.1 chose α = 0.6 "after experimentation on
+# the development set"; a small model trained for an hour, with label smoothing, may want another
+ALPHA_GRID = (0.0, 0.3, 0.6, 1.0, 1.5, 2.0)
+
+
+def choose_alpha(run: Run) -> tuple[float, dict]:
+    """The length penalty α for the final model, chosen as §6.1 chose its 0.6: beam search (--beam) over the
+    whole dev set with each α of ALPHA_GRID and --alpha; the best corpus BLEU is kept (a tie to two decimals:
+    the α nearest --alpha). Returns α and what was compared."""
+    opts = run.options
+    if opts.beam == 1 or not run.dev_pairs:
+        reason = "greedy search has no length penalty" if opts.beam == 1 else "the corpus has no dev pairs"
+        run.say(f"--choose-alpha: {reason}; α stays {opts.alpha}")
+        return opts.alpha, {"alpha": opts.alpha, "not_chosen": reason}
+    scores = {alpha: round(bleu_of(run.model, run.tokenizer, run.dev_pairs, beam=opts.beam, alpha=alpha,
+                                   tokenize=run.bleu_tokenize)[0].score, 2)
+              for alpha in sorted({*ALPHA_GRID, opts.alpha})}
+    best = max(scores, key=lambda alpha: (scores[alpha], -abs(alpha - opts.alpha)))
+    tried = ", ".join(f"α {alpha:g} {score:.2f}" for alpha, score in scores.items())
+    run.say(f"dev BLEU ({run.bleu_tokenize} tokens, beam {opts.beam}, {len(run.dev_pairs)} sentences): {tried} "
+            f"(kept α {best:g})")
+    return best, {"alpha": best, "beam": opts.beam, "dev_sentences": len(run.dev_pairs),
+                  "dev_bleu_by_alpha": {f"{alpha:g}": score for alpha, score in scores.items()}}
+
+
+def final_evaluation(run: Run, alpha: float) -> dict:
+    """Test BLEU with beam search (length penalty ``alpha``) on test (and the held-out-combination test),
+    examples, attention picture."""
     opts, model, tokenizer, say = run.options, run.model, run.tokenizer, run.say
     results: dict[str, Any] = {}
     model.eval()
@@ -551,7 +581,7 @@ def final_evaluation(run: Run) -> dict:
                 say(f"no test pairs in corpus {run.corpus.name!r}: no test BLEU")
             continue
         t0 = time.monotonic()
-        score, hypotheses = bleu_of(model, tokenizer, pairs, beam=opts.beam, alpha=opts.alpha,
+        score, hypotheses = bleu_of(model, tokenizer, pairs, beam=opts.beam, alpha=alpha,
                                     tokenize=run.bleu_tokenize)
         chrf = corpus_chrf_score(hypotheses, [ref for _, ref in pairs])
         exact = sum(h.split() == ref.split() for h, (_, ref) in zip(hypotheses, pairs)) / len(pairs)
@@ -559,7 +589,7 @@ def final_evaluation(run: Run) -> dict:
         results[f"{split}_bleu_tokenize"] = score.tokenize
         results[f"{split}_chrf"] = round(chrf.score, 2)
         results[f"{split}_exact_match"] = round(exact, 4)
-        say(f"{label}: BLEU {score.score:.2f} ({score.tokenize} tokens), {chrf}, (beam {opts.beam}, α {opts.alpha}), "
+        say(f"{label}: BLEU {score.score:.2f} ({score.tokenize} tokens), {chrf}, (beam {opts.beam}, α {alpha:g}), "
             f"{100 * exact:.1f}% exact, {len(pairs)} sentences, {time.monotonic() - t0:.1f} s")
         if split == "test":
             examples = []
