@@ -185,10 +185,19 @@ def _load_translator(args):
     return translator
 
 
+def _alpha(args, translator) -> float:
+    """--alpha when given; else the α the training run chose on dev (saved with the model); else §6.1's 0.6."""
+    from .decode import DEFAULT_ALPHA  # noqa: PLC0415
+
+    if args.alpha is not None:
+        return args.alpha
+    return getattr(translator, "alpha", DEFAULT_ALPHA)
+
+
 def cmd_translate(args) -> int:
     beam = _beam_size(args)
     translator = _load_translator(args)
-    alpha = translator.alpha if args.alpha is None else args.alpha    # the run's choice on dev, else §6.1's
+    alpha = _alpha(args, translator)
 
     def run(sentences: list[str]) -> None:
         outputs = translator.translate(sentences, beam_size=beam, alpha=alpha)
@@ -245,7 +254,7 @@ def cmd_evaluate(args) -> int:
         raise _Refusal(f"the split {args.split!r} of corpus {corpus.name!r} is empty")
     started = time.monotonic()
     tokenize = tokenization_for(direction.split("-")[-1], [ref for _, ref in pairs])
-    alpha = translator.alpha if args.alpha is None else args.alpha
+    alpha = _alpha(args, translator)
     score, hypotheses = translator.bleu(pairs, beam_size=beam, alpha=alpha, tokenize=tokenize)
     chrf = corpus_chrf_score(hypotheses, [ref for _, ref in pairs])
     exact = sum(h.split() == ref.split() for h, (_, ref) in zip(hypotheses, pairs)) / len(pairs)

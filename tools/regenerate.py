@@ -187,6 +187,10 @@ RECORDS = {
                                                       "which chapter 11 compares with",
     "small_parallel_enja_ja-en_before-cooldown.json": "the small_parallel_enja recipe before --cooldown (commit af094dd), "
                                                       "which chapter 11 compares with",
+    "small_parallel_enja_en-ja_before-choose-alpha.json": "the small_parallel_enja recipe with --cooldown, before "
+                                                          "--choose-alpha (commit e6fc879), which chapter 11 compares with",
+    "small_parallel_enja_ja-en_before-choose-alpha.json": "the small_parallel_enja recipe with --cooldown, before "
+                                                          "--choose-alpha (commit 5bc3f3a), which chapter 11 compares with",
 }
 
 
