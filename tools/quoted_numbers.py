@@ -116,10 +116,19 @@ def load_results(name: str, results: Path = RESULTS) -> dict:
 
 def lookup(file: str, key: str, results: Path = RESULTS) -> object:
     value = load_results(file, results)
-    for part in key.split("."):
+    parts = key.split(".")
+    while parts:
+        part = parts.pop(0)
         if isinstance(value, list) and part.lstrip("-").isdigit() and -len(value) <= int(part) < len(value):
             value = value[int(part)]
-        elif isinstance(value, dict) and part in value:
+            continue
+        if isinstance(value, dict):   # the longest key that matches, so that a key may hold a dot ("0.6")
+            for n in range(len(parts), -1, -1):
+                if ".".join([part, *parts[:n]]) in value:
+                    part = ".".join([part, *parts[:n]])
+                    del parts[:n]
+                    break
+        if isinstance(value, dict) and part in value:
             value = value[part]
         else:
             raise FigureError(f"{file}: no key {key!r} (stopped at {part!r})")

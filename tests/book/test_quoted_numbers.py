@@ -172,3 +172,15 @@ def test_a_count_of_bytes_is_quoted_in_mib(book):
     assert quoted_numbers.check(book, book / "benchmarks") == []
     readme.write_text(readme.read_text().replace("32<", "33<"))
     assert "quotes 33, run.json:cache_bytes says 32" in quoted_numbers.check(book, book / "benchmarks")[0]
+
+
+def test_a_key_that_holds_a_dot_is_found_before_a_shorter_one(tmp_path):
+    """dev_bleu_by_alpha maps "0", "0.6" and "1" to scores: the marker's "0.6" is the key "0.6", not "0" then "6"."""
+    (tmp_path / "r").mkdir()
+    (tmp_path / "r" / "alpha.json").write_text(json.dumps(
+        {"by_alpha": {"0": 1.0, "0.6": 2.0, "1": 3.0}, "curve": [{"x": 4.0}, {"x": 5.0}]}))
+    assert quoted_numbers.lookup("alpha.json", "by_alpha.0.6", tmp_path) == 2.0
+    assert quoted_numbers.lookup("alpha.json", "by_alpha.0", tmp_path) == 1.0
+    assert quoted_numbers.lookup("alpha.json", "curve.1.x", tmp_path) == 5.0
+    with pytest.raises(quoted_numbers.FigureError, match="no key 'by_alpha.0.7'"):
+        quoted_numbers.lookup("alpha.json", "by_alpha.0.7", tmp_path)
