@@ -322,8 +322,9 @@ def test_choose_alpha_keeps_the_best_alpha_on_dev_and_the_test_translate_and_eva
     assert choice["dev_bleu_by_alpha"] == {"0": 30.0, "0.3": 31.0, "0.6": 32.0, "1": 33.5, "1.5": 33.5, "2": 33.0}
     assert choice["alpha"] == 1.0 and choice["beam"] == 4 and choice["dev_sentences"] == 20
     assert [alpha for beam, alpha, _ in calls if beam == 4][:6] == sorted(dev_scores)   # the dev grid, first
-    test_calls = calls[-2:]                              # then test and test_heldout, with the chosen α
-    assert [alpha for _, alpha, _ in test_calls] == [1.0, 1.0]
+    test_calls = calls[-3:]            # then test and test_heldout with the chosen α, and test at --alpha (a report)
+    assert [alpha for _, alpha, _ in test_calls] == [1.0, 1.0, 0.6]
+    assert choice["given_alpha"] == 0.6 and choice["test_bleu_at_given_alpha"] == dev_scores[0.6]
     assert json.loads((out / "final" / "state.json").read_text())["alpha"] == 1.0
     assert Translator.load(out).alpha == 1.0             # translate and evaluate use it unless told
     monkeypatch.undo()
@@ -331,6 +332,31 @@ def test_choose_alpha_keeps_the_best_alpha_on_dev_and_the_test_translate_and_eva
     assert "beam 4, α 1)" in capsys.readouterr().out
     assert _in_process(monkeypatch, "evaluate", "--checkpoint", out, "--split", "dev", "--alpha", "0.3") == 0
     assert "beam 4, α 0.3)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("peak, expected_tried", [
+    (3.0, [2.5, 3.0, 3.5]),                          # past the edge until a larger α no longer wins
+    (99.0, [2.5, 3.0, 3.5, 4.0, 4.5, 5.0]),          # ... and no further than ALPHA_LIMIT
+])
+def test_choose_alpha_looks_past_the_grid_while_its_largest_alpha_wins(tmp_path, monkeypatch, capsys, peak,
+                                                                       expected_tried):
+    from types import SimpleNamespace
+
+    import minitransformer.training.trainer as training
+
+    def scored(model, tokenizer, pairs, beam, alpha=0.6, tokenize=None):   # dev BLEU rises to α = peak
+        score = 30.0 - abs(alpha - peak) if beam > 1 else 1.0
+        return SimpleNamespace(score=score, tokenize="none"), ["x"] * len(pairs)
+
+    monkeypatch.setattr(training, "bleu_of", scored)
+    out = tmp_path / "run"
+    status = _in_process(monkeypatch, "train", "--out", out, "--preset", "toy", "--limit", "20", "--steps", "2",
+                         "--average", "1", "--choose-alpha", "--no-plot", "--quiet")
+    assert status == 0, capsys.readouterr().err
+    choice = json.loads((out / "results.json").read_text())["alpha_choice"]
+    tried = [float(alpha) for alpha in choice["dev_bleu_by_alpha"]]
+    assert tried == [*training.ALPHA_GRID, *expected_tried]
+    assert choice["alpha"] == min(peak, training.ALPHA_LIMIT)
 
 
 def test_a_saved_alpha_that_is_not_a_number_is_refused(tmp_path, monkeypatch, capsys):

@@ -18,7 +18,7 @@ The script runs the ordinary command line in a subprocess,
 with ``--cooldown 0.2 --average 16 --choose-average --choose-alpha`` (eq. 3's rate falls linearly to zero
 over the last fifth of the hour; the final model is the last checkpoint or the average of the last 2, 4, 8
 or 16 that does best on dev; the length penalty α is the one of 0, 0.3, 0.6, 1, 1.5, 2 that does best on
-the whole dev set with beam 4), and then prints the test BLEU (beam 4, that α, on the corpus' own word
+the whole dev set with beam 4, or a larger one, in steps of 0.5, while the largest tried wins), and then prints the test BLEU (beam 4, that α, on the corpus' own word
 segmentation), the training time and the CPU time. It is a recipe, not a test:
 it takes as long as you give it. On a machine shared with other jobs the same
 minutes buy fewer steps, so report the step count with the BLEU.
@@ -110,6 +110,9 @@ def main() -> int:
         record["alpha"] = alpha_choice["alpha"]
         record["dev_sentences_alpha"] = alpha_choice.get("dev_sentences")
         record["dev_bleu_by_alpha"] = alpha_choice.get("dev_bleu_by_alpha", {})
+        if "test_bleu_at_given_alpha" in alpha_choice:   # the same weights at --alpha: what the choice changed
+            record["given_alpha"] = alpha_choice["given_alpha"]
+            record["test_bleu_at_given_alpha"] = alpha_choice["test_bleu_at_given_alpha"]
     record.update(machine=machine, load_average_before=load_before, load_average_after=load_average())
     Path(args.results).write_text(json.dumps(record, indent=1) + "\n")
     return 0
