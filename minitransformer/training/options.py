@@ -115,7 +115,8 @@ class TrainOptions:
     beam: int = _option(4, "beam size for the test BLEU (default 4, §6.1)", type=positive_int)
     alpha: float = _option(0.6, "length penalty α for the test BLEU (default 0.6, §6.1)", type=finite_float)
     choose_alpha: bool = _option(False, "choose α on the whole dev set as §6.1 did: beam search with each α of "
-                                        "0, 0.3, 0.6, 1, 1.5, 2 and --alpha, keep the best; the test BLEU uses it, "
+                                        "0, 0.3, 0.6, 1, 1.5, 2 and --alpha (past 2 in steps of 0.5, up to 5, while "
+                                        "the largest wins), keep the best; the test BLEU uses it, "
                                         "and so do translate and evaluate with the final model")
     limit: int | None = _option(None, "read at most this many pairs per split", type=positive_int)
     evaluate: bool = _option(True, "skip the final test BLEU and attention picture", flag="--no-eval")
