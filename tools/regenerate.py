@@ -129,6 +129,11 @@ STEPS = [
          timing=True, needs=("torch",),
          quick="{python} benchmarks/speed/train_step.py --isa avx2 --configs tiny --rounds 1 --malloc default --no-floor "
                "--skip-proof --results {tmp}/train_step_avx2.json"),
+    Step("train_step_avx2_floors", "{python} benchmarks/speed/train_step.py --isa avx2 --malloc default --configs "
+         "small-N3,medium-h8 --rounds 5 --skip-proof", "train_step_2t_default_avx2.json (each library against its own "
+         "GEMM floor, the AVX2-only kind)", 2, timing=True, needs=("torch",),
+         quick="{python} benchmarks/speed/train_step.py --isa avx2 --configs tiny --rounds 1 --malloc default "
+               "--skip-proof --results {tmp}/train_step_avx2_floors.json"),
     Step("step_profile", "{python} benchmarks/speed/step_profile.py --steps 10", "step_profile.json", 5, timing=True,
          quick="{python} benchmarks/speed/step_profile.py --configs tiny --steps 2 --results {tmp}/step_profile.json"),
     Step("memory", "{python} benchmarks/speed/memory.py --threads 1 && {python} benchmarks/speed/memory.py --threads 1 "
@@ -191,6 +196,8 @@ RECORDS = {
                                                           "--choose-alpha (commit e6fc879), which chapter 11 compares with",
     "small_parallel_enja_ja-en_before-choose-alpha.json": "the small_parallel_enja recipe with --cooldown, before "
                                                           "--choose-alpha (commit 5bc3f3a), which chapter 11 compares with",
+    "small_parallel_enja_en-ja_before-alpha-search.json": "the small_parallel_enja recipe with --choose-alpha on the "
+                                                          "grid alone (commit 548626d), which chapter 11 compares with",
 }
 
 

@@ -16,7 +16,9 @@ from nn.Linear / nn.LayerNorm / nn.Embedding, loaded with our weights.
    source + target tokens), the per-round ratio ours/PyTorch and its range, the
    peak RSS of each worker (VmHWM), and the GEMM floor: the sum over the step's
    matrix products (forward and both backward products of every Linear and of
-   attention, counted for our model) of the time np.matmul takes at that shape.
+   attention, counted for our model) of the time np.matmul takes at that shape, and
+   PyTorch's floor, the same sum with torch.matmul (its own BLAS, its own process):
+   each library's step over its own floor is what its code adds to the GEMMs.
 3. glibc malloc: ``--malloc default`` runs both libraries with glibc's defaults,
    ``--malloc keep`` with MALLOC_MMAP_THRESHOLD_ / MALLOC_TRIM_THRESHOLD_ raised so
    freed blocks are reused instead of returned to the OS (``both`` runs the two).
@@ -231,21 +233,28 @@ def step_matmuls(config: BenchConfig) -> list[tuple[tuple[int, ...], int, int, i
     return products
 
 
-def gemm_floor(config: BenchConfig, min_time: float = 0.02) -> dict:
-    """Time np.matmul (float32) at each of the step's product shapes; the sum is the floor."""
+def gemm_floor(config: BenchConfig, min_time: float = 0.02, library: str = "numpy") -> dict:
+    """Time np.matmul (float32) at each of the step's product shapes; the sum is the floor. With
+    library="torch", torch.matmul at the same shapes: PyTorch's floor, so that each library's step can be
+    set against the GEMMs it cannot go below (MKL's kernel is not OpenBLAS's)."""
     import numpy as np
 
+    matmul, wrap = np.matmul, (lambda array: array)
+    if library == "torch":
+        import torch
+
+        matmul, wrap = torch.matmul, torch.from_numpy
     rng = np.random.default_rng(0)
     total, flops, rows = 0.0, 0.0, []
     for batch, m, k, n, count, what in step_matmuls(config):
-        a = rng.standard_normal((*batch, m, k), dtype=np.float32)
-        b = rng.standard_normal((*batch, k, n), dtype=np.float32)
-        out = np.empty((*batch, m, n), dtype=np.float32)
-        np.matmul(a, b, out=out)
+        a = wrap(rng.standard_normal((*batch, m, k), dtype=np.float32))
+        b = wrap(rng.standard_normal((*batch, k, n), dtype=np.float32))
+        out = wrap(np.empty((*batch, m, n), dtype=np.float32))
+        matmul(a, b, out=out)
         samples, spent = [], 0.0
         while len(samples) < 5 or spent < min_time:
             start = time.perf_counter()
-            np.matmul(a, b, out=out)
+            matmul(a, b, out=out)
             samples.append(time.perf_counter() - start)
             spent += samples[-1]
         seconds = median(samples)
@@ -265,8 +274,8 @@ def worker(library: str, args) -> None:
         serve({}, result)
         return
     config = CONFIGS[args.config].with_batch(args.batch) if args.batch else CONFIGS[args.config]
-    if library == "gemm":
-        serve({}, gemm_floor(config))
+    if library in ("gemm", "torch-gemm"):
+        serve({}, gemm_floor(config, library="torch" if library == "torch-gemm" else "numpy"))
         return
     import numpy as np
 
@@ -372,9 +381,12 @@ def measure(config: BenchConfig, args, malloc: str, blas: str = "as-set") -> dic
 
 def floor_of(config: BenchConfig, args, blas: str = "as-set") -> dict:
     worker_args = ["--config", config.name] + (["--batch", str(args.batch)] if args.batch else [])
-    gemm = Worker(str(Path(__file__).resolve()), "gemm", worker_args, worker_env(args.threads, "default", blas))
-    gemm.close()
-    return gemm.ready
+    floors = {}
+    for library in ("gemm", "torch-gemm"):    # ours (NumPy's BLAS), then PyTorch's, each in its own process
+        gemm = Worker(str(Path(__file__).resolve()), library, worker_args, worker_env(args.threads, "default", blas))
+        gemm.close()
+        floors[library] = gemm.ready
+    return {**floors["gemm"], "torch_floor_ms": floors["torch-gemm"]["floor_ms"]}
 
 
 def print_proof(args, results: Path | None = None) -> bool:
@@ -408,6 +420,7 @@ def print_results(results: dict, floors: dict, args) -> None:
                                            if malloc == "keep" else "  (glibc defaults)"))
         header = (f"{'config':<7}{'ours ms':>9}{'torch ms':>10}{'ours/torch':>11}{'  (range)':<15}"
                   f"{'ours tok/s':>11}{'torch tok/s':>12}{'floor ms':>9}{'ours/floor':>11}"
+                  f"{'torch floor':>12}{'torch/floor':>12}"
                   f"{'ours RSS':>10}{'torch RSS':>10}")
         print(header)
         print("-" * len(header))
@@ -418,6 +431,9 @@ def print_results(results: dict, floors: dict, args) -> None:
             ratio = median(r["ratios"])
             floor = floors.get(name, {}).get("floor_ms")
             floor_cells = f"{floor:>9.1f}{ours / floor:>11.2f}" if floor else f"{'—':>9}{'—':>11}"
+            torch_floor = floors.get(name, {}).get("torch_floor_ms")
+            floor_cells += (f"{torch_floor:>12.1f}{theirs / torch_floor:>12.2f}" if torch_floor
+                            else f"{'—':>12}{'—':>12}")
             mem = r["memory"]
             spread = "  (%.2f–%.2f)" % (min(r["ratios"]), max(r["ratios"]))
             print(f"{name:<7}{ours:>9.1f}{theirs:>10.1f}{ratio:>11.2f}{spread:<15}"
@@ -453,11 +469,16 @@ def results_record(results: dict, floors: dict, args, load: float) -> dict:
             config = CONFIGS[name].with_batch(args.batch) if args.batch else CONFIGS[name]
             ours, theirs, tokens = r["ms"]["minitransformer"], r["ms"]["torch"], tokens_per_step(config)
             floor = floors.get(name, {}).get("floor_ms")
+            torch_floor = floors.get(name, {}).get("torch_floor_ms")
             record.setdefault(malloc, {})[name] = {
                 "ours_ms": round(ours, 1), "torch_ms": round(theirs, 1), "ratio": round(median(r["ratios"]), 2),
                 "ratio_min": round(min(r["ratios"]), 2), "ratio_max": round(max(r["ratios"]), 2),
                 "ours_tok_s": round(tokens / ours * 1e3), "torch_tok_s": round(tokens / theirs * 1e3),
                 "floor_ms": round(floor, 1) if floor else None, "ours_floor": round(ours / floor, 2) if floor else None,
+                "torch_floor_ms": round(torch_floor, 1) if torch_floor else None,
+                "torch_floor": round(theirs / torch_floor, 2) if torch_floor else None,
+                # our GEMMs alone against PyTorch's whole step: the least ours / PyTorch can be with our BLAS
+                "floor_over_torch": round(floor / theirs, 2) if floor else None,
                 "ours_rss_mib": round(r["memory"]["minitransformer"]["VmHWM"]),
                 "torch_rss_mib": round(r["memory"]["torch"]["VmHWM"]),
                 "ours_faults_per_step": round(r["faults_per_step"]["minitransformer"]),
