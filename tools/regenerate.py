@@ -197,7 +197,8 @@ RECORDS = {
     "small_parallel_enja_ja-en_before-choose-alpha.json": "the small_parallel_enja recipe with --cooldown, before "
                                                           "--choose-alpha (commit 5bc3f3a), which chapter 11 compares with",
     "small_parallel_enja_en-ja_before-alpha-search.json": "the small_parallel_enja recipe with --choose-alpha on the "
-                                                          "grid alone (commit 548626d), which chapter 11 compares with",
+                                                          "grid alone (commit 548626d), which chapter 11 compares with",    "small_parallel_enja_ja-en_before-alpha-search.json": "the small_parallel_enja recipe with --choose-alpha on the "
+                                                          "grid alone (commit b3c2d07), which chapter 11 compares with",
 }
 
 
