@@ -297,11 +297,21 @@ def test_choose_average_tries_each_window_on_dev_and_keeps_the_best(tmp_path, mo
     assert results["options"]["choose_average"] is True
 
 
+def _train_choosing_alpha(monkeypatch, capsys, out, scored, steps: int) -> dict:
+    """A toy `train --choose-alpha` whose BLEU is `scored` (a stand-in for trainer.bleu_of); its alpha_choice."""
+    import minitransformer.training.trainer as training
+
+    monkeypatch.setattr(training, "bleu_of", scored)
+    status = _in_process(monkeypatch, "train", "--out", out, "--preset", "toy", "--limit", "20", "--steps",
+                         str(steps), "--average", "1", "--choose-alpha", "--no-plot", "--quiet")
+    assert status == 0, capsys.readouterr().err
+    return json.loads((out / "results.json").read_text())["alpha_choice"]
+
+
 def test_choose_alpha_keeps_the_best_alpha_on_dev_and_the_test_translate_and_evaluate_use_it(
         tmp_path, monkeypatch, capsys):
     from types import SimpleNamespace
 
-    import minitransformer.training.trainer as training
     from minitransformer.translator import Translator
 
     dev_scores = {0.0: 30.0, 0.3: 31.0, 0.6: 32.0, 1.0: 33.5, 1.5: 33.5, 2.0: 33.0}   # a tie: 1 is nearer 0.6
@@ -312,13 +322,8 @@ def test_choose_alpha_keeps_the_best_alpha_on_dev_and_the_test_translate_and_eva
         score = dev_scores.get(alpha, 0.0) if beam > 1 else 1.0
         return SimpleNamespace(score=score, tokenize="none"), ["x"] * len(pairs)
 
-    monkeypatch.setattr(training, "bleu_of", scored)
     out = tmp_path / "run"
-    status = _in_process(monkeypatch, "train", "--out", out, "--preset", "toy", "--limit", "20", "--steps", "4",
-                         "--average", "1", "--choose-alpha", "--no-plot", "--quiet")
-    assert status == 0, capsys.readouterr().err
-    results = json.loads((out / "results.json").read_text())
-    choice = results["alpha_choice"]
+    choice = _train_choosing_alpha(monkeypatch, capsys, out, scored, steps=4)
     assert choice["dev_bleu_by_alpha"] == {"0": 30.0, "0.3": 31.0, "0.6": 32.0, "1": 33.5, "1.5": 33.5, "2": 33.0}
     assert choice["alpha"] == 1.0 and choice["beam"] == 4 and choice["dev_sentences"] == 20
     assert [alpha for beam, alpha, _ in calls if beam == 4][:6] == sorted(dev_scores)   # the dev grid, first
@@ -348,12 +353,7 @@ def test_choose_alpha_looks_past_the_grid_while_its_largest_alpha_wins(tmp_path,
         score = 30.0 - abs(alpha - peak) if beam > 1 else 1.0
         return SimpleNamespace(score=score, tokenize="none"), ["x"] * len(pairs)
 
-    monkeypatch.setattr(training, "bleu_of", scored)
-    out = tmp_path / "run"
-    status = _in_process(monkeypatch, "train", "--out", out, "--preset", "toy", "--limit", "20", "--steps", "2",
-                         "--average", "1", "--choose-alpha", "--no-plot", "--quiet")
-    assert status == 0, capsys.readouterr().err
-    choice = json.loads((out / "results.json").read_text())["alpha_choice"]
+    choice = _train_choosing_alpha(monkeypatch, capsys, tmp_path / "run", scored, steps=2)
     tried = [float(alpha) for alpha in choice["dev_bleu_by_alpha"]]
     assert tried == [*training.ALPHA_GRID, *expected_tried]
     assert choice["alpha"] == min(peak, training.ALPHA_LIMIT)

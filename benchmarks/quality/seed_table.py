@@ -390,6 +390,9 @@ HEADERS = {
                     "decoding tokens/s, greedy", "decoding tokens/s, beam 4"],
            "seed": ["seed article (illustrative)", "BLEU", "inference tokens/s", "GPU memory (GB)",
                     "long-range dependencies"],
+           "real": ["small_parallel_enja, en→ja", "parameters", "steps", "test BLEU, beam 4 / greedy",
+                    "BLEU by source words: {buckets}", "training target tokens/s",
+                    "training step (MiB added)", "decoding tokens/s, greedy / beam 4"],
            "skipped": "not measured"},
     "ja": {"quality": ["システム", "パラメータ数", "テスト BLEU、組み込みコーパス（ビーム 4）",
                        "テスト BLEU、small_parallel_enja", "原言語の文の語数別 BLEU：{buckets}",
@@ -397,6 +400,9 @@ HEADERS = {
            "cost": ["システム", "学習の目的言語側トークン/秒", "学習 1 ステップのピークメモリ（増分 MiB）",
                     "貪欲デコードのトークン/秒", "ビームサーチ（ビーム 4）のトークン/秒"],
            "seed": ["シード記事（概念的な値）", "BLEU", "推論のトークン/秒", "GPU メモリ（GB）", "長距離依存性"],
+           "real": ["small_parallel_enja、英→日", "パラメータ数", "ステップ数", "テスト BLEU、ビーム 4 / 貪欲",
+                    "原言語の文の語数別 BLEU：{buckets}", "学習の目的言語側トークン/秒",
+                    "学習 1 ステップ（増分 MiB）", "デコードのトークン/秒、貪欲 / ビーム 4"],
            "skipped": "未測定"},
 }
 
@@ -408,8 +414,9 @@ def _fig(value, key: str, decimals: int, thousands: bool = False) -> str:
 
 
 def render_markdown(results: dict, language: str = "en") -> str:
-    """The three tables of the chapter (ours: quality and cost; the seed's), every figure with its marker;
-    a figure no run measured (a corpus skipped, every seed of a row failed) reads "not measured"."""
+    """The tables of the chapter (ours: quality and cost on the built-in corpus, then every figure of the
+    real corpus where its column was measured; the seed's), every figure with its marker; a figure no run
+    measured (a corpus skipped, every seed of a row failed) reads "not measured"."""
     words = HEADERS[language]
     window = results["settings"]["window"]
     buckets = results["settings"]["buckets"]
@@ -435,13 +442,23 @@ def render_markdown(results: dict, language: str = "en") -> str:
         cost.append([label] + [cell("builtin", row, key, 0, thousands=True) for key in
                                ("train_target_tokens_per_s", "step_added_mib", "greedy_tokens_per_s",
                                 "beam4_tokens_per_s")])
+    real = [words["real"][:4] + [words["real"][4].format(buckets=" / ".join(buckets))] + words["real"][5:]]
+    for row in results["corpora"].get("small_parallel_enja", {}).get("rows", {}):
+        def enja(key: str, decimals: int, thousands: bool = False) -> str:
+            return cell("small_parallel_enja", row, key, decimals, thousands)
+        real.append([LABELS[language][row].format(window=window), enja("parameters", 0, thousands=True),
+                     enja("steps", 0, thousands=True), f"{enja('test_bleu', 2)} / {enja('test_bleu_greedy', 2)}",
+                     " / ".join(enja(f"bleu_by_source_words.{b}", 1) for b in buckets),
+                     enja("train_target_tokens_per_s", 0, thousands=True), enja("step_added_mib", 0),
+                     f"{enja('greedy_tokens_per_s', 0, thousands=True)} / {enja('beam4_tokens_per_s', 0, thousands=True)}"])
     seed = [words["seed"]]
     for row, entry in SEED_ARTICLE["rows"].items():
         key = f"seed_article.rows.{row}"
         seed.append([entry["system"], _fig(entry["bleu"], f"{key}.bleu", 1),
                      _fig(entry["tokens_per_s"], f"{key}.tokens_per_s", 0, thousands=True),
                      _fig(entry["gpu_memory_gb"], f"{key}.gpu_memory_gb", 0), entry["long_range"]])
-    return "\n\n".join(_table(rows) for rows in (quality, cost, seed))
+    tables = (quality, cost, real, seed) if len(real) > 1 else (quality, cost, seed)
+    return "\n\n".join(_table(rows) for rows in tables)
 
 
 def _table(rows: list[list[str]]) -> str:

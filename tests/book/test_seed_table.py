@@ -89,9 +89,15 @@ def test_every_figure_of_the_rendered_tables_is_its_results_files(quick_table, t
     document = tmp_path / "section.md"
     document.write_text(seed_table().render_markdown(table, language), encoding="utf-8")
     quotes = figures.quotes_in(document)
-    assert len(quotes) == 5 * 12 + 4 * 3       # 5 rows × 12 figures of ours (8 of quality, 4 of cost); the seed: 4 × 3
+    # 5 rows × 12 figures on the built-in corpus (8 of quality, 4 of cost), 5 × 12 of the real corpus; the seed: 4 × 3
+    assert len(quotes) == 5 * 12 + 5 * 12 + 4 * 3
     for quote in quotes:
         assert figures.render(figures.lookup(quote.file, quote.key, out), quote.text, quote.scale) == quote.text
+    header = seed_table().HEADERS[language]["real"][0]
+    assert header in document.read_text(encoding="utf-8")
+    without = {**table, "corpora": {**table["corpora"], "small_parallel_enja": {"skipped": "not run"}}}
+    rendered = seed_table().render_markdown(without, language)     # a column not measured: no table of its own
+    assert header not in rendered and rendered.count(seed_table().HEADERS[language]["skipped"]) == 5
 
 
 def test_a_missing_small_parallel_enja_is_skipped_with_a_note(tmp_path):
