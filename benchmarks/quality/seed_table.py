@@ -43,6 +43,7 @@ averages before and after each row).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import resource
@@ -444,8 +445,7 @@ def render_markdown(results: dict, language: str = "en") -> str:
                                 "beam4_tokens_per_s")])
     real = [words["real"][:4] + [words["real"][4].format(buckets=" / ".join(buckets))] + words["real"][5:]]
     for row in results["corpora"].get("small_parallel_enja", {}).get("rows", {}):
-        def enja(key: str, decimals: int, thousands: bool = False) -> str:
-            return cell("small_parallel_enja", row, key, decimals, thousands)
+        enja = functools.partial(cell, "small_parallel_enja", row)
         real.append([LABELS[language][row].format(window=window), enja("parameters", 0, thousands=True),
                      enja("steps", 0, thousands=True), f"{enja('test_bleu', 2)} / {enja('test_bleu_greedy', 2)}",
                      " / ".join(enja(f"bleu_by_source_words.{b}", 1) for b in buckets),
