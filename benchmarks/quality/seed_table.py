@@ -28,7 +28,7 @@ script, --worker) then measures the run:
   second holds Adam's moments) on the batch with the most tokens;
 * decoding output tokens/s, greedy and beam 4, with the cache (chapter 9), over the test sources.
 
-    python benchmarks/quality/seed_table.py                       # the full table (hours): writes results/seed_table.json
+    python benchmarks/quality/seed_table.py                       # the full table, three seeds a row (about ten hours)
     python benchmarks/quality/seed_table.py --minutes 5 --seeds 0 --enja-minutes 15
     python benchmarks/quality/seed_table.py --quick --results /tmp/seed_table.json   # toy sizes, seconds per row
     python benchmarks/quality/seed_table.py --rows lstm,softmax --continue   # part of the full table; again later
@@ -159,8 +159,9 @@ def _children_cpu_seconds() -> float:
 
 
 def summarize(runs: list[dict]) -> dict:
-    """The mean over seeds of every figure (BLEU by bucket: per bucket), and the spread of the test BLEU;
-    runs that failed are left out (and counted)."""
+    """The mean over seeds of every figure (BLEU by bucket: per bucket), with the sample standard deviation
+    (``KEY_sd``) of each scalar where there are two seeds or more, and the range of the test BLEU; runs that
+    failed are left out (and counted)."""
     failed = sum("failed" in run for run in runs)
     runs = [run for run in runs if "failed" not in run]
     if not runs:
@@ -172,6 +173,8 @@ def summarize(runs: list[dict]) -> dict:
                          for bucket in value}
         elif isinstance(value, (int, float)) and not isinstance(value, bool) and key != "seed":
             mean[key] = round(statistics.fmean(run[key] for run in runs), 2)
+            if len(runs) > 1:         # the spread between seeds: what a difference between rows must exceed
+                mean[f"{key}_sd"] = round(statistics.stdev(run[key] for run in runs), 2)
     mean["test_bleu_min"] = min(run["test_bleu"] for run in runs)
     mean["test_bleu_max"] = max(run["test_bleu"] for run in runs)
     mean["seeds"] = len(runs)
@@ -429,7 +432,11 @@ def render_markdown(results: dict, language: str = "en") -> str:
             value = value.get(part) if isinstance(value, dict) else None
         if value is None:
             return words["skipped"]
-        return _fig(value, f"corpora.{corpus}.rows.{row}.mean.{key}", decimals, thousands)
+        figure = _fig(value, f"corpora.{corpus}.rows.{row}.mean.{key}", decimals, thousands)
+        if isinstance(mean.get(f"{key}_sd"), (int, float)):      # two seeds or more: mean ± sd (n)
+            figure += (f" ± {_fig(mean[key + '_sd'], f'corpora.{corpus}.rows.{row}.mean.{key}_sd', decimals, thousands)}"
+                       f" (n = {mean['seeds']})")
+        return figure
 
     quality = [words["quality"][:4] + [words["quality"][4].format(buckets=" / ".join(buckets)),
                                        words["quality"][5]]]
@@ -478,7 +485,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--enja-data", default=str(DEFAULT_ENJA), help="the small_parallel_enja folder")
     parser.add_argument("--enja-minutes", type=float, default=30.0, help="training minutes per run there (0: skip "
                         "that corpus)")
-    parser.add_argument("--enja-seeds", default="0", help="seeds on small_parallel_enja (default 0)")
+    parser.add_argument("--enja-seeds", default="0,1,2", help="seeds on small_parallel_enja (default 0,1,2: a row is ranked "
+                        "against the spread between its seeds)")
     parser.add_argument("--enja-preset", default="medium", help="recipe on small_parallel_enja (default medium)")
     parser.add_argument("--window", type=int, default=4, help="± positions of the local row's window (default 4)")
     parser.add_argument("--threads", type=int, default=2, help="BLAS threads of every process (default 2)")

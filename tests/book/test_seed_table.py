@@ -118,7 +118,22 @@ def test_the_mean_over_seeds():
             {"seed": 1, "test_bleu": 20.0, "steps": 120, "bleu_by_source_words": {"1-6": {"sentences": 3, "bleu": 8.0}},
              "final_model": "last checkpoint"}]
     assert seed_table().summarize(runs) == {"test_bleu": 15.0, "steps": 110.0, "bleu_by_source_words": {"1-6": 6.0},
+                                            "test_bleu_sd": 7.07, "steps_sd": 14.14,
                                             "test_bleu_min": 10.0, "test_bleu_max": 20.0, "seeds": 2}
+
+
+def test_two_seeds_render_mean_sd_and_n():
+    """With two seeds or more a BLEU cell reads mean ± sd (n), each figure with its marker; one seed reads the mean."""
+    module = seed_table()
+    mean = {"test_bleu": 15.0, "test_bleu_sd": 7.07, "seeds": 2}
+    results = {"settings": {"window": 4, "buckets": ["1-6"]},
+               "corpora": {"builtin": {"rows": {"softmax": {"mean": mean}}}}}
+    text = module.render_markdown(results)
+    assert ("15.00<!-- fig seed_table.json:corpora.builtin.rows.softmax.mean.test_bleu --> ± "
+            "7.07<!-- fig seed_table.json:corpora.builtin.rows.softmax.mean.test_bleu_sd --> (n = 2)") in text
+    one = {"settings": {"window": 4, "buckets": ["1-6"]},
+           "corpora": {"builtin": {"rows": {"softmax": {"mean": {"test_bleu": 15.0, "seeds": 1}}}}}}
+    assert "±" not in module.render_markdown(one)
 
 
 def test_each_row_trains_its_own_model():
