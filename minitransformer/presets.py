@@ -10,6 +10,11 @@ encoder and in the decoder, d_model, h heads, d_ff, P_drop.
 (nn.Seq2Seq) with the recipe "small": the same data, vocabulary, batches,
 schedule and length of run, with the LSTM of LSTM_MODELS["small"] as the model
 (``recipe``).
+
+This module is plain data and the lookups of it: it imports nothing of the package (no model, no trainer,
+no command line; tests/house/test_layers.py), so the model's configuration (``TransformerConfig.preset``),
+the trainer and the command line read the same table without one reaching into the other, and
+benchmarks/common.py loads it without importing the package at all.
 """
 from __future__ import annotations
 

@@ -88,6 +88,18 @@ def test_a_backward_that_crashes_fails_the_check(rng):
         mt.gradcheck(lambda x: Crashing()(x), [leaf(rng, 3)])
 
 
+def test_a_backward_not_written_yet_fails_as_any_crash_does(rng):
+    """gradcheck knows nothing of the classroom: a NotImplementedError, whatever its message, is a
+    BackwardFailed with the error as its cause (the classroom finds an unsolved exercise there)."""
+    class Unwritten(Tanh):
+        def backward(self, gy):
+            raise NotImplementedError("Exercise 9.9: a backward not written yet")
+
+    with pytest.raises(BackwardFailed, match="backward.*failed.*NotImplementedError: Exercise 9.9") as caught:
+        mt.gradcheck(lambda x: Unwritten()(x), [leaf(rng, 3)])
+    assert isinstance(caught.value.__cause__, NotImplementedError)
+
+
 # -- mutants: each plausible mistake is caught ---------------------------------------------------
 class ZeroedTanh(Tanh):
     def backward(self, gy):

@@ -8,7 +8,7 @@ chapters/figures/sources.json lists every figure:
     "12-cross-heads.png": {"drawn_by": "chapters/figures/make_12.py", "from": ["heads.json"], "run": "heads.json"}
 
 * ``drawn_by``: the script (or notebook source) that draws it; its text must name the figure;
-* ``from``: the results files it is drawn from (found by name, tools/quoted_numbers.py's ``results_path``), each
+* ``from``: the results files it is drawn from (found by name, tools/book_files.py's ``results_path``), each
   named in the script's text; or, for a figure that measures nothing (an illustration, a formula, a
   seeded computation), ``"computed"`` and ``why``;
 * ``run``: the results file that records the trained run a figure shows (benchmarks/runs.py's record under
@@ -28,7 +28,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from quoted_numbers import MARKER, ROOT, FigureError, load_results, results_path  # noqa: E402
+from book_files import MARKER, RESULTS, ROOT, FigureError, load_results, results_path  # noqa: E402
 
 FIGURES = ROOT / "chapters" / "figures"
 SOURCES = FIGURES / "sources.json"
@@ -58,8 +58,6 @@ def captions(text: str) -> list[tuple[int, str, str | None]]:
 
 
 def check(root: Path = ROOT, results: Path | None = None) -> list[str]:
-    from quoted_numbers import RESULTS  # noqa: PLC0415
-
     results = results or RESULTS
     figures = root / "chapters" / "figures"
     sources = json.loads((figures / "sources.json").read_text(encoding="utf-8"))

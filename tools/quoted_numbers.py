@@ -34,26 +34,18 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks"                        # results files: benchmarks/GROUP/results/NAME.json
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from book_files import (DIGEST, DOCUMENTS, MARKER, NUMBER, RESULTS, ROOT, FigureError,  # noqa: E402,F401
+                        documents, load_results, results_path)
+
 RUN_RESULTS = RESULTS / "book" / "results"          # where record-run writes default_run.json
-DOCUMENTS = ("README.md", "chapters/*.md", "benchmarks/*.md", "benchmarks/*/*.md", "TEACHING.md",
-             "README.ja.md", "chapters/ja/*.md")          # a re-measured figure changes in both languages
 
 SUPERSCRIPT = str.maketrans("0123456789-", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻")
-NUMBER = r"-?\d[\d,]*(?:\.\d+)?(?:e-?\d+|·10[⁻]?[⁰¹²³⁴⁵⁶⁷⁸⁹]+)?"
-DIGEST = r"(?<![\w.])[0-9a-f]*[a-f][0-9a-f]*(?![\w.])"                  # a hexadecimal digest, one letter at least
-MARKER = re.compile(rf"(?P<text>{DIGEST}|{NUMBER})(?P<between>[*$]*)<!-- fig (?P<file>[\w.-]+\.json):(?P<key>[^\s>]+)"
-                    rf"(?: (?P<scale>x100|x1e-6|x1e-4|xMiB))? -->")
 SCALES = {"x100": 100, "x1e-6": 1e-6, "x1e-4": 1e-4, "xMiB": 2 ** -20}
 INLINE_CODE = re.compile(r"`[^`]*`")
 # the fields of a run's results.json that the README and chapter 11 quote
 RUN_FIELDS = ("steps", "train_seconds", "wall_seconds", "test_bleu", "test_exact_match",
               "test_heldout_bleu", "test_heldout_exact_match", "final_model")
-
-
-class FigureError(Exception):
-    """A marker that names a file or key that does not exist, or a value that is not a number."""
 
 
 @dataclass
@@ -69,10 +61,6 @@ class Quote:
     @property
     def where(self) -> str:
         return f"{self.path.relative_to(ROOT) if self.path.is_relative_to(ROOT) else self.path}:{self.line}"
-
-
-def documents(root: Path = ROOT) -> list[Path]:
-    return sorted({p for pattern in DOCUMENTS for p in root.glob(pattern)})
 
 
 def quotes_in(path: Path, text: str | None = None) -> list[Quote]:
@@ -93,25 +81,6 @@ def quotes_in(path: Path, text: str | None = None) -> list[Quote]:
                                    (offset + m.start("text"), offset + m.end("text"))))
         offset += len(line)
     return found
-
-
-def results_path(name: str, results: Path = RESULTS) -> Path:
-    """The results file called ``name`` (``heads.json``): in ``results``, or else anywhere below it, so that
-    results kept beside the scripts that wrote them are found by the same name. The one place that knows
-    where results files live."""
-    direct = results / name
-    if direct.is_file():
-        return direct
-    below = sorted(p for p in results.rglob(name) if ".venv" not in p.parts)
-    if len(below) > 1:
-        raise FigureError(f"{name}: more than one results file of that name: {', '.join(map(str, below))}")
-    if not below:
-        raise FigureError(f"{name}: no such results file in {results}")
-    return below[0]
-
-
-def load_results(name: str, results: Path = RESULTS) -> dict:
-    return json.loads(results_path(name, results).read_text(encoding="utf-8"))
 
 
 def lookup(file: str, key: str, results: Path = RESULTS) -> object:
@@ -220,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.command == "check":
-            import captions  # noqa: PLC0415
+            import captions  # noqa: PLC0415 - the two other checks, which import only book_files
             import unmarked  # noqa: PLC0415
 
             problems = check() + unmarked.check() + captions.check()

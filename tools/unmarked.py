@@ -40,10 +40,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from quoted_numbers import MARKER, ROOT  # noqa: E402
+from book_files import MARKER, ROOT, documents  # noqa: E402
 
 EXEMPT = Path(__file__).resolve().parent / "exempt_numbers.json"
-DOCUMENTS = ("README.md", "README.ja.md", "TEACHING.md", "benchmarks/*.md", "benchmarks/*/*.md", "chapters/*.md", "chapters/ja/*.md")
 
 NUMBER = re.compile(r"(?<![\w.,/§#^_{\\-])(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE]-?\d+|·10[⁻]?[⁰¹²³⁴⁵⁶⁷⁸⁹]+)?"
                     r"(?![\w]|\.\d|,\d{3})")
@@ -139,10 +138,6 @@ def load_exemptions(path: Path = EXEMPT) -> list[Exemption]:
         exemptions.append(Exemption(files, entry["why"], [str(n) for n in entry.get("numbers", [])], table,
                                     entry.get("columns", [])))
     return exemptions
-
-
-def documents(root: Path = ROOT) -> list[Path]:
-    return sorted({p for pattern in DOCUMENTS for p in root.glob(pattern)})
 
 
 def regions(text: str) -> dict[str, tuple[list[str], Counter]]:

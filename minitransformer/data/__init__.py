@@ -4,7 +4,7 @@ Importing this package imports the three tokenizer modules, so every kind of tok
 (data/tokenizer.py) before any can be read.
 """
 
-from .batching import Batch, causal_mask, epoch_batches, iterate_batches, make_batches, pad_sequences
+from .batching import Batch, epoch_batches, iterate_batches, make_batches, pad_sequences
 from .bpe import BPETokenizer
 from .corpus import Corpus
 from .grammar import CONSTRUCTION_WEIGHTS, BuiltinCorpus, GrammarError, make_builtin_corpus, reserved_combinations
@@ -14,7 +14,7 @@ from .tokenizer import TOKENIZERS, Tokenizer, load_tokenizer
 from .unigram import UnigramTokenizer
 
 __all__ = [
-    "Batch", "causal_mask", "epoch_batches", "iterate_batches", "make_batches", "pad_sequences",
+    "Batch", "epoch_batches", "iterate_batches", "make_batches", "pad_sequences",
     "BPETokenizer", "RawBPETokenizer", "UnigramTokenizer", "Tokenizer", "TOKENIZERS", "load_tokenizer",
     "CONSTRUCTION_WEIGHTS", "BuiltinCorpus", "Corpus", "GrammarError", "make_builtin_corpus",
     "reserved_combinations", "CorpusError", "load_corpus", "read_lines", "read_parallel", "read_tsv",

@@ -1,12 +1,13 @@
-"""Length-bucketed batches of token ids, and the attention masks built from them.
+"""Length-bucketed batches of token ids.
 
 §5.1: "Sentence pairs were batched together by approximate sequence length. Each
 training batch contained a set of sentence pairs containing approximately 25000
 source tokens and 25000 target tokens." Here ``max_tokens`` bounds the padded
 size of each side of a batch, B * max(S, T) <= max_tokens, on a smaller scale.
 
-The masks are those of ``functional.masks`` (True = this query may attend to
-this key, as in PyTorch's ``scaled_dot_product_attention``), here on the host.
+Everything here is host-side NumPy and imports nothing of the engine: the attention masks
+of a batch are built where they are used, by ``functional.masks`` (``padding_mask(batch.src,
+pad_id)``, ``causal_mask(T)``).
 """
 
 from __future__ import annotations
@@ -15,8 +16,6 @@ from dataclasses import dataclass
 from typing import Iterator, Sequence
 
 import numpy as np
-
-from ..functional import masks
 
 Example = tuple[Sequence[int], Sequence[int]]  # (source ids, target ids without bos/eos)
 
@@ -40,11 +39,6 @@ class Batch:
 
     def __len__(self) -> int:
         return self.src.shape[0]
-
-
-def causal_mask(size: int) -> np.ndarray:
-    """(1, 1, T, T) bool on the host, lower triangular (functional.masks.causal_mask, §3.2.3)."""
-    return masks.causal_mask(size, device="cpu")
 
 
 def pad_sequences(sequences: Sequence[Sequence[int]], pad_id: int,

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .registry import RAISED, Exercise, grading_marker, load_exercises
+from .registry import RAISED, Exercise, grading_marker, load_exercises, unsolved_in
 
 MAP_FILE = Path("tests") / "exercise_map.json"
 
@@ -64,21 +64,6 @@ def apply_exercise_map(config, items) -> None:
                 item.add_marker(getattr(pytest.mark, marker))
 
 
-def _unsolved_in(error: BaseException, seen: set[int] | None = None):
-    """The NotImplementedError("Exercise ...") inside ``error``'s chain or group, or None."""
-    seen = seen if seen is not None else set()
-    if error is None or id(error) in seen:
-        return None
-    seen.add(id(error))
-    if isinstance(error, NotImplementedError) and str(error).startswith("Exercise "):
-        return error
-    for inner in (error.__cause__, error.__context__, *getattr(error, "exceptions", ())):
-        found = _unsolved_in(inner, seen)
-        if found is not None:
-            return found
-    return None
-
-
 def _where_raised(error: BaseException) -> str:
     traceback = error.__traceback__
     while traceback is not None and traceback.tb_next is not None:
@@ -108,7 +93,7 @@ def explain_unsolved(item, call, report) -> None:
     """Replace the traceback of a failure caused by an unsolved exercise with a short explanation."""
     if not report.failed or call.excinfo is None:
         return
-    error = _unsolved_in(call.excinfo.value)
+    error = unsolved_in(call.excinfo.value)
     if error is not None:
         exercise_id = str(error).split()[1].rstrip(":")
         where = _where_raised(error)

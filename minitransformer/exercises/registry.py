@@ -41,6 +41,24 @@ RAISED = re.compile(r"NotImplementedError: Exercise (\d+\.\d+)")
 PACKAGE = "minitransformer"
 
 
+def unsolved_in(error: BaseException | None, seen: set[int] | None = None) -> NotImplementedError | None:
+    """The NotImplementedError("Exercise ...") of an unsolved exercise inside ``error``, its cause or context
+    chain, or its group; None if there is none. The package knows nothing of the classroom: gradcheck, for one,
+    reports a backward that raised as BackwardFailed with the raised error as its cause, and this is how the
+    classroom finds an unsolved exercise behind it (not a wrong gradient, but one not written yet)."""
+    seen = seen if seen is not None else set()
+    if error is None or id(error) in seen:
+        return None
+    seen.add(id(error))
+    if isinstance(error, NotImplementedError) and str(error).startswith("Exercise "):
+        return error
+    for inner in (error.__cause__, error.__context__, *getattr(error, "exceptions", ())):
+        found = unsolved_in(inner, seen)
+        if found is not None:
+            return found
+    return None
+
+
 class ExerciseError(ValueError):
     """A malformed solution block or header; the message names the file and line."""
 

@@ -25,6 +25,7 @@ from .. import backend
 from ..functional.attention_kinds import check_attention
 from ..functional.linear_loss import linear_cross_entropy
 from ..functional.masks import causal_mask, padding_mask
+from ..presets import model_sizes             # the table of named sizes: plain data, it imports nothing
 from ..tensor import Tensor
 from . import init
 from .cache import DecoderCache
@@ -108,8 +109,6 @@ class TransformerConfig:
     @classmethod
     def preset(cls, name: str, vocab: int, **overrides) -> TransformerConfig:
         """The model called ``name`` in presets.MODELS (toy, tiny, small, medium, base, big)."""
-        from ..presets import model_sizes  # noqa: PLC0415 - the one table of named sizes
-
         return cls._preset(vocab, model_sizes(name), overrides)
 
     @classmethod

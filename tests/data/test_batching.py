@@ -1,12 +1,12 @@
-"""Length-bucketed batching and attention masks."""
+"""Length-bucketed batching, and the attention masks (functional.masks) built from a batch."""
 
 import numpy as np
 import pytest
 
 from minitransformer.data.batching import (
-    Batch, causal_mask, epoch_batches, iterate_batches, make_batches, pad_sequences,
+    Batch, epoch_batches, iterate_batches, make_batches, pad_sequences,
 )
-from minitransformer.functional.masks import padding_mask
+from minitransformer.functional.masks import causal_mask, padding_mask
 
 PAD, BOS, EOS = 0, 1, 2
 
@@ -131,7 +131,7 @@ def test_padding_mask_marks_real_keys():
 
 
 def test_causal_mask_is_lower_triangular():
-    mask = causal_mask(4)
+    mask = causal_mask(4, device="cpu")
     assert mask.shape == (1, 1, 4, 4) and mask.dtype == bool
     for i in range(4):
         for j in range(4):
@@ -140,6 +140,6 @@ def test_causal_mask_is_lower_triangular():
 
 def test_masks_combine_by_broadcasting():
     tgt_in = pad_sequences([[BOS, 5, 6], [BOS]], PAD)
-    combined = padding_mask(tgt_in, PAD) & causal_mask(3)  # (B, 1, T, T)
+    combined = padding_mask(tgt_in, PAD) & causal_mask(3, device="cpu")  # (B, 1, T, T)
     assert combined.shape == (2, 1, 3, 3)
     assert combined[1, 0].tolist() == [[True, False, False]] * 3
