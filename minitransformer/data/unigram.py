@@ -274,7 +274,7 @@ class UnigramTokenizer(RawTextTokenizer):
         """Learn pieces and their probabilities from raw ``texts``: seed, EM, prune, until ``vocab_size``
         tokens (the special tokens and the 256 bytes included; every character seen is kept, even
         past the size). ``log``, if given, is called with a line per round."""
-        check_training_texts(texts)
+        texts = check_training_texts(texts, vocab_size)
         piece_counts = Counter()
         for text in texts:
             piece_counts.update(split_pieces(text))
