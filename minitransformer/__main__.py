@@ -20,6 +20,7 @@ from typing import Any, Callable
 from ._malloc import keep_freed_memory
 
 EXIT_REFUSED = 2
+EXIT_BROKEN_PIPE = 128 + 13   # the status of a process ended by SIGPIPE (13), which a shell's pipefail reports
 ALPHA_HELP = ("length penalty α (default: the α the training run chose on its dev set with --choose-alpha, "
               "else 0.6, §6.1)")
 DEFAULT_BEAM = 4          # beam size of translate and evaluate unless --beam or --greedy says otherwise (§6.1)
@@ -213,7 +214,7 @@ def cmd_translate(args) -> int:
     elif sys.stdin is None:             # started with stdin closed (`<&-`): no pipe, no terminal
         raise _Refusal("nothing to translate: stdin is closed; give the sentences as arguments or on stdin")
     elif not sys.stdin.isatty():
-        run([line.rstrip("\n") for line in sys.stdin])
+        run(_stdin_lines(sys.stdin))
     else:
         print("Type a sentence ('The cat ate the fish.'); Ctrl-D to quit.",
               file=sys.stderr)
@@ -226,6 +227,27 @@ def cmd_translate(args) -> int:
             if line.strip():
                 run([line])
     return 0
+
+
+def _stdin_lines(stream) -> list[str]:
+    """The lines of a piped stdin, read as the corpus reader reads a file: a byte-order mark at the start is
+    dropped (it would reach the first sentence as a character), and text with NUL bytes (UTF-16 or UTF-32
+    saved without a mark is valid UTF-8, a NUL beside every letter) is refused, naming the likely encoding."""
+    import io  # noqa: PLC0415
+    from .data.loaders import BYTE_ORDER_MARK, likely_encoding, nul_error  # noqa: PLC0415
+
+    encoding = getattr(stream, "encoding", None) or "utf-8"
+    raw = stream.buffer.read() if hasattr(stream, "buffer") else stream.read().encode(encoding, "surrogateescape")
+    if b"\0" in raw:
+        raise _Refusal(nul_error("stdin", raw[:4096]))
+    try:
+        text = raw.decode(encoding)
+    except UnicodeDecodeError as error:
+        guess = f"; it looks like {likely_encoding(raw[:4096])}" if raw[:2] in (b"\xff\xfe", b"\xfe\xff") else ""
+        raise _Refusal(f"stdin: not valid {encoding} ({error.reason} at byte {error.start}){guess}: "
+                       f"give the sentences in {encoding}") from None
+    text = text[1:] if text.startswith(BYTE_ORDER_MARK) else text
+    return [line.rstrip("\n") for line in io.StringIO(text, newline=None)]   # any line ending, as before
 
 
 def cmd_evaluate(args) -> int:
@@ -271,6 +293,7 @@ def cmd_attention(args) -> int:
 
     if not args.out.strip():
         raise _Refusal("--out is empty; name the picture file (default attention.png)")
+    _check_picture_folder(args.out)                 # before the model is loaded and the sentence translated
     translator = _load_translator(args)
     try:
         check_kinds(translator.model, args.kind or ())
@@ -282,6 +305,18 @@ def cmd_attention(args) -> int:
     for path in draw_attention_maps(maps, args.out, kinds, sentence=args.sentence):
         print(path)
     return 0
+
+
+def _check_picture_folder(out: str) -> None:
+    """Refuse an --out whose folder cannot be made: a part of the path that exists and is no folder
+    (README.md/x.png) used to be found only after translating, as a FileExistsError."""
+    text = os.path.expanduser(out)
+    folder = text if text.endswith(("/", os.sep)) or os.path.isdir(text) else os.path.dirname(text)
+    folder = os.path.abspath(folder or ".")
+    while not os.path.exists(folder) and os.path.dirname(folder) != folder:
+        folder = os.path.dirname(folder)              # the nearest part of the path that exists
+    if not os.path.isdir(folder):
+        raise _Refusal(f"--out {out}: {folder} is a file, not a folder, so no picture can be written inside it")
 
 
 class _Refusal(Exception):
@@ -307,6 +342,9 @@ def main(argv: list[str] | None = None) -> int:
             setattr(args, name, os.path.expanduser(getattr(args, name)))
     try:
         return handlers[args.command](args)
+    except BrokenPipeError:     # the reader went away (translate … | head -1): stop quietly, as `yes | head` does
+        _quiet_stdout()
+        return EXIT_BROKEN_PIPE
     except (_Refusal, CheckpointError, CorpusError, TrainingError) as error:
         print(f"{parser.prog} {args.command}: error: {error}", file=sys.stderr)
         return EXIT_REFUSED
@@ -316,6 +354,16 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, RuntimeError, ValueError) as error:  # e.g. a full disk, no GPU, a bad file
         print(f"{parser.prog} {args.command}: error: {type(error).__name__}: {error}", file=sys.stderr)
         return 1
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at the null device, so that Python's flush at exit does not fail on the closed pipe again
+    (the recipe of Python's documentation for SIGPIPE)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, AttributeError, ValueError):    # no file descriptor (stdout replaced, as under pytest)
+        pass
 
 
 if __name__ == "__main__":

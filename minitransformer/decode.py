@@ -191,7 +191,10 @@ def greedy_decode(model: Decodable, src_ids, bos_id: int, eos_id: int, max_len: 
         active = np.arange(len(src_ids))            # sentence index of each row
         step = 0
         while len(active):
-            best = asnumpy(state.log_probs().argmax(axis=-1))  # (rows,)
+            log_probs = state.log_probs()                       # (rows, V)
+            best = log_probs.argmax(axis=-1)
+            _check_no_nan(log_probs[state.xp.arange(len(best)), best])
+            best = asnumpy(best)                                # (rows,)
             step += 1
             keep = []
             for row, sentence in enumerate(active):
@@ -206,6 +209,13 @@ def greedy_decode(model: Decodable, src_ids, bos_id: int, eos_id: int, max_len: 
             if len(active):
                 state.advance(keep, best[keep])
     return outputs
+
+
+def _check_no_nan(chosen) -> None:
+    """Refuse NaN log-probabilities, as beam search does: argmax picks the first NaN of a row (NaN compares
+    false with everything), and the output would be whatever token that is, an empty line for eos."""
+    if bool(xp_of(chosen).isnan(chosen).any()):
+        raise ValueError("greedy decoding: the model's log-probabilities contain NaN")
 
 
 def _model_max_len(model) -> int | None:

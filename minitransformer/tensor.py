@@ -64,7 +64,7 @@ class Function:
     versions: list[int] = []                  # the inputs' versions when recorded (backward checks them)
 
     def __call__(self, *inputs: Any) -> Tensor:
-        tensors = inputs if _all_tensors(inputs) else _as_tensors(inputs)  # Python numbers become Tensors
+        tensors = inputs if _all_tensors(inputs) else _as_tensors(self, inputs)  # Python numbers become Tensors
         arrays = [t.data for t in tensors]
         if len(arrays) > 1 and backend.gpu_in_use():
             _check_same_device(self, arrays)
@@ -221,8 +221,8 @@ class Tensor:
             if function is None:
                 continue
             _check_unchanged(function, tensor)          # no array it saved was changed in place since forward
-            gxs = function.backward(gy)
-            for x, gx in zip(function.inputs, gxs if isinstance(gxs, tuple) else (gxs,)):
+            gxs = _input_gradients(function, function.backward(gy))   # one per input, checked
+            for x, gx in zip(function.inputs, gxs):
                 if gx is not None and x.requires_grad:
                     if gx.shape != x.data.shape:
                         raise _gradient_shape_error(function, gx, x)
@@ -295,7 +295,7 @@ def _array_from(data):
     return backend.to_device(array, backend.default_device())
 
 
-def _as_tensors(inputs) -> tuple[Tensor, ...]:
+def _as_tensors(function: Function, inputs) -> tuple[Tensor, ...]:
     """Wrap non-Tensor inputs; Python numbers take the dtype of the first Tensor (no silent upcast)."""
     like = None
     for x in inputs:
@@ -310,6 +310,8 @@ def _as_tensors(inputs) -> tuple[Tensor, ...]:
         if isinstance(x, Tensor):
             wrapped.append(x)
         elif like is not None and (type(x) in _PYTHON_NUMBERS or not backend.is_array(x)):
+            if type(x) not in _PYTHON_NUMBERS:
+                _check_operand(function, inputs, x)
             wrapped.append(Tensor(xp.asarray(x, dtype=dtype)))
         else:
             wrapped.append(Tensor(x))
@@ -317,6 +319,15 @@ def _as_tensors(inputs) -> tuple[Tensor, ...]:
 
 
 _PYTHON_NUMBERS = (float, int, bool)   # the usual non-Tensor input: a constant such as 0.5 or 2
+
+
+def _check_operand(function: Function, inputs, value) -> None:
+    """Refuse an operand that is no number nor array of numbers (``x * None`` would otherwise give NaNs:
+    NumPy turns None into NaN when asked for floats), naming the operation and the operand types."""
+    if numpy.asarray(value).dtype.kind not in "biufc":
+        types = " and ".join(repr(type(x).__name__) for x in inputs)
+        raise TypeError(f"unsupported operand type(s) for {type(function).__name__}: {types}; a Tensor "
+                        f"combines with Tensors, numbers and arrays of numbers, not {type(value).__name__}")
 
 
 def _all_tensors(inputs) -> bool:
@@ -451,6 +462,28 @@ def _check_unchanged(function: Function, output: Tensor) -> None:
                 f"now at version {tensor._version}) after {type(function).__name__} saved it for backward, "
                 f"recorded at version {version}; the gradient would mix old and new values. Change arrays "
                 f"after backward(), or run the forward again after the change")
+
+
+def _input_gradients(function: Function, gxs) -> tuple:
+    """What ``function.backward`` returned, as one gradient (an array, or None) per input; a result that
+    is not that (a list, a Tensor, too few or too many gradients) stops the sweep with a message that
+    names the Function, instead of an input silently left without its gradient."""
+    name = f"{type(function).__name__}.backward"
+    if not isinstance(gxs, tuple):
+        if isinstance(gxs, list):
+            raise TypeError(f"{name} returned a list; return the gradients as a tuple, one per input "
+                            f"(return gx, gy), or one array for a Function of one input")
+        gxs = (gxs,)
+    if len(gxs) != len(function.inputs):
+        raise ValueError(f"{name} returned {len(gxs)} gradient{'s' * (len(gxs) != 1)} for "
+                         f"{len(function.inputs)} input{'s' * (len(function.inputs) != 1)}; return one per input, "
+                         f"in order, with None for an input that needs none")
+    for i, gx in enumerate(gxs):
+        if gx is not None and not (backend.is_array(gx) or isinstance(gx, numpy.generic)):
+            hint = ("backward works on raw arrays: return the Tensor's .data" if isinstance(gx, Tensor) else
+                    "return an array of the input's shape (or None)")
+            raise TypeError(f"{name} returned a {type(gx).__name__} as the gradient of input {i}; {hint}")
+    return gxs
 
 
 def _gradient_shape_error(function: Function, gx, x: Tensor) -> ValueError:

@@ -336,6 +336,8 @@ def test_a_negative_limit_is_refused_rather_than_dropping_pairs_from_the_end(tmp
                  lambda: read_tsv(tmp_path / "train.tsv", limit=-1)):
         with pytest.raises(CorpusError, match="limit must be a number of pairs >= 0, got -1"):
             read()
+    for split in ("train", "dev", "test"):
+        (tmp_path / f"{split}.tsv").unlink()        # a folder of two layouts is refused (test_corpus_files.py)
     assert load_corpus(tmp_path, limit=1).sizes()["train"] == 1
 
 

@@ -77,3 +77,50 @@ def test_a_checkpoint_path_with_a_tilde_is_the_home_folder(run, tmp_path, monkey
     monkeypatch.setenv("HOME", str(home))
     assert _main(monkeypatch, "translate", "--checkpoint", f"~/runs/{run.name}", SENTENCE) == 0
     assert capsys.readouterr().out.strip()
+
+
+def _translate_bytes(run, data: bytes, stdout=subprocess.PIPE) -> subprocess.CompletedProcess:
+    environment = dict(os.environ, PYTHONPATH=str(ROOT), MINITRANSFORMER_MALLOC="0")
+    return subprocess.run([sys.executable, "-m", "minitransformer", "translate", "--checkpoint", str(run), "--greedy"],
+                          input=data, stdout=stdout, stderr=subprocess.PIPE, cwd=ROOT, env=environment, timeout=300)
+
+
+def test_translate_drops_a_byte_order_mark_read_from_stdin(run):
+    """The corpus reader drops a BOM; translate kept it, as a character of the first word."""
+    plain = _translate_bytes(run, f"{SENTENCE}\n{SENTENCE}\n".encode())
+    marked = _translate_bytes(run, f"\ufeff{SENTENCE}\r\n{SENTENCE}\r\n".encode())
+    assert plain.returncode == marked.returncode == 0, marked.stderr.decode()
+    assert marked.stdout == plain.stdout and len(plain.stdout.decode().splitlines()) == 2
+    assert marked.stderr == plain.stderr and "ufeff" not in marked.stderr.decode()   # it was named as unseen, \ufeff
+
+
+@pytest.mark.parametrize("encoding,named", [("utf-16-le", "UTF-16-LE without a byte-order mark"),
+                                            ("utf-16", "UTF-16-LE with a byte-order mark")])
+def test_translate_refuses_stdin_in_another_encoding_naming_it(run, encoding, named):
+    result = _translate_bytes(run, f"{SENTENCE}\n".encode(encoding))
+    assert result.returncode == 2 and result.stdout == b"", result.stderr.decode()
+    assert named in result.stderr.decode() and "Traceback" not in result.stderr.decode()
+
+
+def test_translate_into_a_closed_pipe_exits_quietly(run):
+    """`translate … | head -1`: the reader goes away, and a BrokenPipeError traceback used to follow."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)                              # nobody reads: the first write fails with EPIPE
+    try:
+        result = _translate_bytes(run, f"{SENTENCE}\n".encode() * 3, stdout=write_end)
+    finally:
+        os.close(write_end)
+    assert result.returncode == 141, result.stderr.decode()
+    assert "Traceback" not in result.stderr.decode() and "BrokenPipe" not in result.stderr.decode()
+    assert "error" not in result.stderr.decode()
+
+
+def test_attention_with_an_out_inside_a_file_is_refused_before_translating(run, tmp_path, monkeypatch, capsys):
+    """--out README.md/x.png translated first, then failed with FileExistsError."""
+    (tmp_path / "README.md").write_text("mine\n", encoding="utf-8")
+    for out in (tmp_path / "README.md" / "x.png", tmp_path / "README.md" / "deeper" / "x.png"):
+        assert _main(monkeypatch, "attention", "--checkpoint", run, "--out", out, SENTENCE) == 2
+        captured = capsys.readouterr()
+        assert f"{tmp_path / 'README.md'} is a file, not a folder" in captured.err
+        assert "output:" not in captured.out                    # refused before the model translated
+    assert (tmp_path / "README.md").read_text(encoding="utf-8") == "mine\n"

@@ -254,3 +254,20 @@ def test_top_candidates_name_nan_scores():
     scores[1] = np.nan
     with pytest.raises(ValueError, match="NaN"):
         _top_candidates(scores, 4)
+
+
+@pytest.mark.parametrize("beam", [1, 3])
+def test_greedy_refuses_nan_log_probabilities_as_beam_search_does(beam):
+    # argmax of a row of NaN is its first entry: greedy decoding of NaN weights used to print an empty line
+    # (or any token) and score BLEU 0.00, where beam search refused
+    model = MarkovModel(TRAP)
+    model.log_table[A] = np.nan                     # after bos "a" is likeliest; then the model breaks
+    with pytest.raises(ValueError, match="log-probabilities contain NaN"):
+        decode_sentences(model, [[7, 7]], BOS, EOS, beam_size=beam)
+
+
+def test_greedy_names_a_nan_even_where_eos_would_win():
+    model = MarkovModel(TRAP)
+    model.log_table[BOS, EOS] = np.nan              # argmax picks this NaN: eos, an empty line, before
+    with pytest.raises(ValueError, match="greedy decoding: the model's log-probabilities contain NaN"):
+        greedy_decode(model, _src([2]), BOS, EOS)

@@ -295,6 +295,58 @@ def test_a_backward_with_a_wrong_gradient_shape_is_named():
         Squeeze()(x).sum().backward()
 
 
+@pytest.mark.parametrize("op", [lambda x, o: x * o, lambda x, o: o * x, lambda x, o: x + o, lambda x, o: x - o,
+                                lambda x, o: o - x, lambda x, o: x / o, lambda x, o: mt.maximum(x, o)])
+@pytest.mark.parametrize("other,named", [(None, "NoneType"), ("2", "str"), ({}, "dict"), (object(), "object")])
+def test_an_operand_that_is_no_number_is_refused_naming_both_types(op, other, named):
+    # NumPy turns None into NaN when asked for floats: x * None used to be a tensor of NaNs
+    with pytest.raises(TypeError, match=rf"unsupported operand type\(s\) for \w+: .*'Tensor'.*'{named}'|"
+                                        rf"unsupported operand type\(s\) for \w+: '{named}' and 'Tensor'"):
+        op(leaf([1.0, 2.0]), other)
+
+
+def test_lists_and_numpy_scalars_are_still_operands():
+    np.testing.assert_array_equal((leaf([1.0, 2.0]) + [1, 2]).data, [2.0, 4.0])
+    np.testing.assert_array_equal((leaf([1.0, 2.0]) * np.float32(2)).data, [2.0, 4.0])
+
+
+class _Pair(mt.Function):
+    """x * y, whose backward returns whatever ``result`` makes of the two true gradients."""
+
+    def __init__(self, result):
+        self.result = result
+
+    def forward(self, x, y):
+        self.save_for_backward(x, y)
+        return x * y
+
+    def backward(self, gy):
+        x, y = self.saved_arrays
+        return self.result(gy * y, gy * x)
+
+
+@pytest.mark.parametrize("result,error,message", [
+    (lambda gx, gy: gx, ValueError, r"_Pair.backward returned 1 gradient for 2 inputs"),
+    (lambda gx, gy: (gx,), ValueError, r"_Pair.backward returned 1 gradient for 2 inputs"),
+    (lambda gx, gy: (gx, gy, gy), ValueError, r"_Pair.backward returned 3 gradients for 2 inputs"),
+    (lambda gx, gy: [gx, gy], TypeError, r"_Pair.backward returned a list; return the gradients as a tuple"),
+    (lambda gx, gy: (mt.Tensor(gx), gy), TypeError,
+     r"_Pair.backward returned a Tensor as the gradient of input 0; backward works on raw arrays.*\.data"),
+    (lambda gx, gy: (gx, 1.0), TypeError, r"_Pair.backward returned a float as the gradient of input 1"),
+])
+def test_a_backward_that_returns_no_gradient_per_input_is_named(result, error, message):
+    # fewer gradients than inputs used to leave the second input silently without one
+    x, y = leaf([1.0, 2.0]), leaf([3.0, 4.0])
+    with pytest.raises(error, match=message):
+        _Pair(result)(x, y).sum().backward()
+
+
+def test_a_backward_returning_one_array_for_its_one_input_still_works():
+    x = leaf([1.0, 2.0])
+    Sigmoid()(x).sum().backward()
+    assert x.grad.shape == (2,)
+
+
 # -- a Function written by the user ---------------------------------------------------------
 class Sigmoid(mt.Function):
     """σ(x) = 1 / (1 + e^(−x)); dσ/dx = σ (1 − σ)."""

@@ -64,11 +64,13 @@ class BPETokenizer(Tokenizer):
         The vocabulary always holds the special tokens and every character seen,
         even if that is more than ``vocab_size``.
         """
-        check_training_texts(texts)
+        texts = check_training_texts(texts, vocab_size)
         word_counts = Counter()
         for text in texts:
             word_counts.update(text.split())
         words = sorted(word_counts)                       # fixed order: training is deterministic
+        if not words:
+            raise ValueError(f"train(): no words to learn from: the texts ({len(texts)}) hold only spaces")
         frequencies = [word_counts[w] for w in words]
         alphabet = sorted({s for w in words for s in _word_symbols(w)})
         vocab = list(SPECIAL_TOKENS) + alphabet

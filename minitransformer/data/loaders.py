@@ -27,6 +27,34 @@ class CorpusError(ValueError):
     """A corpus file is missing, unreadable or malformed."""
 
 
+def likely_encoding(head: bytes) -> str:
+    """What text with NUL bytes probably is, from its first bytes: UTF-16 or UTF-32 (with or without a
+    byte-order mark; an ASCII letter in UTF-16-LE is the letter and a NUL), else binary data."""
+    for mark, name in ((b"\xff\xfe\x00\x00", "UTF-32-LE with a byte-order mark"),
+                       (b"\x00\x00\xfe\xff", "UTF-32-BE with a byte-order mark"),
+                       (b"\xff\xfe", "UTF-16-LE with a byte-order mark"),
+                       (b"\xfe\xff", "UTF-16-BE with a byte-order mark")):
+        if head.startswith(mark):
+            return name
+    nuls = [head[i::4].count(0) for i in range(4)]           # NULs at each place of the 4-byte groups
+    most = 0.9 * max(len(head) // 4, 1)
+    if nuls[2] >= most and nuls[3] >= most:                   # a character of the BMP: lo hi 0 0
+        return "UTF-32-LE without a byte-order mark"
+    if nuls[0] >= most and nuls[1] >= most:                   # 0 0 hi lo
+        return "UTF-32-BE without a byte-order mark"
+    even, odd = nuls[0] + nuls[2], nuls[1] + nuls[3]
+    if odd > 2 * even and odd >= len(head) // 4:              # an ASCII letter and a NUL: lo 0
+        return "UTF-16-LE without a byte-order mark"
+    if even > 2 * odd and even >= len(head) // 4:
+        return "UTF-16-BE without a byte-order mark"
+    return "binary data, or text in an encoding other than UTF-8"
+
+
+def nul_error(where: str, head: bytes) -> str:
+    """The message for text that holds NUL bytes: no text does, so it was saved in another encoding."""
+    return f"{where}: holds NUL bytes, so it is not UTF-8 text; it looks like {likely_encoding(head)}: save it as UTF-8"
+
+
 def _iter_lines(path: str | Path) -> Iterator[tuple[int, str]]:
     """Yield (line number from 1, line without its line break) of a UTF-8 file, plain or .gz.
 
@@ -46,13 +74,18 @@ def _iter_lines(path: str | Path) -> Iterator[tuple[int, str]]:
             for raw in f:                                   # pieces that end at "\n" (or at the end of the file)
                 raw = raw[:-1] if raw.endswith(b"\n") else raw
                 raw = raw[:-1] if raw.endswith(b"\r") else raw
+                if b"\0" in raw:                            # UTF-16 of ASCII text is valid UTF-8, a NUL between letters
+                    with opener(path, "rb") as again:
+                        raise CorpusError(nul_error(f"{path} line {number + 1}", again.read(4096)))
                 for piece in raw.split(b"\r"):              # lone carriage returns end lines too
                     number += 1
                     try:
                         line = piece.decode("utf-8")
                     except UnicodeDecodeError as error:
+                        utf16 = number == 1 and piece[:2] in (b"\xff\xfe", b"\xfe\xff")   # a byte-order mark
                         raise CorpusError(f"{path} line {number}: not valid UTF-8 ({error.reason} "
-                                          f"at byte {error.start})") from None
+                                          f"at byte {error.start})" + (f"; it looks like {likely_encoding(piece)}: "
+                                                                       "save it as UTF-8" if utf16 else "")) from None
                     yield number, line[1:] if number == 1 and line.startswith(BYTE_ORDER_MARK) else line
     except (EOFError, OSError) as error:  # includes gzip.BadGzipFile
         raise CorpusError(f"{path}: cannot read ({error})") from None
@@ -114,11 +147,13 @@ def read_tsv(path: str | Path, limit: int | None = None) -> list[tuple[str, str]
 
 
 def _find(directory: Path, stem: str) -> Path | None:
-    """``directory/stem`` or ``directory/stem.gz``, whichever exists."""
-    for candidate in (directory / stem, directory / f"{stem}.gz"):
-        if candidate.is_file():
-            return candidate
-    return None
+    """``directory/stem`` or ``directory/stem.gz``, whichever exists; both is refused: which one holds the
+    corpus meant (the other may be an old copy) is not for the reader to guess."""
+    found = [candidate for candidate in (directory / stem, directory / f"{stem}.gz") if candidate.is_file()]
+    if len(found) == 2:
+        raise CorpusError(f"{directory}: both {found[0].name} and {found[1].name} exist; keep the one that holds "
+                          "the corpus and move the other away")
+    return found[0] if found else None
 
 
 def _require(directory: Path, stem: str) -> Path:
@@ -169,7 +204,13 @@ def load_corpus(path: str | Path, direction: str | None = None, limit: int | Non
     _check_limit(limit)
     wanted = _foreign_from_direction(direction)
 
-    if _find(directory, "train.tsv") is not None:
+    tsv = _find(directory, "train.tsv")
+    aligned = sorted(p.name for p in directory.iterdir()
+                     if re.fullmatch(r"train\.[a-z]{2,3}(\.gz)?", p.name) and not p.name.startswith("train.tsv"))
+    if tsv is not None and aligned:
+        raise CorpusError(f"{directory}: holds two corpora, {tsv.name} and the aligned files {', '.join(aligned)}; "
+                          "keep one layout in the folder")
+    if tsv is not None:
         foreign = _language_from_folder(directory) or wanted or "xx"
         splits = {name: read_tsv(_require(directory, f"{name}.tsv"), limit) for name in SPLIT_NAMES}
     else:

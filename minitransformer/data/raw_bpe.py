@@ -205,7 +205,7 @@ class RawBPETokenizer(RawTextTokenizer):
 
         The vocabulary always holds the special tokens, the 256 bytes and every character seen.
         """
-        check_training_texts(texts)
+        texts = check_training_texts(texts, vocab_size)
         piece_counts = Counter()
         for text in texts:
             piece_counts.update(split_pieces(text))

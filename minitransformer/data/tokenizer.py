@@ -19,6 +19,7 @@ kind with ``@register``; ``TOKENIZERS`` maps each kind to its class, and ``load_
 from __future__ import annotations
 
 import json
+import numbers
 from pathlib import Path
 from typing import Iterable
 
@@ -46,10 +47,21 @@ def register(cls: type[Tokenizer]) -> type[Tokenizer]:
     return cls
 
 
-def check_training_texts(texts) -> None:
-    """A string is iterable too: ``train("the cat sat")`` would learn from the texts "t", "h", "e", ..."""
+def check_training_texts(texts, vocab_size) -> list[str]:
+    """The texts a ``train`` learns from, as a list, refused when there is nothing to learn or no size to reach.
+
+    A string is iterable too: ``train("the cat sat")`` would learn from the texts "t", "h", "e", ...; an
+    empty list would give a vocabulary of the special tokens alone, which can spell nothing.
+    """
     if isinstance(texts, str):
         raise TypeError("train() takes a list of texts, not one string; write train([text], ...)")
+    if isinstance(vocab_size, bool) or not isinstance(vocab_size, numbers.Integral) or vocab_size < 1:
+        raise ValueError(f"train(): vocab_size must be a positive number of tokens, got {vocab_size!r}")
+    texts = list(texts)
+    if not any(texts):
+        raise ValueError(f"train(): no text to learn from ({len(texts)} texts, "
+                         f"{'all empty' if texts else 'none at all'})")
+    return texts
 
 
 def check_file_version(data: dict) -> None:

@@ -49,6 +49,9 @@ SHRINK = 0.75              # each pruning round keeps this share of the pieces (
 EM_STEPS = 2               # EM steps per round (SentencePiece's sub-iterations)
 MIN_EXPECTED_COUNT = 0.5   # a piece used less than half a time in expectation is dropped at the M step
 UNKNOWN_PENALTY = 10.0     # a character outside the vocabulary scores this much below the worst piece
+MAX_TEXT_LENGTH = 4096     # longer texts are left out of learning (SentencePiece: --max_sentence_length 4192
+                           # bytes); with pieces of at most 8 characters, such a text is more than 512 tokens,
+                           # more than the model's positions (its pair is dropped from training anyway)
 
 
 # --- the Viterbi segmentation ------------------------------------------------------------------------
@@ -121,6 +124,7 @@ class Lattice:
         self.start_pos, self.end_pos = src - self.first[self.owner], dst - self.first[self.owner]
         self.by_end = np.lexsort((self.dst, self.end_pos))             # forward: by end position, then node
         self.by_start = np.lexsort((self.src, -self.start_pos))        # backward: by start position, from the end
+        self._sweeps()
 
     def keep(self, alive: np.ndarray) -> None:
         """Drop the edges of the candidates no longer ``alive`` (a boolean per candidate, fallback last)."""
@@ -130,14 +134,48 @@ class Lattice:
         self.by_start = new_index[self.by_start[mask[self.by_start]]]
         for name in ("src", "dst", "tok", "owner", "start_pos", "end_pos"):
             setattr(self, name, getattr(self, name)[mask])
+        self._sweeps()
+
+    def _sweeps(self) -> None:
+        self.forward = _Sweep(self.by_end, self.end_pos, self.dst, self.src)        # alpha: into dst, from src
+        self.backward = _Sweep(self.by_start, self.start_pos, self.src, self.dst)   # beta: into src, from dst
 
 
-def _logsumexp_into(target: np.ndarray, index: np.ndarray, values: np.ndarray) -> None:
-    """target[i] = log Σ exp(values) over the values whose index is i (``index`` sorted, runs of equal i)."""
-    starts = np.flatnonzero(np.r_[True, index[1:] != index[:-1]])
-    peak = np.maximum.reduceat(values, starts)
-    sizes = np.diff(np.r_[starts, len(index)])
-    target[index[starts]] = peak + np.log(np.add.reduceat(np.exp(values - np.repeat(peak, sizes)), starts))
+class _Sweep:
+    """The edges of one pass of forward–backward, in the order the pass takes them, cut into its steps.
+
+    A step is the edges that end (forward) or start (backward) at one position of the pieces; within
+    it, each run of edges into one node is one log-sum-exp: into[node] = log Σ exp(into[from] + score).
+    A step is a handful of NumPy calls on slices of arrays computed here once, so that a long piece,
+    which is one step per character, costs little per character: every index array (where a step's
+    edges and runs begin, which run each edge is in) is found for all steps at once.
+    """
+
+    def __init__(self, order: np.ndarray, position: np.ndarray, into: np.ndarray, come_from: np.ndarray) -> None:
+        self.edges, self.into, self.come_from = order, into[order], come_from[order]
+        position = position[order]
+        new_step = np.concatenate(([True], position[1:] != position[:-1]))
+        new_run = np.concatenate(([True], self.into[1:] != self.into[:-1])) | new_step
+        step_of_edge, run_of_edge = np.cumsum(new_step) - 1, np.cumsum(new_run) - 1
+        step_edges = np.append(np.flatnonzero(new_step), len(order))   # step i: edges step_edges[i:i+2]
+        run_starts = np.flatnonzero(new_run)
+        step_runs = np.append(run_of_edge[step_edges[:-1]], len(run_starts)) if len(order) else np.zeros(1, int)
+        self.targets = self.into[run_starts]                             # the node each run adds into
+        self.run_starts = run_starts - step_edges[step_of_edge[run_starts]]          # within its step
+        self.run_of_edge = run_of_edge - step_runs[step_of_edge]                     # within its step
+        self.steps = list(zip(step_edges[:-1].tolist(), step_edges[1:].tolist(),
+                              step_runs[:-1].tolist(), step_runs[1:].tolist()))
+
+    def run(self, values_at: np.ndarray, edge_score: np.ndarray) -> None:
+        """Fill ``values_at`` (alpha or beta, its starting nodes set) step by step, in place."""
+        score = edge_score[self.edges]
+        for a, b, first_run, end_run in self.steps:
+            values = values_at[self.come_from[a:b]] + score[a:b]
+            starts = self.run_starts[first_run:end_run]
+            peak = np.maximum.reduceat(values, starts)                   # log-sum-exp, shifted by each run's max
+            values -= peak[self.run_of_edge[a:b]]
+            np.exp(values, out=values)
+            values_at[self.targets[first_run:end_run]] = peak + np.log(np.add.reduceat(values, starts))
 
 
 def forward_backward(lattice: Lattice, log_probs: np.ndarray) -> tuple[np.ndarray, float]:
@@ -152,18 +190,10 @@ def forward_backward(lattice: Lattice, log_probs: np.ndarray) -> tuple[np.ndarra
     edge_score = log_probs[lattice.tok]
     alpha = np.full(lattice.num_nodes, -np.inf)
     alpha[lattice.first] = 0.0
-    order, positions = lattice.by_end, lattice.end_pos[lattice.by_end]
-    bounds = np.flatnonzero(np.r_[True, positions[1:] != positions[:-1], True])
-    for a, b in zip(bounds[:-1], bounds[1:]):       # every edge ending at position e, after all ending earlier
-        group = order[a:b]
-        _logsumexp_into(alpha, lattice.dst[group], alpha[lattice.src[group]] + edge_score[group])
+    lattice.forward.run(alpha, edge_score)          # every edge ending at position e, after all ending earlier
     beta = np.full(lattice.num_nodes, -np.inf)
     beta[lattice.last] = 0.0
-    order, positions = lattice.by_start, lattice.start_pos[lattice.by_start]
-    bounds = np.flatnonzero(np.r_[True, positions[1:] != positions[:-1], True])
-    for a, b in zip(bounds[:-1], bounds[1:]):       # every edge starting at position s, after all starting later
-        group = order[a:b]
-        _logsumexp_into(beta, lattice.src[group], beta[lattice.dst[group]] + edge_score[group])
+    lattice.backward.run(beta, edge_score)          # every edge starting at position s, after all starting later
     log_z = alpha[lattice.last]
     posterior = np.exp(alpha[lattice.src] + edge_score + beta[lattice.dst] - log_z[lattice.owner])
     expected = np.bincount(lattice.tok, weights=lattice.counts[lattice.owner] * posterior,
@@ -268,15 +298,24 @@ class UnigramTokenizer(RawTextTokenizer):
         self._cache: dict[str, list[int]] = {}
 
     # --- training --------------------------------------------------------------------------------
+    skipped_texts = 0     # how many texts ``train`` left out as longer than its ``max_text_length``
+
     @classmethod
     def train(cls, texts: Iterable[str], vocab_size: int, max_length: int = MAX_PIECE_LENGTH,
-              log=None) -> "UnigramTokenizer":
+              log=None, max_text_length: int = MAX_TEXT_LENGTH) -> "UnigramTokenizer":
         """Learn pieces and their probabilities from raw ``texts``: seed, EM, prune, until ``vocab_size``
         tokens (the special tokens and the 256 bytes included; every character seen is kept, even
-        past the size). ``log``, if given, is called with a line per round."""
-        check_training_texts(texts)
+        past the size). Texts longer than ``max_text_length`` characters are left out, and counted in
+        the result's ``skipped_texts``. ``log``, if given, is called with a line per round."""
+        texts = check_training_texts(texts, vocab_size)
+        kept = [text for text in texts if len(text) <= max_text_length]
+        skipped = len(texts) - len(kept)
+        if skipped and log is not None:
+            log(f"{skipped} of {len(texts)} texts left out: longer than {max_text_length:,} characters")
+        if not kept:
+            raise ValueError(f"train(): all {len(texts)} texts are longer than {max_text_length:,} characters")
         piece_counts = Counter()
-        for text in texts:
+        for text in kept:
             piece_counts.update(split_pieces(text))
         pieces = sorted(piece_counts)                              # a fixed order: learning is deterministic
         if not pieces:
@@ -306,7 +345,9 @@ class UnigramTokenizer(RawTextTokenizer):
             log_probs[~alive] = -np.inf
         kept = sorted(np.flatnonzero(alive[:-1]), key=lambda i: (-log_probs[i], candidates[i]))
         vocab = list(SPECIAL_TOKENS) + list(BYTE_TOKENS) + [candidates[i].replace(" ", SPACE) for i in kept]
-        return cls(vocab, [float(log_probs[i]) for i in kept])
+        tokenizer = cls(vocab, [float(log_probs[i]) for i in kept])
+        tokenizer.skipped_texts = skipped
+        return tokenizer
 
     # --- encoding --------------------------------------------------------------------------------
     def _encode_piece(self, piece: str) -> list[int]:

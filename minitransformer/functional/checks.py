@@ -70,6 +70,9 @@ def check_attention_operands(q, k, v, mask) -> None:
     if k.shape[-2] != v.shape[-2]:
         raise ValueError(f"attention: keys and values must have the same length S (axis -2); got k {k.shape} "
                          f"and v {v.shape}")
+    if k.shape[-2] == 0:       # the softmax over the keys would be over nothing
+        raise ValueError(f"attention: no keys to attend to: k has shape {k.shape} (S = 0 along axis -2) for "
+                         f"queries q {q.shape}; attention needs at least one key")
     if q.dtype.kind != "f":
         raise TypeError(f"attention: q, k, v must be floating point, got {q.dtype}")
     if mask is None:

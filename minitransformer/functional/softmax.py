@@ -90,4 +90,7 @@ def _with_an_axis(function: str, x, axis) -> Tensor:
         raise ValueError(f"{function}: needs at least one axis to normalise over, got a scalar (shape ())")
     if isinstance(axis, int) and not -x.ndim <= axis < x.ndim:
         raise ValueError(f"{function}: axis {axis} is out of range for shape {x.shape}")
+    if isinstance(axis, int) and x.shape[axis] == 0:     # NumPy: "zero-size array to reduction operation maximum"
+        raise ValueError(f"{function}: axis {axis} of shape {x.shape} is empty; a distribution over no "
+                         "entries is not defined")
     return x

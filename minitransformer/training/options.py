@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -163,7 +164,9 @@ VALUE_CHECKS: dict[str, tuple[Any, str]] = {
     "minutes": (lambda v: _is_number(v) and v > 0 and math.isfinite(v), "a positive finite number"),
     "alpha": (lambda v: _is_number(v) and math.isfinite(v), "a finite number"),
     "cooldown": (lambda v: _is_number(v) and 0 <= v <= 1, "a fraction from 0 to 1"),
-    **{name: (lambda v: isinstance(v, str), "a string") for name in ("out", "data", "direction", "preset")},
+    **{name: (lambda v: isinstance(v, str), "a string") for name in ("out", "data", "preset")},
+    "direction": (lambda v: isinstance(v, str) and re.fullmatch(r"[a-z]+-[a-z]+", v) is not None,   # '' was en-ja
+                  "two language codes joined by '-' (en-ja, ja-en, en-fr, ...)"),
     **{f.name: (lambda v, kinds=tuple(f.metadata["choices"]): v in kinds, "one of " + ", ".join(f.metadata["choices"]))
        for f in dataclasses.fields(TrainOptions) if "choices" in f.metadata},
     **{f.name: (lambda v: isinstance(v, bool), "True or False") for f in dataclasses.fields(TrainOptions)

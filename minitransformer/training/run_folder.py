@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import stat
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -226,6 +227,7 @@ def lock(out: Path) -> Iterator[None]:
     except OSError as error:
         raise TrainingError(f"--out {out}: cannot open the run's lock file {out / LOCK_FILE} "
                             f"({error.strerror or error}); a run keeps it there, as a plain file") from None
+    _check_plain_file(fd, out / LOCK_FILE)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -241,6 +243,18 @@ def lock(out: Path) -> Iterator[None]:
             os.ftruncate(fd, 0)           # no pid left behind to be taken for a running process
     finally:
         os.close(fd)                      # releases the flock
+
+
+def _check_plain_file(fd: int, path: Path) -> None:
+    """Close ``fd`` and refuse when it is no regular file: a FIFO in the lock file's place opens, and then
+    ftruncate failed with a bare "[Errno 22] Invalid argument" that named no path."""
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        kind = "a FIFO (named pipe)" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else \
+            "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a plain file"
+        raise TrainingError(f"the run's lock file {path} is {kind}; a run keeps a plain file there: move it away "
+                            f"(it is not the run's to delete) or choose another --out")
 
 
 # -- clearing: exactly what a run wrote -----------------------------------------------------------------------

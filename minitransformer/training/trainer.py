@@ -50,6 +50,7 @@ from ..data.batching import epoch_batches, iterate_batches
 from ..data.corpus import Corpus
 from ..data.raw_bpe import choose_tokenizer
 from ..data.tokenizer import TOKENIZERS, Tokenizer
+from ..data.unigram import MAX_TEXT_LENGTH
 from ..data.loaders import CorpusError
 from ..functional.dropout import Generator
 from ..nn.seq2seq import Seq2Seq, Seq2SeqConfig
@@ -227,6 +228,10 @@ def new_vocabulary(opts: TrainOptions, train_pairs: list[tuple[str, str]], say: 
     say(f"{'unigram LM' if kind == 'unigram' else 'BPE'} "
         f"({'raw text, SentencePiece-style' if kind != 'words' else 'within words'}: {why}): "
         f"{tokenizer.vocab_size} tokens shared by both languages (learned in {time.monotonic() - t0:.1f} s)")
+    skipped = getattr(tokenizer, "skipped_texts", 0)     # the unigram learner's time grows with the longest line
+    if skipped:
+        say(f"{skipped} sentence{'s' * (skipped != 1)} longer than {MAX_TEXT_LENGTH:,} characters "
+            f"{'were' if skipped != 1 else 'was'} left out of learning the vocabulary")
     if tokenizer.vocab_size != opts.vocab_size:
         say(f"--vocab-size {opts.vocab_size}: the vocabulary has {tokenizer.vocab_size} tokens, because "
             + ("every character of the training text and each special token has a token of its own"

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from minitransformer.data.bpe import BPETokenizer
+from minitransformer.data.tokenizer import SPECIAL_TOKENS, TOKENIZERS
 
 DATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "small_parallel_enja"
 
@@ -20,9 +21,8 @@ def naive_merges(texts, vocab_size, min_frequency=2):
     """Reference BPE: recount every pair after every merge (slow, obviously right)."""
     counts = Counter(w for t in texts for w in t.split())
     words = sorted(counts)
-    tokenizer = BPETokenizer.train([], vocab_size=0)  # only for the special tokens
     alphabet = sorted({s for w in words for s in list(w[:-1]) + [w[-1] + "</w>"]})
-    vocab = list(tokenizer.vocab) + alphabet
+    vocab = list(SPECIAL_TOKENS) + alphabet
     ids = {s: i for i, s in enumerate(vocab)}
     corpus = [[ids[s] for s in list(w[:-1]) + [w[-1] + "</w>"]] for w in words]
     merges = []
@@ -80,6 +80,27 @@ def test_vocab_size_and_min_frequency():
     rare = BPETokenizer.train(["abcdef"], vocab_size=100, min_frequency=2)
     assert rare.merges == []  # every pair occurs once
     assert BPETokenizer.train(["abcdef"], vocab_size=100, min_frequency=1).tokens("abcdef") == ["abcdef</w>"]
+
+
+@pytest.mark.parametrize("kind", ["words", "raw", "unigram"])
+@pytest.mark.parametrize("texts,vocab_size,message", [
+    ([], 100, r"no text to learn from \(0 texts, none at all\)"),
+    (["", ""], 100, r"no text to learn from \(2 texts, all empty\)"),
+    (TEXTS, 0, r"vocab_size must be a positive number of tokens, got 0"),
+    (TEXTS, -5, r"vocab_size must be a positive number of tokens, got -5"),
+    (TEXTS, 2.5, r"vocab_size must be a positive number of tokens, got 2.5"),
+    (TEXTS, True, r"vocab_size must be a positive number of tokens, got True"),
+])
+def test_training_on_no_text_or_to_no_size_is_refused(kind, texts, vocab_size, message):
+    # train([], 100) used to give a vocabulary of the special tokens alone, and a negative size was taken
+    with pytest.raises(ValueError, match=message):
+        TOKENIZERS[kind].train(texts, vocab_size)
+
+
+def test_word_bpe_refuses_texts_of_spaces_alone_and_takes_an_iterator():
+    with pytest.raises(ValueError, match="no words to learn from"):
+        BPETokenizer.train(["   ", "\t"], 100)
+    assert BPETokenizer.train(iter(TEXTS), 45).vocab == BPETokenizer.train(TEXTS, 45).vocab
 
 
 def test_exact_round_trip_and_bos_eos():

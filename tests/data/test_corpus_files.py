@@ -120,3 +120,62 @@ def test_a_folder_of_cr_files_loads_every_pair(tmp_path):
         (folder / f"{split}.tsv").write_bytes("\r".join(f"{en}\t{fr}" for en, fr in PAIRS).encode("utf-8"))
     corpus = load_corpus(folder)
     assert corpus.sizes()["train"] == len(PAIRS) and corpus.sizes()["dev"] == len(PAIRS)
+
+
+# -- text in another encoding, and two files for one ------------------------------------------------
+@pytest.mark.parametrize("encoding,named", [
+    ("utf-16-le", "UTF-16-LE without a byte-order mark"), ("utf-16-be", "UTF-16-BE without a byte-order mark"),
+    ("utf-32-le", "UTF-32-LE without a byte-order mark"), ("utf-32-be", "UTF-32-BE without a byte-order mark"),
+])
+@pytest.mark.parametrize("gz", [False, True])
+def test_text_with_nul_bytes_is_refused_naming_the_likely_encoding(tmp_path, encoding, named, gz):
+    """ASCII saved as UTF-16 without a BOM is valid UTF-8: it trained with a NUL after every character."""
+    data = "".join(f"{en}\t{fr}\n" for en, fr in PAIRS).encode(encoding)
+    path = tmp_path / ("p.tsv.gz" if gz else "p.tsv")
+    path.write_bytes(gzip.compress(data) if gz else data)
+    from minitransformer.data.loaders import CorpusError
+    for read in (read_tsv, read_lines):
+        with pytest.raises(CorpusError, match=rf"p\.tsv(\.gz)? line 1: holds NUL bytes.*looks like {named}.*UTF-8"):
+            read(path)
+
+
+@pytest.mark.parametrize("encoding,named", [("utf-16", "UTF-16-LE with a byte-order mark"),
+                                            ("utf-32", "UTF-32-LE with a byte-order mark")])
+def test_text_with_a_utf16_or_utf32_byte_order_mark_is_named(tmp_path, encoding, named):
+    (tmp_path / "a.en").write_bytes("the dog runs .\n".encode(encoding))
+    from minitransformer.data.loaders import CorpusError
+    with pytest.raises(CorpusError, match=rf"a\.en line 1: .*looks like {named}"):
+        read_lines(tmp_path / "a.en")
+
+
+def test_a_nul_in_otherwise_good_text_is_refused_with_its_line(tmp_path):
+    (tmp_path / "a.en").write_bytes(b"one .\ntwo\x00 .\nthree .\n")
+    from minitransformer.data.loaders import CorpusError
+    with pytest.raises(CorpusError, match=r"a\.en line 2: holds NUL bytes"):
+        read_lines(tmp_path / "a.en")
+
+
+def test_a_file_beside_its_gzip_is_refused_naming_both(tmp_path):
+    folder = _corpus(tmp_path / "c")
+    (folder / "dev.tsv.gz").write_bytes(gzip.compress((folder / "dev.tsv").read_bytes()))
+    from minitransformer.data.loaders import CorpusError
+    with pytest.raises(CorpusError, match=r"both dev\.tsv and dev\.tsv\.gz exist"):
+        load_corpus(folder)
+    aligned = tmp_path / "aligned"
+    aligned.mkdir()
+    for split in ("train", "dev", "test"):
+        (aligned / f"{split}.en").write_text("the dog .\n", encoding="utf-8")
+        (aligned / f"{split}.fr").write_text("le chien .\n", encoding="utf-8")
+    load_corpus(aligned)
+    (aligned / "train.en.gz").write_bytes(gzip.compress(b"an old copy .\n"))
+    with pytest.raises(CorpusError, match=r"both train\.en and train\.en\.gz exist"):
+        load_corpus(aligned)
+
+
+def test_a_tsv_beside_aligned_files_is_refused_naming_both(tmp_path):
+    folder = _corpus(tmp_path / "c")
+    (folder / "train.en").write_text("the dog .\n", encoding="utf-8")
+    (folder / "train.fr").write_text("le chien .\n", encoding="utf-8")
+    from minitransformer.data.loaders import CorpusError
+    with pytest.raises(CorpusError, match=r"two corpora, train\.tsv and the aligned files train\.en, train\.fr"):
+        load_corpus(folder)

@@ -14,8 +14,8 @@ from minitransformer.data.bpe import BPETokenizer
 from minitransformer.data.raw_bpe import RawBPETokenizer, choose_tokenizer
 from minitransformer.data.raw_text import BYTE_TOKENS, FIRST_BYTE_ID, FIRST_PIECE_ID, SPACE
 from minitransformer.data.tokenizer import SPECIAL_TOKENS
-from minitransformer.data.unigram import (Lattice, UnigramTokenizer, forward_backward, m_step, pruning_loss,
-                                          viterbi)
+from minitransformer.data.unigram import (MAX_TEXT_LENGTH, Lattice, UnigramTokenizer, forward_backward, m_step,
+                                          pruning_loss, viterbi)
 from minitransformer.training.trainer import train
 from minitransformer.training.options import TrainOptions
 from minitransformer.translator import Translator, tokenizer_from_dict
@@ -207,3 +207,35 @@ def test_a_literal_space_symbol_in_training_text_is_learned_as_bytes_and_nothing
         assert tok.decode(tok.encode(text)) == text
     with pytest.raises(ValueError, match="no text"):
         UnigramTokenizer.train([], vocab_size=300)
+
+
+def test_texts_longer_than_the_limit_are_left_out_of_learning_counted_and_said():
+    """One unspaced line of 40,000 characters used to hold the learner for 43 s, to be dropped from training later."""
+    texts = (JAPANESE + ENGLISH) * 3
+    long_line = "".join(JAPANESE) * 3                                     # one text, no spaces
+    said = []
+    learned = UnigramTokenizer.train(texts + [long_line], vocab_size=320, max_text_length=len(long_line) - 1,
+                                     log=said.append)
+    assert learned.skipped_texts == 1 and said[0] == f"1 of {len(texts) + 1} texts left out: longer than " \
+                                                     f"{len(long_line) - 1:,} characters"
+    without = UnigramTokenizer.train(texts, vocab_size=320)
+    assert learned.vocab == without.vocab and learned.scores == without.scores and without.skipped_texts == 0
+    assert UnigramTokenizer.train([long_line], 300, max_text_length=len(long_line)).skipped_texts == 0
+    with pytest.raises(ValueError, match=r"all 1 texts are longer than 10 characters"):
+        UnigramTokenizer.train([long_line], 300, max_text_length=10)
+
+
+def test_a_run_says_how_many_sentences_were_too_long_to_learn_the_vocabulary_from(tmp_path):
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    pairs = [("the cat .", "猫です。"), ("the dog .", "犬です。")] * 10
+    long_pair = ("the cat " * 400, "猫" * (MAX_TEXT_LENGTH + 1))      # over the limit on one side only
+    for split in ("train", "dev", "test"):
+        lines = pairs + [long_pair] if split == "train" else pairs
+        (folder / f"{split}.en").write_text("".join(e + "\n" for e, _ in lines), encoding="utf-8")
+        (folder / f"{split}.ja").write_text("".join(j + "\n" for _, j in lines), encoding="utf-8")
+    said = []
+    train(TrainOptions(out=str(tmp_path / "run"), data=str(folder), direction="en-ja", preset="toy", steps=1,
+                       vocab_size=300, tokenizer="unigram", average=1, evaluate=False, plot=False, quiet=True),
+          log=said.append)
+    assert f"1 sentence longer than {MAX_TEXT_LENGTH:,} characters was left out of learning the vocabulary" in said

@@ -199,6 +199,16 @@ def test_bad_shapes_and_masks_raise_clear_errors(rng):
         scaled_dot_product_attention(q, k, v, mask=np.ones((B, 1, 1, S + 1), bool))
 
 
+@pytest.mark.parametrize("attend", [scaled_dot_product_attention, mt.functional.flash_attention])
+def test_attention_over_no_keys_is_refused_naming_the_shape(rng, attend):
+    q = mt.Tensor(rng.standard_normal((B, H, T, D_K)))
+    empty = mt.Tensor(np.zeros((B, H, 0, D_K)))
+    with pytest.raises(ValueError, match=rf"no keys to attend to: k has shape \({B}, {H}, 0, {D_K}\)"):
+        attend(q, empty, empty)
+    with pytest.raises(ValueError, match=r"no keys to attend to"):
+        attend(empty, empty, empty)                              # an empty sequence attending to itself
+
+
 # ----- masks --------------------------------------------------------------------------------------
 
 def test_padding_mask_marks_real_tokens():

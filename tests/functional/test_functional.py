@@ -49,6 +49,14 @@ def test_log_softmax_is_log_of_softmax(rng):
     np.testing.assert_allclose(F.log_softmax(x).numpy(), np.log(F.softmax(x).numpy()), rtol=1e-12)
 
 
+@pytest.mark.parametrize("function", [F.softmax, F.log_softmax])
+def test_softmax_over_an_empty_axis_is_refused_naming_the_shape(function):
+    # NumPy's own words were "zero-size array to reduction operation maximum which has no identity"
+    with pytest.raises(ValueError, match=rf"{function.__name__}: axis -1 of shape \(2, 0\) is empty"):
+        function(mt.Tensor(np.zeros((2, 0))))
+    assert function(mt.Tensor(np.zeros((0, 3)))).shape == (0, 3)      # no rows: nothing to normalise, fine
+
+
 # -- mutation tests: a broken backward must fail the gradient check ---------------------------
 WRONG = "gradient of input .* is wrong at"  # a wrong value, not a crash: a crashing mutant proves nothing
 

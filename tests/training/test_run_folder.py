@@ -190,6 +190,16 @@ def test_a_lock_file_that_is_not_a_plain_file_is_refused_not_written_through(tmp
     assert yours.read_text() == "mine" and not (out / "config.json").exists()
 
 
+def test_a_lock_file_that_is_a_fifo_is_refused_naming_its_path(tmp_path):
+    """A FIFO opens like a file, and then ftruncate said only "[Errno 22] Invalid argument"."""
+    out = tmp_path / "run"
+    out.mkdir()
+    os.mkfifo(out / run_folder.LOCK_FILE)
+    with pytest.raises(TrainingError, match=rf"lock file {out / run_folder.LOCK_FILE} is a FIFO \(named pipe\)"):
+        train(_options(out))
+    assert (out / run_folder.LOCK_FILE).is_fifo() and not (out / "config.json").exists()
+
+
 def test_ranks_of_mpirun_without_distributed_are_refused(tmp_path, monkeypatch):
     """mpirun -n 2 ... train without --distributed: two separate runs into one --out."""
     monkeypatch.setenv("PMI_SIZE", "2")

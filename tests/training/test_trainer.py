@@ -179,6 +179,15 @@ def test_bad_option_values_are_refused(tmp_path):
         train(_options(tmp_path / "b", direction="en-fr", steps=1))
 
 
+@pytest.mark.parametrize("direction", ["", "-", "en", "en-", "en ja", "EN-JA", "en-ja-fr"])
+def test_a_direction_that_is_no_pair_of_languages_is_refused(tmp_path, direction):
+    """--direction '' used to be taken as en-ja."""
+    with pytest.raises(TrainingError, match=rf"--direction must be two language codes joined by '-'.*"
+                                            rf"got {direction!r}"):
+        train(_options(tmp_path / "run", direction=direction, steps=1))
+    assert not (tmp_path / "run").exists()
+
+
 def test_training_on_a_corpus_folder(tmp_path):
     folder = tmp_path / "corpus"
     folder.mkdir()
