@@ -20,7 +20,7 @@ from typing import Iterable
 import numpy
 
 from .backend import asnumpy, get_device, to_device, xp_of
-from .tensor import Tensor
+from .tensor import Tensor, _InPlace
 
 
 class Optimizer:
@@ -281,7 +281,7 @@ class _FlatState:
                     optimizer.exp_avg[i] = group.exp_avg[begin:end].reshape(p.data.shape)
                     optimizer.exp_avg_sq[i] = group.exp_avg_sq[begin:end].reshape(p.data.shape)
                     group.views[k] = (p._data, optimizer.exp_avg[i], optimizer.exp_avg_sq[i])
-                p._version += 1          # p.data changes in place: a graph that saved it must not backward
+                _InPlace.mark(p)         # p.data changes in place: a graph that saved it must not backward
                 gradient = group.xp.ravel(p.grad)
                 for first in range(begin, end, group.chunk):   # a large parameter a chunk at a time
                     last = min(first + group.chunk, end)
