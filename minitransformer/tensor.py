@@ -226,9 +226,7 @@ class Tensor:
             gxs = function.backward(gy)
             for x, gx in zip(function.inputs, gxs if isinstance(gxs, tuple) else (gxs,)):
                 if gx is not None and x.requires_grad:
-                    if gx.shape != x.data.shape:
-                        raise _gradient_shape_error(function, gx, x)
-                    grads.add(x, gx)                    # rule 1: sum over paths
+                    grads.add(x, gx, function)          # rule 1: sum over paths
             if not retain_graph:
                 function.inputs = function.saved_arrays = None  # free the graph as we go
 
@@ -413,8 +411,11 @@ class _Gradients(dict):
         self.owned: set[Tensor] = set()  # tensors whose gradient is a sum this sweep allocated
         self.kept: set[int] = set()   # arrays that some tensor already keeps as its .grad
 
-    def add(self, x: Tensor, gx) -> None:
-        """One more path into x: gradients add up (the multivariable chain rule)."""
+    def add(self, x: Tensor, gx, function: Function) -> None:
+        """One more path into x: gradients add up (the multivariable chain rule). ``gx`` came from
+        ``function``'s backward, which the error names when gx does not have x's shape."""
+        if gx.shape != x._data.shape:
+            raise _gradient_shape_error(function, gx, x)
         total = self.get(x)
         if total is None:
             self[x] = gx
