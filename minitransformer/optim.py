@@ -130,18 +130,10 @@ class SGD(Optimizer):
 
 
 class Adam(Optimizer):
-    """Adam (Kingma & Ba 2015) with bias correction; the paper's β1 = 0.9, β2 = 0.98, ε = 1e-9 (§5.3).
+    """Adam (Kingma & Ba 2015, Algorithm 1) with the paper's β1 = 0.9, β2 = 0.98, ε = 1e-9 (§5.3).
 
-        m ← β1·m + (1−β1)·g          v ← β2·v + (1−β2)·g²
-        m̂ = m / (1−β1^t)             v̂ = v / (1−β2^t)
-        p ← p − lr · m̂ / (√v̂ + ε)
-
-    The update is the same for every number of every parameter, so Adam keeps all of them in
-    flat buffers (``_FlatState``): the parameters' arrays become views of one buffer (``p.data``
-    works as before), and m and v live in two more. A step updates runs of neighbouring numbers:
-    the small parameters together (their gradients copied side by side into one more), a
-    large one a cache-sized chunk at a time (its gradient read where it is), and on a GPU all of
-    them in one run: a dozen operations per run instead of a dozen per parameter.
+    One parameter at a time, the five equations as written. The command line trains with
+    ``minitransformer.fast.adam.FastAdam``: the same numbers, bit for bit, in flat buffers.
     """
 
     _slots = ("exp_avg", "exp_avg_sq")
@@ -158,137 +150,18 @@ class Adam(Optimizer):
         self.eps = float(eps)
         self.exp_avg: list = [None] * len(self.params)     # m, first moment (None until a parameter's first step)
         self.exp_avg_sq: list = [None] * len(self.params)  # v, second moment
-        self._flat = _FlatState(self)
 
-    def step(self) -> None:
-        """Apply one update to every parameter that has a gradient."""
-        self.step_count += 1
-        self._flat.update(self)
-
-    def load_state_dict(self, state: dict) -> None:
-        super().load_state_dict(state)
-        self._flat = _FlatState(self)   # the loaded moments move into the flat buffers
-
-    def _update_range(self, flat: _Flat, start: int, stop: int, g) -> None:
-        """The update of the numbers start:stop of ``flat``, whose gradients are ``g``."""
+    def _update(self, i: int, p: Tensor) -> None:
         beta1, beta2 = self.betas
-        t = self.step_count
-        # fold both bias corrections into the step size and ε (same result, one pass fewer)
-        step_size = self.lr * math.sqrt(1.0 - beta2 ** t) / (1.0 - beta1 ** t)
-        eps_hat = self.eps * math.sqrt(1.0 - beta2 ** t)
-        xp = flat.xp
-        p, m, v = flat.data[start:stop], flat.exp_avg[start:stop], flat.exp_avg_sq[start:stop]
-        scratch = flat.scratch[:stop - start]
-        # every line updates an array in place (out=): no temporaries
-        xp.multiply(g, g, out=scratch)                       # g²
-        scratch *= 1.0 - beta2
-        v *= beta2
-        v += scratch                                         # v ← β2·v + (1−β2)·g²
-        xp.multiply(g, 1.0 - beta1, out=scratch)
-        m *= beta1
-        m += scratch                                         # m ← β1·m + (1−β1)·g
-        xp.sqrt(v, out=scratch)
-        scratch += eps_hat                                   # √v̂ + ε, up to the folded factor
-        xp.divide(m, scratch, out=scratch)
-        scratch *= step_size
-        p -= scratch                                         # p ← p − lr · m̂ / (√v̂ + ε)
-
-
-class _Flat:
-    """The parameters of one dtype on one device: their data, m and v in three flat buffers.
-
-    Parameter i of the group is ``data[offsets[i]:offsets[i] + size]``, and ``p.data`` is that slice
-    reshaped; m and v of the parameter are the same slices of ``exp_avg`` and ``exp_avg_sq``.
-    """
-
-    # numbers per run on the CPU: the dozen passes of an update over 5 arrays of 256k numbers (5 MiB in
-    # float32) find them in the cache, where whole 30 MB buffers would come from memory each pass
-    CPU_CHUNK = 1 << 18
-
-    def __init__(self, optimizer: Adam, indices: list[int]) -> None:
-        params = [optimizer.params[i] for i in indices]
-        first = params[0].data
-        self.xp = xp = xp_of(first)
-        self.indices = indices
-        sizes = [p.data.size for p in params]
-        self.offsets = [0]
-        for size in sizes:
-            self.offsets.append(self.offsets[-1] + size)
-        total = self.offsets[-1]
-        self.data = xp.concatenate([xp.ravel(p.data) for p in params]) if total else xp.zeros(0, first.dtype)
-        on_cpu = get_device(first) == "cpu"   # on a GPU, one launch per operation over the whole buffer
-        self.chunk = self.CPU_CHUNK if on_cpu else max(total, 1)
-        self.scratch = xp.empty_like(self.data[:self.chunk])
-        self.grad = xp.empty_like(self.scratch)   # the gradients of a run of several parameters, side by side
-        self.exp_avg, self.exp_avg_sq = xp.zeros_like(self.data), xp.zeros_like(self.data)
-        for i, p, begin, end in zip(indices, params, self.offsets, self.offsets[1:]):
-            p._data = self.data[begin:end].reshape(p.data.shape)   # same values: no new version
-            for slot in Adam._slots:
-                flat_slot, moments = getattr(self, slot), getattr(optimizer, slot)
-                if moments[i] is not None:   # loaded, or kept from before a parameter was moved or cast
-                    flat_slot[begin:end] = xp.ravel(to_device(moments[i], get_device(first)))
-                    moments[i] = flat_slot[begin:end].reshape(p.data.shape)
-        self.views = [(p._data, optimizer.exp_avg[i], optimizer.exp_avg_sq[i]) for i, p in zip(indices, params)]
-
-    def update_run(self, optimizer: Adam, run: list) -> None:
-        """Update the numbers of ``run``, pieces side by side in the buffers, and empty it. The gradient of
-        one piece is read where it is; those of several (small parameters) are copied side by side first."""
-        if not run:
-            return
-        start, stop = run[0][0], run[-1][1]
-        if len(run) == 1:
-            gradient = run[0][2]
-        else:
-            for first, last, piece in run:
-                self.grad[first - start:last - start] = piece
-            gradient = self.grad[:stop - start]
-        optimizer._update_range(self, start, stop, gradient)
-        run.clear()
-
-    def is_current(self, optimizer: Adam) -> bool:
-        """Whether every parameter and moment is still this group's view (``p.data = new`` replaces it)."""
-        for i, (data, m, v) in zip(self.indices, self.views):
-            if optimizer.params[i]._data is not data or optimizer.exp_avg[i] is not m or \
-                    optimizer.exp_avg_sq[i] is not v:
-                return False
-        return True
-
-
-class _FlatState:
-    """Adam's flat buffers: one ``_Flat`` per (device, dtype) of the parameters."""
-
-    def __init__(self, optimizer: Adam) -> None:
-        groups: dict[tuple, list[int]] = {}
-        for i, p in enumerate(optimizer.params):
-            groups.setdefault((get_device(p.data), p.data.dtype), []).append(i)
-        self.groups = [_Flat(optimizer, indices) for indices in groups.values()]
-
-    def update(self, optimizer: Adam) -> None:
-        """Update every parameter that has a gradient, in runs of at most ``chunk`` numbers."""
-        if not all(group.is_current(optimizer) for group in self.groups):
-            optimizer._flat = self = _FlatState(optimizer)   # a parameter was replaced, moved or cast
-        for group in self.groups:
-            run: list = []   # (first, last, gradient) pieces side by side in the buffers, not yet updated
-            for k, i in enumerate(group.indices):
-                p, begin, end = optimizer.params[i], group.offsets[k], group.offsets[k + 1]
-                if p.grad is None:
-                    group.update_run(optimizer, run)   # a run never spans a parameter left alone
-                    continue
-                if p.grad.shape != p.data.shape:
-                    raise ValueError(f"parameter {i}: gradient shape {p.grad.shape} != parameter shape "
-                                     f"{p.data.shape}")
-                if optimizer.exp_avg[i] is None:   # the first step of this parameter: its m and v start at 0
-                    optimizer.exp_avg[i] = group.exp_avg[begin:end].reshape(p.data.shape)
-                    optimizer.exp_avg_sq[i] = group.exp_avg_sq[begin:end].reshape(p.data.shape)
-                    group.views[k] = (p._data, optimizer.exp_avg[i], optimizer.exp_avg_sq[i])
-                p._version += 1          # p.data changes in place: a graph that saved it must not backward
-                gradient = group.xp.ravel(p.grad)
-                for first in range(begin, end, group.chunk):   # a large parameter a chunk at a time
-                    last = min(first + group.chunk, end)
-                    if run and last - run[0][0] > group.chunk:
-                        group.update_run(optimizer, run)
-                    run.append((first, last, gradient[first - begin:last - begin]))
-            group.update_run(optimizer, run)
+        t, g = self.step_count, p.grad
+        xp = xp_of(p.data)
+        if self.exp_avg[i] is None:   # the first step of this parameter: m and v start at 0
+            self.exp_avg[i], self.exp_avg_sq[i] = xp.zeros_like(p.data), xp.zeros_like(p.data)
+        m = self.exp_avg[i] = beta1 * self.exp_avg[i] + (1 - beta1) * g           # m ← β1·m + (1−β1)·g
+        v = self.exp_avg_sq[i] = beta2 * self.exp_avg_sq[i] + (1 - beta2) * (g * g)  # v ← β2·v + (1−β2)·g²
+        m_hat = m / (1 - beta1 ** t)                                               # m̂ = m / (1−β1^t)
+        v_hat = v / (1 - beta2 ** t)                                               # v̂ = v / (1−β2^t)
+        p.data -= self.lr * m_hat / (xp.sqrt(v_hat) + self.eps)                    # p ← p − lr·m̂ / (√v̂ + ε)
 
 
 class NoamSchedule:

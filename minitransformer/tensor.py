@@ -7,6 +7,10 @@ into gradients of the inputs (the chain rule, one local step). Calling a
 Function on Tensors runs ``forward`` and, unless ``no_grad()`` is active,
 records the edge from the output back to the inputs. ``Tensor.backward()``
 walks those edges in reverse topological order.
+
+The bookkeeping that is not the lesson (wrapping Python numbers, the device check,
+the in-place-change check, the care that no two ``.grad`` share an array) lives in
+the small named helpers below the line "bookkeeping" at the end of this file.
 """
 from __future__ import annotations
 
@@ -61,20 +65,17 @@ class Function:
 
     inputs: tuple[Tensor, ...] | None = None  # the graph's edges back to the inputs; None once freed
     saved_arrays: tuple | None = ()           # what forward kept for backward; None once freed
-    versions: list[int] = []                  # the inputs' versions when recorded (backward checks them)
+    recorded_at: int = 0                      # the count of in-place changes when recorded (see _InPlace)
 
     def __call__(self, *inputs: Any) -> Tensor:
         tensors = inputs if _all_tensors(inputs) else _as_tensors(self, inputs)  # Python numbers become Tensors
-        arrays = [t.data for t in tensors]
-        if len(arrays) > 1 and backend.gpu_in_use():
-            _check_same_device(self, arrays)
-        output = Tensor(self.forward(*arrays))
+        output = Tensor(self.forward(*_arrays_on_one_device(self, tensors)))
         # record the graph: only when asked, and only for a floating-point result (ints have no gradient)
-        if _GradMode.enabled and _any_requires_grad(tensors) and output.data.dtype.kind in "fc":
+        if _GradMode.enabled and _any_requires_grad(tensors) and output._data.dtype.kind in "fc":
             output.requires_grad = True
             output.creator = self    # output -> this Function -> its inputs: that is the whole graph
             self.inputs = tensors
-            self.versions = [t._version for t in tensors]   # backward checks that none changed in place since
+            self.recorded_at = _InPlace.changes   # backward checks that nothing it saved changed since
         return output
 
     def save_for_backward(self, *arrays) -> None:
@@ -106,7 +107,7 @@ class Tensor:
         if requires_grad and data.dtype.kind not in "fc":
             raise TypeError(f"only floating-point tensors can require gradients, got dtype {data.dtype}")
         self._data = data
-        self._version = 0            # how many times .data was changed in place (see the property below)
+        self._version = 0            # when .data was last changed in place; 0: never (see _InPlace)
         self.grad = None
         self.requires_grad = requires_grad
         self.creator: Function | None = None
@@ -122,7 +123,7 @@ class Tensor:
     @data.setter
     def data(self, array) -> None:
         self._data = array
-        self._version += 1
+        _InPlace.mark(self)
 
     # -- what the array looks like ------------------------------------------------
     @property
@@ -220,13 +221,12 @@ class Tensor:
                 grads.keep(tensor, gy)                  # into tensor.grad
             if function is None:
                 continue
-            _check_unchanged(function, tensor)          # no array it saved was changed in place since forward
+            if function.recorded_at != _InPlace.changes:  # some array changed in place since this forward
+                _check_unchanged(function, tensor)
             gxs = _input_gradients(function, function.backward(gy))   # one per input, checked
             for x, gx in zip(function.inputs, gxs):
                 if gx is not None and x.requires_grad:
-                    if gx.shape != x.data.shape:
-                        raise _gradient_shape_error(function, gx, x)
-                    grads.add(x, gx)                    # rule 1: sum over paths
+                    grads.add(x, gx, function)          # rule 1: sum over paths
             if not retain_graph:
                 function.inputs = function.saved_arrays = None  # free the graph as we go
 
@@ -277,7 +277,7 @@ class Tensor:
     def masked_fill(self, mask, value): return _ops.masked_fill(self, mask, value)
 
 
-# -- helpers of Tensor() and Function.__call__ -------------------------------------------
+# -- bookkeeping: the helpers of Tensor(), Function.__call__ and Tensor.backward -----------
 def _raw(value):
     return value.data if isinstance(value, Tensor) else value
 
@@ -344,6 +344,14 @@ def _any_requires_grad(tensors) -> bool:
     return False
 
 
+def _arrays_on_one_device(function: Function, tensors) -> list:
+    """The tensors' arrays, checked to live on one device (only while a GPU array can exist at all)."""
+    arrays = [t._data for t in tensors]
+    if len(arrays) > 1 and backend.gpu_in_use():
+        _check_same_device(function, arrays)
+    return arrays
+
+
 def _check_same_device(function: Function, arrays) -> None:
     first = type(arrays[0])
     for array in arrays[1:]:
@@ -354,7 +362,6 @@ def _check_same_device(function: Function, arrays) -> None:
                                    f"({', '.join(devices)}); move them with .to('cpu') or .to('cuda')")
 
 
-# -- helpers of Tensor.backward ----------------------------------------------------------
 def _initial_gradient(tensor: Tensor, grad):
     """The gradient backward() starts from: ``grad`` checked, or 1 for a tensor of one element."""
     if not tensor.requires_grad:
@@ -415,8 +422,11 @@ class _Gradients(dict):
         self.owned: set[Tensor] = set()  # tensors whose gradient is a sum this sweep allocated
         self.kept: set[int] = set()   # arrays that some tensor already keeps as its .grad
 
-    def add(self, x: Tensor, gx) -> None:
-        """One more path into x: gradients add up (the multivariable chain rule)."""
+    def add(self, x: Tensor, gx, function: Function) -> None:
+        """One more path into x: gradients add up (the multivariable chain rule). ``gx`` came from
+        ``function``'s backward, which the error names when gx does not have x's shape."""
+        if gx.shape != x._data.shape:
+            raise _gradient_shape_error(function, gx, x)
         total = self.get(x)
         if total is None:
             self[x] = gx
@@ -438,30 +448,43 @@ class _Gradients(dict):
         tensor.grad = _host_scalar_to_array(gy)
 
 
-def _check_unchanged(function: Function, output: Tensor) -> None:
-    """Refuse to run ``function.backward`` when an array it saved was changed in place after its forward.
+class _InPlace:
+    """The in-place changes of every tensor's array, counted: one counter for the whole engine.
 
     A Function saves arrays, not copies (they can be most of a model's memory): after ``x.data *= 2``
     the saved x is the new one, and backward would mix the new values with the old output into a
-    wrong gradient. So each Tensor counts the changes of its array (``_version``), the Function
-    noted its inputs' counts when it was recorded, and a count that moved on an array the Function
-    saved (or a view of it) stops the sweep, as PyTorch's version counters do. The output was new,
-    version 0, when the Function made it.
+    wrong gradient. So every assignment to a ``.data`` adds one to ``changes`` and stamps the tensor
+    with the new count (its ``_version``); a Function notes the count when it is recorded
+    (``recorded_at``). A tensor changed since then has a larger stamp. Backward compares one integer
+    per Function (``recorded_at`` against ``changes``): nothing is copied per op, and only when some
+    array has changed since the forward does it look at which (``_check_unchanged``). PyTorch keeps a
+    counter per tensor and a copy of it per saved tensor; one counter for all is the same check.
     """
-    if output._version == 0 and all(x._version == v for x, v in zip(function.inputs, function.versions)):
-        return
+
+    changes = 0
+
+    @classmethod
+    def mark(cls, tensor: Tensor) -> None:
+        """``tensor``'s array was changed in place (or replaced): stamp it with the next count."""
+        cls.changes += 1
+        tensor._version = cls.changes
+
+
+def _check_unchanged(function: Function, output: Tensor) -> None:
+    """Refuse to run ``function.backward`` when an array it saved (or a view of one) belongs to a tensor
+    changed in place after ``function`` was recorded. The output was new when the Function made it."""
     saved = function.saved_arrays or ()
-    for tensor, version, role in ((output, 0, "the output"), *((x, v, "an input") for x, v in
-                                                               zip(function.inputs, function.versions))):
+    for tensor, role in ((output, "the output"), *((x, "an input") for x in function.inputs)):
+        if tensor._version <= function.recorded_at:
+            continue
         xp = backend.xp_of(tensor._data)
-        if tensor._version != version and any(backend.is_array(a) and xp.may_share_memory(a, tensor._data)
-                                              for a in saved):
+        if any(backend.is_array(a) and xp.may_share_memory(a, tensor._data) for a in saved):
             name = f"{tensor.name!r} (shape {tensor.shape})" if tensor.name else f"a tensor of shape {tensor.shape}"
             raise RuntimeError(
                 f"backward(): {name}, {role} of {type(function).__name__}, was changed in place (its .data, "
-                f"now at version {tensor._version}) after {type(function).__name__} saved it for backward, "
-                f"recorded at version {version}; the gradient would mix old and new values. Change arrays "
-                f"after backward(), or run the forward again after the change")
+                f"in-place change number {tensor._version}) after {type(function).__name__} saved it for "
+                f"backward (recorded after change number {function.recorded_at}); the gradient would mix old "
+                f"and new values. Change arrays after backward(), or run the forward again after the change")
 
 
 def _input_gradients(function: Function, gxs) -> tuple:

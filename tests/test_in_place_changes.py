@@ -27,12 +27,35 @@ def test_changing_a_saved_input_in_place_makes_backward_refuse(change):
         y.backward()
 
 
-def test_the_error_names_a_named_tensor_and_the_versions():
+def test_the_error_names_a_named_tensor_and_the_counts():
+    """The engine counts in-place changes with one counter; the error says which change came after which."""
+    from minitransformer.tensor import _InPlace
+
     w = leaf([[1.0, 2.0], [3.0, 4.0]], name="w")
     loss = (mt.Tensor(np.ones((1, 2))) @ w).sum()
+    before = _InPlace.changes
     w.data -= 0.1                               # an optimizer step before the backward of this forward
-    with pytest.raises(RuntimeError, match=r"'w' \(shape \(2, 2\)\).*version 1.*recorded at version 0"):
+    with pytest.raises(RuntimeError, match=rf"'w' \(shape \(2, 2\)\), an input of MatMul, was changed in place.*"
+                                           rf"change number {before + 1}\).*recorded after change number {before}\)"):
         loss.backward()
+
+
+def test_a_change_of_another_tensor_is_no_error():
+    """The counter moved (some array changed), but not for the tensors this graph saved: backward runs."""
+    x, other = leaf([1.0, 2.0]), leaf([5.0])
+    y = (x * x).sum()
+    other.data *= 2
+    y.backward()
+    np.testing.assert_array_equal(x.grad, [2.0, 4.0])
+
+
+def test_a_change_before_the_forward_is_no_error():
+    """A tensor changed before the Function was recorded (an optimizer step, then the next forward)."""
+    x = leaf([1.0, 2.0])
+    x.data *= 3
+    y = (x * x).sum()
+    y.backward()
+    np.testing.assert_array_equal(x.grad, [6.0, 12.0])
 
 
 def test_changing_a_saved_output_in_place_makes_backward_refuse():

@@ -109,7 +109,7 @@ def profile(config_name: str, steps: int) -> dict:
     """Build our model for ``config_name``, time ``steps`` plain steps, then ``steps`` timed by part."""
     import minitransformer  # noqa: F401  (every Function subclass is defined on import)
     import minitransformer.nn  # noqa: F401
-    from minitransformer.optim import Adam
+    from minitransformer.fast.adam import FastAdam
     from minitransformer.tensor import Function
     from train_step import build_ours
 
@@ -126,7 +126,7 @@ def profile(config_name: str, steps: int) -> dict:
 
     methods = {f"{cls.__name__} {name}": (cls, name) for cls in _subclasses(Function)
                for name in ("forward", "backward") if name in cls.__dict__}
-    methods["Adam step"] = (Adam, "step")
+    methods["Adam step"] = (FastAdam, "step")   # the optimiser build_ours makes, as `train` does
     heap = heap_growth(step, batches[2], methods)
 
     spent: dict[str, float] = defaultdict(float)

@@ -77,6 +77,10 @@ def build_ours(config: BenchConfig, dropout: float, dtype: str = "float32", devi
     import minitransformer as mt
     import minitransformer.functional as F
     from minitransformer.nn.transformer import Transformer, TransformerConfig
+    try:
+        from minitransformer.fast.adam import FastAdam   # what `train` runs
+    except ImportError:   # a --baseline checkout from before minitransformer/fast/: its Adam was the flat one
+        FastAdam = mt.optim.Adam
 
     if device != "cpu":
         mt.set_default_device(device)
@@ -85,7 +89,7 @@ def build_ours(config: BenchConfig, dropout: float, dtype: str = "float32", devi
         d_ff=config.d_ff, n_layers=config.n_layers, dropout=dropout, pad_id=PAD, max_len=max_len))
     if dtype != "float32":
         model.to(dtype)
-    optimizer = mt.optim.Adam(model.parameters(), lr=LEARNING_RATE, betas=(0.9, 0.98), eps=1e-9)
+    optimizer = FastAdam(model.parameters(), lr=LEARNING_RATE, betas=(0.9, 0.98), eps=1e-9)   # as `train` runs
 
     def loss_of(src, tgt_in, tgt_out):
         if hasattr(model, "loss"):    # what train.batch_loss does: the projection and the loss as one Function

@@ -229,13 +229,13 @@ def test_the_loss_is_the_label_smoothed_cross_entropy_of_section_5_4():
 def test_cooldown_lowers_eq_3_over_the_last_part_of_the_run_and_not_before(tmp_path, monkeypatch, cooldown):
     import minitransformer.training.trainer as training
 
-    rates, real_step = [], training.Adam.step
+    rates, real_step = [], training.FastAdam.step
 
     def step(self):
         rates.append(self.lr)
         return real_step(self)
 
-    monkeypatch.setattr(training.Adam, "step", step)
+    monkeypatch.setattr(training.FastAdam, "step", step)
     summary = train(_options(tmp_path / "run", steps=10, cooldown=cooldown))
     assert summary["options"]["cooldown"] == cooldown
     warmup, d_model = PRESETS["toy"]["warmup"], MODELS["toy"]["d_model"]
@@ -262,7 +262,7 @@ def test_the_training_step_uses_the_papers_settings(tmp_path, monkeypatch):
     import minitransformer.training.trainer as training
 
     seen = {"smoothing": [], "clip": [], "adam": []}
-    real_loss, real_clip, real_step = training.Transformer.loss, training.clip_grad_norm, training.Adam.step
+    real_loss, real_clip, real_step = training.Transformer.loss, training.clip_grad_norm, training.FastAdam.step
 
     def loss(self, *args, **kwargs):
         seen["smoothing"].append(kwargs.get("label_smoothing"))
@@ -278,7 +278,7 @@ def test_the_training_step_uses_the_papers_settings(tmp_path, monkeypatch):
 
     monkeypatch.setattr(training.Transformer, "loss", loss)
     monkeypatch.setattr(training, "clip_grad_norm", clip)
-    monkeypatch.setattr(training.Adam, "step", step)
+    monkeypatch.setattr(training.FastAdam, "step", step)
     train(_options(tmp_path / "run", steps=2))
     assert seen["smoothing"] == [0.1, 0.1]
     assert seen["clip"] == [1.0, 1.0]
