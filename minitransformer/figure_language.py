@@ -61,6 +61,7 @@ TEXTS_JA: dict[str, str] = {
     # chapter 13
     "singular values kept, as a share of n": "残す特異値の数（n に対する割合）",
     "share of the energy Σσ²": "エネルギー Σσ² に占める割合",
+    "cumulative share": "累積の割合",
     "Encoder self-attention of the trained run": "学習済みモデルのエンコーダのセルフアテンション",
     "BigBird blocks": "BigBird のブロック",
     "Linformer, k = 256": "Linformer、k = 256",
@@ -154,6 +155,8 @@ PATTERNS_JA: list[tuple[str, str]] = [
     (r"encoder self-attention: (.*)", r"エンコーダのセルフアテンション（入力文：\1）"),
     (r"decoder self-attention: (.*)", r"デコーダのセルフアテンション（入力文：\1）"),
     (r"head (\d+)", r"ヘッド \1"),
+    (r"layer (\d+), Σσ \(Linformer's Fig\. 1\)", r"第 \1 層、Σσ（Linformer の図 1）"),
+    (r"layer (\d+), energy Σσ²", r"第 \1 層、エネルギー Σσ²"),
     (r"layer (\d+)", r"第 \1 層"),
     (r"layer (\d+) head (\d+)", r"第 \1 層 ヘッド \2"),
     (r"the (\d+) heads' averaged matrix", r"\1 ヘッドを平均した行列"),
