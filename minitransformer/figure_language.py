@@ -97,7 +97,7 @@ TEXTS_JA: dict[str, str] = {
     "a few columns": "いくつかの列",
     "step": "ステップ",
     "cross-entropy (moving average)": "交差エントロピー（移動平均）",
-    "reversing 6 tokens: which positional encoding?": "6 トークンの反転：どの位置エンコーディングがよいか",
+    "reversing 6 tokens: which positional encoding?": "6 トークンを逆順に：どの位置エンコーディングがよいか",
     # chapter 9
     "no cache: decode the whole prefix": "キャッシュなし：接頭辞全体をデコード",
     "decode_step with the cache": "キャッシュ付きの decode_step",
@@ -231,6 +231,19 @@ def localize(fig, language: str) -> list[str]:
 
     if language == "en":
         return []
+    from matplotlib.ticker import FixedFormatter, FuncFormatter  # noqa: PLC0415
+
+    def tick_label(label):
+        return translate(str(label), language) or label
+
+    for ax in fig.axes:                        # labels set with the ticks (set_xticks(ticks, labels)) are drawn
+        for axis in (ax.xaxis, ax.yaxis):      # again from their formatter: translate it, not the Text alone
+            for formatter in (axis.get_major_formatter(), axis.get_minor_formatter()):
+                if isinstance(formatter, FixedFormatter):
+                    formatter.seq = [tick_label(label) for label in formatter.seq]
+                elif isinstance(formatter, FuncFormatter) and not getattr(formatter, "_translated", False):
+                    formatter.func = (lambda inner: lambda x, pos=None: tick_label(inner(x, pos)))(formatter.func)
+                    formatter._translated = True
     fig.draw_without_rendering()               # tick labels and legends exist only once drawn
     tick_texts = {id(label) for ax in fig.axes for axis in (ax.xaxis, ax.yaxis)
                   for tick in axis.get_major_ticks() + axis.get_minor_ticks()
