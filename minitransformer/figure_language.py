@@ -61,6 +61,7 @@ TEXTS_JA: dict[str, str] = {
     # chapter 13
     "singular values kept, as a share of n": "残す特異値の数（n に対する割合）",
     "share of the energy Σσ²": "エネルギー Σσ² に占める割合",
+    "cumulative share": "累積の割合",
     "Encoder self-attention of the trained run": "学習済みモデルのエンコーダのセルフアテンション",
     "BigBird blocks": "BigBird のブロック",
     "Linformer, k = 256": "Linformer、k = 256",
@@ -96,7 +97,7 @@ TEXTS_JA: dict[str, str] = {
     "a few columns": "いくつかの列",
     "step": "ステップ",
     "cross-entropy (moving average)": "交差エントロピー（移動平均）",
-    "reversing 6 tokens: which positional encoding?": "6 トークンの反転：どの位置エンコーディングがよいか",
+    "reversing 6 tokens: which positional encoding?": "6 トークンを逆順に：どの位置エンコーディングがよいか",
     # chapter 9
     "no cache: decode the whole prefix": "キャッシュなし：接頭辞全体をデコード",
     "decode_step with the cache": "キャッシュ付きの decode_step",
@@ -154,6 +155,8 @@ PATTERNS_JA: list[tuple[str, str]] = [
     (r"encoder self-attention: (.*)", r"エンコーダのセルフアテンション（入力文：\1）"),
     (r"decoder self-attention: (.*)", r"デコーダのセルフアテンション（入力文：\1）"),
     (r"head (\d+)", r"ヘッド \1"),
+    (r"layer (\d+), Σσ \(Linformer's Fig\. 1\)", r"第 \1 層、Σσ（Linformer の図 1）"),
+    (r"layer (\d+), energy Σσ²", r"第 \1 層、エネルギー Σσ²"),
     (r"layer (\d+)", r"第 \1 層"),
     (r"layer (\d+) head (\d+)", r"第 \1 層 ヘッド \2"),
     (r"the (\d+) heads' averaged matrix", r"\1 ヘッドを平均した行列"),
@@ -228,6 +231,19 @@ def localize(fig, language: str) -> list[str]:
 
     if language == "en":
         return []
+    from matplotlib.ticker import FixedFormatter, FuncFormatter  # noqa: PLC0415
+
+    def tick_label(label):
+        return translate(str(label), language) or label
+
+    for ax in fig.axes:                        # labels set with the ticks (set_xticks(ticks, labels)) are drawn
+        for axis in (ax.xaxis, ax.yaxis):      # again from their formatter: translate it, not the Text alone
+            for formatter in (axis.get_major_formatter(), axis.get_minor_formatter()):
+                if isinstance(formatter, FixedFormatter):
+                    formatter.seq = [tick_label(label) for label in formatter.seq]
+                elif isinstance(formatter, FuncFormatter) and not getattr(formatter, "_translated", False):
+                    formatter.func = (lambda inner: lambda x, pos=None: tick_label(inner(x, pos)))(formatter.func)
+                    formatter._translated = True
     fig.draw_without_rendering()               # tick labels and legends exist only once drawn
     tick_texts = {id(label) for ax in fig.axes for axis in (ax.xaxis, ax.yaxis)
                   for tick in axis.get_major_ticks() + axis.get_minor_ticks()

@@ -1,11 +1,15 @@
 """Write the prh rules textlint checks the Japanese edition with, from the glossary, its one source.
 
 chapters/ja/glossary.md has a table | English | 訳語 | 使わない表記 | 出典 |: every variant in the third column
-becomes a prh pattern whose expected form is the term of the second column it stands for (when a row gives
-several terms, "クエリ、キー、バリュー", the one closest to the variant, or the one the cell names after an
-arrow, "注意層→アテンション層"). A variant written in katakana only is matched as a whole word: ロス (loss) is
-not found inside クロスアテンション. Nothing is written by hand in the
-output, tools/textlint/prh-ja.yml; `--check` fails when it no longer matches the glossary.
+becomes a prh pattern whose expected form is the one its cell names after an arrow, "注意層→アテンション層".
+Every variant needs its arrow, and a variant without one is an error naming it: a guess from the row (the
+most similar of "原言語、目的言語") once turned ターゲット言語 into 原言語, the opposite of what it means.
+
+A variant written in katakana only is matched as a whole word: ロス (loss) is not found inside
+クロスアテンション. A variant that is also part of an ordinary word names that word after it,
+"文の対（除く：文の対応）→文対": the pattern then skips the variant where it is part of that word
+(several words separated by ・). Nothing is written by hand in the output, tools/textlint/prh-ja.yml;
+`--check` fails when it no longer matches the glossary.
 
     python tools/glossary_prh.py            # (re)write tools/textlint/prh-ja.yml
     python tools/glossary_prh.py --check    # exit 1 when it is out of date
@@ -13,7 +17,6 @@ output, tools/textlint/prh-ja.yml; `--check` fails when it no longer matches the
 from __future__ import annotations
 
 import argparse
-import difflib
 import json
 import re
 import sys
@@ -45,28 +48,51 @@ def glossary_rows(text: str) -> list[tuple[str, list[str], list[str]]]:
 
 
 KATAKANA = "ァ-ヺー"
+EXCEPT = re.compile(r"(?P<variant>.+?)（除く：(?P<words>[^）]+)）")
 
 
-def variant_regex(variant: str) -> str:
-    """The regular expression (JavaScript's and Python's alike) a variant is found with."""
+def split_exceptions(written: str) -> tuple[str, list[str]]:
+    """"文の対（除く：文の対応）" -> ("文の対", ["文の対応"]): the variant and the ordinary words that contain it."""
+    found = EXCEPT.fullmatch(written.strip())
+    if not found:
+        return written.strip(), []
+    variant, words = found["variant"].strip(), [w.strip() for w in found["words"].split("・") if w.strip()]
+    for word in words:
+        if variant not in word:
+            raise ValueError(f"glossary: the exception {word!r} does not contain the variant {variant!r}")
+    return variant, words
+
+
+def variant_regex(written: str) -> str:
+    """The regular expression (JavaScript's and Python's alike) a variant is found with: a katakana variant
+    as a whole word; one with exceptions ("文の対（除く：文の対応）") not where it is part of one of them."""
+    variant, words = split_exceptions(written)
     body = re.escape(variant)
     if re.fullmatch(f"[{KATAKANA}・]+", variant):
         return f"(?<![{KATAKANA}]){body}(?![{KATAKANA}])"
-    return body
-
-
-def expected_for(variant: str, terms: list[str]) -> str:
-    """The term of the row that ``variant`` is a wrong spelling of: the most similar one."""
-    return max(terms, key=lambda term: difflib.SequenceMatcher(None, variant, term).ratio())
+    before_guards, after_guards = [], []
+    for word in words:
+        before, _, after = word.partition(variant)
+        if before and after:       # both sides at once: the lookbehind looks ahead from where the variant starts
+            before_guards.append(f"(?<!{re.escape(before)}(?={re.escape(variant + after)}))")
+        elif before:
+            before_guards.append(f"(?<!{re.escape(before)})")
+        elif after:
+            after_guards.append(f"(?!{re.escape(after)})")
+        else:
+            raise ValueError(f"glossary: the exception {word!r} is the variant itself")
+    return "".join(before_guards) + body + "".join(after_guards)
 
 
 def prh_rules(text: str) -> list[dict]:
     rules = []
     for english, terms, rejected in glossary_rows(text):
         for written in rejected:
-            variant, arrow, named = (part.strip() for part in written.partition("→"))
-            expected = named if arrow else expected_for(variant, terms)
-            if variant in expected:
+            variant, arrow, expected = (part.strip() for part in written.partition("→"))
+            if not arrow or not expected:
+                raise ValueError(f"glossary ({english}): the rejected {variant!r} has no arrow naming the term to use "
+                                 f"instead ({variant}→TERM, TERM one of {terms})")
+            if split_exceptions(variant)[0] in expected:
                 raise ValueError(f"glossary ({english}): the rejected {variant!r} is part of the term {expected!r}; "
                                  f"prh would flag the term itself")
             rules.append({"expected": expected, "pattern": variant, "regex": variant_regex(variant),

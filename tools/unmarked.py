@@ -15,7 +15,14 @@ What counts as measured, outside code, math, links and HTML comments:
 * a number in scientific form (4e-11, 8.03·10¹²);
 * a decimal number (0.861) that does not follow `=` (P_drop = 0.1 defines, it does not report);
 * a count written with thousands separators (4,481 or 1,224,570) that is neither round (20,000) nor a
-  power of two (16,384).
+  power of two (16,384);
+* a number with its unit joined by a hyphen ("a 20-second run", "a 7.5-M model");
+* a number spelled out in words before a unit ("about five hours", "three points ahead", "a
+  one-million-parameter model"; in Japanese kanji numerals, 五時間, 三ポイント), and "a point" as a
+  difference ("within about a point", "more than a point"): the measured number is then written in
+  digits with its marker, or the sentence says it without one;
+* an integer in prose that repeats a figure of a table above it in the same document ("in 964 s" after
+  a table that holds 964): quoted a second time, it needs the marker a second time.
 
 Not measured: section numbers (§3.2.1, "12.1 Exercises"), exercise ids (Exercise 12.1, 演習 12.1), chapter,
 equation, table and figure numbers, versions (NumPy 2.4), and the tables a script writes between
@@ -47,8 +54,9 @@ EXEMPT = Path(__file__).resolve().parent / "exempt_numbers.json"
 NUMBER = re.compile(r"(?<![\w.,/§#^_{\\-])(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE]-?\d+|·10[⁻]?[⁰¹²³⁴⁵⁶⁷⁸⁹]+)?"
                     r"(?![\w]|\.\d|,\d{3})")
 UNIT = re.compile(
-    r"\s?(?:%|％|×(?!\s*\d)|x(?![\w]|\s*\d)|ms\b|s\b|sec\b|seconds?\b|minutes?\b|min\b|hours?\b|h\b|days?\b|µs|us\b|ns\b"
+    r"[\s-]?(?:%|％|×(?!\s*\d)|x(?![\w]|\s*\d)|ms\b|s\b|sec\b|seconds?\b|minutes?\b|min\b|hours?\b|h\b|days?\b|µs|us\b|ns\b"
     r"|[KMGT]i?B\b|kB\b|bytes?\b|[GTP]?FLOPs?(?:/s)?|tok(?:ens)?/s|steps/s|batches/s|sentences/s|GB/s|TB/s"
+    r"|(?:(?:target |source )?tokens|steps|sentences|batches|words) (?:a|per) second\b|parameters\b"
     r"|times\b|k\b|M\b|million\b|billion\b|thousand\b|BLEU\b|chrF|points?\b|F1\b"
     r"|(?:graded )?exercises\b|tests\b|chapters\b|notebooks\b"
     r"|秒|分(?!の)|時間|日|倍|パーセント|ポイント|万|億|問|件)")
@@ -62,6 +70,26 @@ NOT_A_MEASUREMENT_AFTER = re.compile(r"\s*(?:節|章|秒あたり|分間の)")  
 # a table cell that is a value: a number (± a number, / a number, a range), with a unit or a marker
 VALUE_CELL = re.compile(r"\s*(?:\*\*)?[~≈<>≤≥]?\s*[-−]?\d[\d,.]*(?:e-?\d+|·10\S+)?(?:\*\*)?"
                         r"(?:\s*(?:±|/|–|-|to)\s*[-−]?\d[\d,.]*(?:\*\*)?)*\s*(?:[^\s|\d(][^|(]{0,12})?\s*(?:\([^|]*\))?\s*")
+
+
+# numbers spelled out in words, before a unit: "five hours", "three points ahead", "one-million-parameter"
+WORD_NUMBER = (r"(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|fifteen|sixteen"
+               r"|seventeen|eighteen|nineteen|twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety|hundred|thousand"
+               r"|million|billion|half|a dozen)")
+SPELLED_UNIT = (r"(?:seconds?|minutes?|hours?|days?|points?|percent|per cent|BLEU|times (?:faster|slower|as|more|less|the)"
+                r"|(?:million|thousand)-?parameters?|parameters?|MiB|GiB|(?:target )?tokens (?:a|per) second)")
+SPELLED_NUMBER = rf"(?P<number>{WORD_NUMBER}(?:[\s-](?:and[\s-])?{WORD_NUMBER})*)"
+HEDGE = r"(?:about|around|roughly|some|nearly|almost|over|under|more than|less than|within|at least|at most|only|just|by)"
+COMPARED = (r"(?:points?|BLEU points?) (?:ahead|behind|apart|higher|lower|better|worse|above|below|more|less)"
+            r"|times (?:faster|slower|as (?:long|much|fast|slow|many|large|big)|more|less|longer|shorter|larger|smaller)")
+SPELLED = [re.compile(rf"(?<![\w-]){form}\b", re.IGNORECASE) for form in (
+    rf"{HEDGE}\s+(?:a\s+)?{SPELLED_NUMBER}[\s-]{SPELLED_UNIT}",                                  # about five hours
+    rf"{SPELLED_NUMBER}-(?:{SPELLED_UNIT}|[a-z]+-(?:parameter|step|word|token|minute|hour|second)s?)",  # one-million-parameter
+    rf"{SPELLED_NUMBER}\s(?:{COMPARED})")]                                                       # three points ahead
+A_POINT = re.compile(r"\b(?:about|within|than|by|of|only|nearly|almost)\s+(?:about\s+)?(?P<number>a (?:point|BLEU point))\b")
+# kanji numerals before a unit (五時間, 三ポイント, 二倍); 十分 (enough) and 二分 (halving, 二分探索) are words
+KANJI_NUMBER = re.compile(r"(?:(?<![一-龯々])|(?<=約))(?![一二三四五六七八九十百千万億]*分[の五])(?P<number>(?!十分|二分)[一二三四五六七八九十百千]+(?:万|億)?)\s?"
+                          r"(?=秒|分(?!の)|時間|日(?!本)|倍|パーセント|ポイント|万|億)")
 
 
 def blank(match: re.Match) -> str:
@@ -178,6 +206,7 @@ def candidates(path: Path, text: str | None = None) -> list[Hit]:
     text = path.read_text(encoding="utf-8") if text is None else text
     originals = text.splitlines()
     hits, fenced, generated, table = [], False, False, None
+    table_figures: set[str] = set()      # the numbers of the tables seen so far: quoted again in prose, they need a marker
     lines = without_math(text).splitlines()
     for number, line in enumerate(lines, start=1):
         stripped = line.strip()
@@ -233,10 +262,35 @@ def candidates(path: Path, text: str | None = None) -> list[Hit]:
             elif "," in written and not ROUND.fullmatch(written) \
                     and int(written.replace(",", "")) & (int(written.replace(",", "")) - 1) != 0:
                 why = "a count"
+            if why is None and cells is None and written in table_figures and not re.search(r"[=≤≥<>×–〜~-]\s*$", before) \
+                    and not re.match(r"\s*(?:[×x]\s*\d|[–〜~-])", after):
+                why = "repeats a table's figure"
             if why:
                 hits.append(Hit(path, number, written, why, line[max(0, m.start() - 40):m.end() + 25].strip(),
                                 table, column))
+        if cells is not None:       # a table's measured figures (those with a marker), quoted again below it
+            table_figures.update(m["text"] for m in MARKER.finditer(line) if measured_looking(m["text"]))
+        for pattern, why in [*((form, "spelled out") for form in SPELLED), (A_POINT, "spelled out"),
+                             (KANJI_NUMBER, "in kanji numerals")]:
+            for m in pattern.finditer(clean):
+                if originals[number - 1][:m.start()].rstrip().endswith("-->"):
+                    continue          # "1.4<!-- fig … --> million parameters": the number is the marked one before
+                if any(h.line == number and h.why == why and h.text == m.group("number") for h in hits):
+                    continue          # two forms found the same words
+                hits.append(Hit(path, number, m.group("number"), why,
+                                line[max(0, m.start() - 40):m.end() + 25].strip(), table, None))
     return hits
+
+
+def measured_looking(written: str) -> bool:
+    """A table figure that, quoted again, reads as a measurement: not a small count, a round number or a power
+    of two (a setting: 16 heads, 256 wide, 1,000 steps)."""
+    if not re.fullmatch(r"[\d,]+(?:\.\d+)?", written):
+        return False           # a digest, or scientific form: found on its own when quoted again
+    if "." in written:
+        return True
+    whole = int(written.replace(",", ""))
+    return whole >= 10 and not re.fullmatch(r"[1-9]0*", str(whole)) and whole & (whole - 1) != 0
 
 
 def unrendered(text: str) -> str:

@@ -86,7 +86,7 @@ SEED_ARTICLE = {
 LABELS = {"en": {"lstm": "LSTM + additive attention", "softmax": "Transformer, softmax (vanilla)",
                  "flash": "Transformer, flash", "local": "Transformer, local (w = {window})",
                  "linear": "Transformer, linear"},
-          "ja": {"lstm": "LSTM + 加法的アテンション", "softmax": "Transformer、ソフトマックス注意（vanilla）",
+          "ja": {"lstm": "LSTM + 加法的アテンション", "softmax": "Transformer、通常のアテンション（vanilla）",
                  "flash": "Transformer、flash", "local": "Transformer、局所アテンション（w = {window}）",
                  "linear": "Transformer、線形アテンション"}}
 
@@ -403,7 +403,7 @@ HEADERS = {
                        "60 の長い文（BLEU）"],
            "cost": ["システム", "学習の目的言語側トークン/秒", "学習 1 ステップのピークメモリ（増分 MiB）",
                     "貪欲デコードのトークン/秒", "ビームサーチ（ビーム 4）のトークン/秒"],
-           "seed": ["シード記事（概念的な値）", "BLEU", "推論のトークン/秒", "GPU メモリ（GB）", "長距離依存性"],
+           "seed": ["出発点の記事（概念的な値）", "BLEU", "推論のトークン/秒", "GPU メモリ（GB）", "長距離依存性"],
            "real": ["small_parallel_enja、英→日", "パラメータ数", "ステップ数", "テスト BLEU、ビーム 4 / 貪欲",
                     "原言語の文の語数別 BLEU：{buckets}", "学習の目的言語側トークン/秒",
                     "学習 1 ステップ（増分 MiB）", "デコードのトークン/秒、貪欲 / ビーム 4"],

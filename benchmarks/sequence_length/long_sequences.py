@@ -400,7 +400,7 @@ def draw(results: dict, path: Path, language: str = "en") -> None:
 
 # -- decoding: the linear state against the softmax cache ---------------------------------------------------
 def cache_worker(kind: str, n: int) -> dict:
-    """Decode n positions with a one-layer decoder of the default width; the cache's bytes and the peak memory."""
+    """Decode n positions with a one-layer decoder of the medium preset's width; the cache's bytes and the peak memory."""
     import numpy as np
 
     import minitransformer as mt

@@ -579,6 +579,42 @@ def test_japanese_labels_draw_without_missing_glyphs():
     assert not [w for w in caught if "missing from" in str(w.message)]
 
 
+def test_tick_labels_set_with_the_ticks_are_translated_and_stay_so_when_drawn():
+    pytest.importorskip("matplotlib")
+    import io
+
+    from matplotlib.figure import Figure
+
+    from minitransformer.figure_language import localize
+    fig = Figure()
+    ax = fig.add_subplot()
+    ax.bar([0, 1], [1.0, 2.0])
+    ax.set_xticks([0, 1], ["greedy", "beam 4"])          # 09-cache's groups: once drawn in English in ja/
+    assert localize(fig, "ja") == []
+    fig.savefig(io.BytesIO(), format="png")
+    assert [label.get_text() for label in ax.get_xticklabels()] == ["貪欲", "ビーム 4"]
+
+
+def figure_texts_ja() -> list[str]:
+    """Every Japanese text a figure can show: the translations and the patterns' replacements."""
+    from minitransformer.figure_language import PATTERNS_JA, TEXTS_JA
+    return list(TEXTS_JA.values()) + [replacement for _, replacement in PATTERNS_JA]
+
+
+def test_figure_labels_use_the_glossary_terms():
+    rejected = glossary_rejections(GLOSSARY.read_text(encoding="utf-8"))
+    found = {text: rejected_variants_in(text, rejected) for text in figure_texts_ja()}
+    found = {text: variants for text, variants in found.items() if variants}
+    assert not found, "figure labels with variants the glossary rejects:\n  " + "\n  ".join(
+        f"{text!r}: {', '.join(variants)}" for text, variants in found.items())
+
+
+def test_a_figure_label_with_a_rejected_variant_would_be_found():
+    rejected = glossary_rejections(GLOSSARY.read_text(encoding="utf-8"))
+    assert rejected_variants_in("6 トークンの反転タスク", rejected) == ["反転タスク (use 逆順タスク)"]
+    assert rejected_variants_in("活性値の標準偏差", rejected)
+
+
 def test_an_untranslated_figure_label_is_reported():
     pytest.importorskip("matplotlib")
     from matplotlib.figure import Figure

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -47,8 +48,63 @@ def test_every_rejected_variant_of_the_glossary_is_a_prh_rule():
     assert len(rejected) >= 20 and rejected == patterns
 
 
-def test_a_rejected_variant_maps_to_its_own_term_in_a_row_of_several():
-    assert glossary_prh.expected_for("クエリー", ["クエリ", "キー", "バリュー"]) == "クエリ"
+# Variants the generator once mapped to the other side of their row's pair by string similarity (issue 49):
+# variant -> (the term it means, the term of the other side it was turned into).
+REVERSED_ONCE = {
+    "ターゲット言語": ("目的言語", "原言語"),
+    "ターゲット側": ("目的言語側", "原言語側"),
+    "プリミティブ": ("基本演算", "基本演算を組み合わせた"),
+    "big モデル": ("ビッグモデル", "ベースモデル"),
+    "変異体": ("ミュータント", "ミューテーションテスト"),
+    "加法的注意": ("加法的アテンション", "加法的なスコア"),
+}
+# Rows that name two sides of a pair, and how a variant says which side it stands for.
+SIDES = {
+    "source / target language": {"原言語": ("ソース", "原"), "目的言語": ("ターゲット", "目的")},
+    "source side / target side (tokens, subwords)": {"原言語側": ("ソース", "原"), "目的言語側": ("ターゲット", "目的")},
+    "base model, big model (§6.1)": {"ベースモデル": ("base", "ベース"), "ビッグモデル": ("big", "ビッグ")},
+    "mutation test, mutant": {"ミューテーションテスト": ("テスト",), "ミュータント": ("体", "ミュータント")},
+}
+
+
+def glossary_rules() -> dict[str, dict]:
+    return {rule["pattern"]: rule for rule in glossary_prh.prh_rules(glossary_prh.GLOSSARY.read_text(encoding="utf-8"))}
+
+
+def test_the_variants_once_reversed_map_to_their_own_side():
+    rules = glossary_rules()
+    for variant, (meant, reversed_to) in REVERSED_ONCE.items():
+        assert rules[variant]["expected"] == meant != reversed_to, (variant, rules[variant]["expected"])
+
+
+def test_no_variant_of_a_paired_row_maps_to_the_other_side():
+    rules = [rule for rule in glossary_rules().values() if rule["english"] in SIDES]
+    assert {rule["english"] for rule in rules} == set(SIDES)
+    for rule in rules:
+        sides = SIDES[rule["english"]]
+        own = [term for term, marks in sides.items() if any(mark in rule["pattern"] for mark in marks)]
+        assert len(own) == 1, f"{rule['pattern']}: which side? {own}"
+        assert rule["expected"] == own[0], f"{rule['pattern']} -> {rule['expected']}, the other side of {own[0]}"
+
+
+def test_a_variant_without_an_arrow_is_refused():
+    table = "| English | 訳語 | 使わない表記 | 出典 |\n|---|---|---|---|\n| source / target language | 原言語、目的言語 | {} | |\n"
+    with pytest.raises(ValueError, match="ターゲット言語.*no arrow"):
+        glossary_prh.prh_rules(table.format("ターゲット言語"))
+    with pytest.raises(ValueError, match="no arrow"):
+        glossary_prh.prh_rules(table.format("ターゲット言語→"))
+    assert glossary_prh.prh_rules(table.format("ターゲット言語→目的言語"))[0]["expected"] == "目的言語"
+
+
+def test_a_variant_skips_the_ordinary_words_it_is_part_of():
+    found = lambda written, text: re.findall(glossary_prh.variant_regex(written), text)   # noqa: E731
+    assert found("文の対（除く：文の対応）", "文の対応を見ます。") == []
+    assert found("文の対（除く：文の対応）", "文の対を並べます。") == ["文の対"]
+    assert found("訓練（除く：訓練データ）", "訓練データで訓練します。") == ["訓練"]
+    assert found("交差注意（除く：自己交差注意・交差注意機構）", "自己交差注意と交差注意機構と交差注意") == ["交差注意"]
+    assert found("注意（除く：不注意さ）", "不注意さと不注意と注意さ") == ["注意", "注意"]    # both sides at once
+    with pytest.raises(ValueError, match="does not contain"):
+        glossary_prh.variant_regex("文の対（除く：対訳）")
 
 
 def test_a_glossary_without_its_table_is_named():

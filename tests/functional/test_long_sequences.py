@@ -800,6 +800,21 @@ def test_energy_rank_counts_singular_values():
         rank(np.eye(2), 1.5)
 
 
+def test_singular_rank_is_linformers_measure_and_never_below_the_energy_rank():
+    script = benchmark_module("attention_rank")
+    diagonal = np.diag([3.0, 0.5, 0.1])
+    assert script.singular_rank(diagonal) == 2                   # Σσ: 3/3.6 < 0.9 ≤ 3.5/3.6, where Σσ² needs one
+    assert script.energy_rank(diagonal) == 1
+    assert script.singular_rank(np.eye(10)) == 9 and script.singular_rank(np.outer(np.arange(1, 6), np.ones(5))) == 1
+    rng = np.random.default_rng(0)
+    for _ in range(20):                                          # squares concentrate faster: never more σ for Σσ²
+        matrix = rng.random((7, 7)) ** 4
+        assert script.energy_rank(matrix) <= script.singular_rank(matrix)
+        assert np.all(script.cumulative_share(matrix, 2) >= script.cumulative_share(matrix, 1) - 1e-12)
+    with pytest.raises(ValueError, match="fraction must be in"):
+        script.singular_rank(np.eye(2), 0)
+
+
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
     """A toy model trained for two steps: enough for the scripts that read a trained run's attention."""
@@ -822,8 +837,12 @@ def test_the_rank_script_reads_a_trained_run(tmp_path, tiny_run):
     assert len(results["heads"]) == config.n_layers * config.n_heads
     for head in results["heads"]:
         assert all(1 <= r <= n for r, n in zip(head["ranks"], results["lengths"]))
+    for head in results["heads"]:
+        assert all(1 <= s <= n for s, n in zip(head["singular_ranks"], results["lengths"]))
+        assert all(e <= s for e, s in zip(head["ranks"], head["singular_ranks"]))
     for curve in results["layer_curves"]:
-        assert np.all(np.diff(curve["energy"]) >= -1e-9) and abs(curve["energy"][-1] - 1) < 1e-6
+        for measure in ("energy", "singular"):
+            assert np.all(np.diff(curve[measure]) >= -1e-9) and abs(curve[measure][-1] - 1) < 1e-6
     script.main(["--run", str(run), "--results", str(results_file), "--render", "--figure", str(tmp_path / "r.png")])
     assert (tmp_path / "r.png").stat().st_size > 0
 
