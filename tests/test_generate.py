@@ -22,8 +22,8 @@ SETTING_IDS = ["greedy", "temperature", "top-k", "top-p"]
 
 
 @pytest.mark.parametrize("settings", SETTINGS, ids=SETTING_IDS)
-@pytest.mark.parametrize("overrides", [{}, {"attention": "linear"}, {"positional": "sinusoidal"}],
-                         ids=["softmax", "linear", "sinusoidal"])
+@pytest.mark.parametrize("overrides", [{}, {"attention": "linear"}, {"positional": "sinusoidal"},
+                                       {"positional": "rope"}], ids=["softmax", "linear", "sinusoidal", "rope"])
 def test_the_cache_gives_the_tokens_and_logits_of_recomputing_the_prefix(settings, overrides):
     model = tiny_model(**overrides)
     # 3 + 25 tokens: past the context of 10, so the window slides (and the cache is rebuilt) several times

@@ -17,7 +17,10 @@ final LayerNorm then normalises the residual stream before the projection.
 already the stack's, so no extra one is added).
 
 Weight tying (§3.4): the output projection is h Eᵀ with the embedding E.
-Positions: ``positional`` is "learned" (GPT's, Table 3 row (E)) or "sinusoidal" (§3.5).
+Positions: ``positional`` is "learned" (GPT's, Table 3 row (E)), "sinusoidal"
+(§3.5) or "rope" (functional/rotary.py: q and k turned by position-dependent
+angles inside each attention layer, so that their dot products depend on the
+relative position only; nothing is added to the embeddings).
 """
 from __future__ import annotations
 
@@ -30,9 +33,11 @@ from ..functional.attention_kinds import ATTENTION_KINDS, check_attention
 from ..functional.linear import linear
 from ..functional.linear_loss import linear_cross_entropy
 from ..functional.masks import causal_mask
+from ..functional.rotary import Rotary
 from ..tensor import Tensor
 from . import init
 from .cache import AttentionCache
+from .dropout import Dropout
 from .embedding import Embedding, token_ids
 from .layers import EncoderLayer
 from .module import Module, ModuleList, counts_by_part, parts_table
@@ -40,7 +45,7 @@ from .normalization import LayerNorm
 from .positional import LearnedPositionalEncoding, PositionalEncoding
 from .transformer import _is_integer
 
-POSITIONAL_KINDS = ("learned", "sinusoidal")
+POSITIONAL_KINDS = ("learned", "sinusoidal", "rope")
 
 
 @dataclass
@@ -55,7 +60,7 @@ class LanguageModelConfig:
     n_layers: int = 4
     context: int = 64                 # the longest sequence: rows of the position table, the KV cache's limit
     dropout: float = 0.0              # on sub-layer outputs and the embedding sum (§5.4)
-    positional: str = "learned"       # "learned" or "sinusoidal" (§3.5)
+    positional: str = "learned"       # "learned", "sinusoidal" (§3.5) or "rope" (rotary, chapter 15)
     norm_first: bool = True           # pre-LN (GPT-2, nanoGPT); False: the paper's post-LN
     seed: int = 0
     attention_dropout: float = 0.0
@@ -79,6 +84,9 @@ class LanguageModelConfig:
         if self.d_model % self.n_heads:
             raise ValueError(f"LanguageModelConfig: d_model={self.d_model} must be divisible by "
                              f"n_heads={self.n_heads}")
+        if self.positional == "rope" and (self.d_model // self.n_heads) % 2:
+            raise ValueError(f"LanguageModelConfig: positional 'rope' turns pairs of features, so d_k = "
+                             f"d_model / n_heads = {self.d_model // self.n_heads} must be even")
         try:
             kind = check_attention(self.attention, self.attention_window, self.attention_dropout)
         except ValueError as error:
@@ -132,12 +140,18 @@ class LanguageModel(Module):
         d = config.d_model
         self.embed_scale = math.sqrt(d)                    # §3.4, as in the translator
         self.embedding = Embedding(config.vocab_size, d)   # also the output projection (§3.4)
-        positional = LearnedPositionalEncoding if config.positional == "learned" else PositionalEncoding
-        self.positional = positional(d, config.context, config.dropout)
+        if config.positional == "rope":
+            self.positional = Dropout(config.dropout)      # nothing added: the positions turn q and k instead
+        else:
+            positional = LearnedPositionalEncoding if config.positional == "learned" else PositionalEncoding
+            self.positional = positional(d, config.context, config.dropout)
         self.blocks = ModuleList(Block(d, config.n_heads, config.d_ff, config.dropout, config.norm_first,
                                        config.attention_dropout, config.attention, config.attention_window)
                                  for _ in range(config.n_layers))
         self.norm = LayerNorm(d) if config.norm_first else None   # post-LN blocks already end in one
+        if config.positional == "rope":
+            for block in self.blocks:
+                block.self_attn.rotary = Rotary()             # RoPE on every layer's queries and keys
 
     @property
     def device(self) -> str:
@@ -154,6 +168,8 @@ class LanguageModel(Module):
                              f"{self.config.context} tokens the model was built for; feed at most the last "
                              f"{self.config.context} tokens")
         x = self.embedding(ids) * self.embed_scale                   # (B, T, d_model), ×√d_model (§3.4)
+        if self.config.positional == "rope":
+            return self.positional(x)                                # dropout only; RoPE acts in the attention
         return self.positional(x, offset)                            # + PE, then dropout
 
     def _mask(self, length: int, cache: LanguageModelCache | None):

@@ -9,9 +9,12 @@ import minitransformer.functional as F
 import minitransformer.nn as nn
 
 VOCAB = 11
-KINDS = [{}, {"norm_first": False}, {"positional": "sinusoidal"}, {"attention": "flash"},
+KINDS = [{}, {"norm_first": False}, {"positional": "sinusoidal"}, {"positional": "rope"}, {"attention": "flash"},
          {"attention": "local", "attention_window": 2}, {"attention": "linear"}]
-KIND_IDS = ["pre-LN", "post-LN", "sinusoidal", "flash", "local", "linear"]
+KIND_IDS = ["pre-LN", "post-LN", "sinusoidal", "rope", "flash", "local", "linear"]
+# RoPE with a kind whose cache is a running state: the offsets of the turned keys follow the state's steps
+KINDS.append({"positional": "rope", "attention": "linear"})
+KIND_IDS.append("rope-linear")
 
 
 def tiny_model(**overrides) -> nn.LanguageModel:
@@ -24,7 +27,7 @@ def text(seed: int = 0, length: int = 7) -> np.ndarray:
     return np.random.default_rng(seed).integers(0, VOCAB, size=(2, length))
 
 
-@pytest.mark.parametrize("overrides", KINDS[:3], ids=KIND_IDS[:3])
+@pytest.mark.parametrize("overrides", KINDS[:4], ids=KIND_IDS[:4])
 def test_whole_tiny_model_gradcheck(overrides):
     model = tiny_model(**overrides)
     ids = text()
