@@ -161,3 +161,11 @@ def test_every_option_of_lm_train_and_sample_is_used_by_a_test():
                 for flag in action.option_strings if flag.startswith("--") and flag != "--help"
                 and f'"{flag}"' not in source]
     assert not untested, f"options no test uses: {untested}"
+
+
+def test_sample_without_a_prompt_starts_from_a_character_the_model_knows(tmp_path, capsys):
+    one_line = tmp_path / "one-line.txt"
+    one_line.write_text("abcab " * 40, encoding="utf-8")                 # no line break anywhere
+    assert train(tmp_path / "run", "--data", str(one_line)) == 0
+    assert main(["lm", "sample", "--checkpoint", str(tmp_path / "run"), "--tokens", "10"]) == 0
+    assert capsys.readouterr().out.startswith(" ")                     # " " sorts first of " abc"

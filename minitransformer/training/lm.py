@@ -322,11 +322,18 @@ def load_lm(path: str, device: str = "cpu") -> tuple[LanguageModel, object]:
     return model, tokenizer_from_dict(checkpoint.tokenizer)
 
 
+def default_prompt(tokenizer) -> str:
+    """A line break, where the vocabulary has one (a text of one line has none: then its first character)."""
+    if isinstance(tokenizer, CharTokenizer) and "\n" not in tokenizer.ids:
+        return tokenizer.chars[0]
+    return "\n"
+
+
 def sample_lm(args) -> str:
     from ..generate import generate  # noqa: PLC0415
 
     model, tokenizer = load_lm(args.checkpoint, args.device)
-    prompt = args.prompt if args.prompt is not None else "\n"
+    prompt = args.prompt if args.prompt is not None else default_prompt(tokenizer)
     if not prompt:
         raise TrainingError("--prompt is empty; give at least one character to start from")
     ids = list(encode_text(tokenizer, prompt))
@@ -373,7 +380,8 @@ def add_parser(commands, checked, positive_int, finite_float) -> None:
     train.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     sample = sub.add_parser("sample", help="generate text from a trained language model")
     sample.add_argument("--checkpoint", default="runs/lm", help="a run folder or checkpoint folder (default runs/lm)")
-    sample.add_argument("--prompt", help="the text to continue (default: a line break)")
+    sample.add_argument("--prompt", help="the text to continue (default: a line break, or the vocabulary's first "
+                                         "character when the text had none)")
     sample.add_argument("--tokens", type=integer, default=300, help="how many tokens to generate (default 300)")
     sample.add_argument("--temperature", type=number, default=0.8)
     sample.add_argument("--top-k", type=integer, default=None)

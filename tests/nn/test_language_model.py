@@ -128,3 +128,25 @@ def test_bad_inputs_are_named():
     model.step(np.zeros((1, 10), dtype=np.int64), cache)
     with pytest.raises(ValueError, match="beyond the context"):
         model.step(np.zeros((1, 3), dtype=np.int64), cache)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("overrides", [{}, {"positional": "rope"}, {"attention": "linear"}], ids=["learned", "rope", "linear"])
+def test_the_model_and_its_cached_generation_on_the_gpu_match_the_cpu(overrides):
+    from minitransformer.generate import generate
+
+    model = tiny_model(**overrides)
+    ids = text(6)
+    cpu_loss = model.loss(ids[:, :-1], ids[:, 1:])
+    cpu_loss.backward()
+    cpu_grads = [p.grad.copy() for p in model.parameters()]
+    cpu_tokens = generate(model, [1, 2], 14, top_k=5, seed=4)
+    model.zero_grad()
+    model.to("cuda")
+    gpu_loss = model.loss(ids[:, :-1], ids[:, 1:])
+    gpu_loss.backward()
+    assert gpu_loss.item() == pytest.approx(cpu_loss.item(), rel=1e-10)
+    for g_cpu, p in zip(cpu_grads, model.parameters()):
+        assert p.device == "cuda"
+        np.testing.assert_allclose(mt.backend.asnumpy(p.grad), g_cpu, rtol=1e-8, atol=1e-10)
+    assert generate(model, [1, 2], 14, top_k=5, seed=4) == cpu_tokens
