@@ -68,8 +68,9 @@ def test_cached_steps_give_the_logits_of_the_full_pass(overrides):
     full = model(ids).data
     cache = model.init_cache()
     with mt.no_grad():
-        pieces = [model.step(ids[:, :4], cache).data]                # a prompt of 4, then one token at a time
-        pieces += [model.step(ids[:, t:t + 1], cache).data for t in range(4, 9)]
+        pieces = [model.step(ids[:, :4], cache).data]                # a prompt of 4, then 2 more at once,
+        pieces += [model.step(ids[:, 4:6], cache).data]              # then one token at a time
+        pieces += [model.step(ids[:, t:t + 1], cache).data for t in range(6, 9)]
     assert cache.position == 9
     np.testing.assert_allclose(np.concatenate(pieces, axis=1), full, rtol=0, atol=1e-10)
 
