@@ -60,10 +60,11 @@ def test_sampling_with_and_without_the_cache_prints_the_same_text(tmp_path, text
     assert texts[0] == texts[1]
 
 
-def test_resume_continues_to_the_weights_of_an_uninterrupted_run(tmp_path, text_file):
-    assert train(tmp_path / "whole", "--data", str(text_file)) == 0
+@pytest.mark.parametrize("dropout", ["0", "0.2"])
+def test_resume_continues_to_the_weights_of_an_uninterrupted_run(tmp_path, text_file, dropout):
+    assert train(tmp_path / "whole", "--data", str(text_file), "--dropout", dropout) == 0
     run = tmp_path / "cut"
-    assert train(run, "--data", str(text_file)) == 0
+    assert train(run, "--data", str(text_file), "--dropout", dropout) == 0
     # make it a run killed after its step-10 checkpoint: what such a run leaves behind
     for name in ("results.json",):
         (run / name).unlink()
@@ -72,7 +73,7 @@ def test_resume_continues_to_the_weights_of_an_uninterrupted_run(tmp_path, text_
             file.unlink()
         folder.rmdir()
     (run / "latest").write_text("checkpoints/step-000010\n")
-    assert train(run, "--data", str(text_file), "--resume") == 0
+    assert train(run, "--data", str(text_file), "--dropout", dropout, "--resume") == 0
     whole, resumed = load_checkpoint(tmp_path / "whole").weights, load_checkpoint(run).weights
     assert whole.keys() == resumed.keys()
     for name in whole:

@@ -257,7 +257,12 @@ def run_training(args, out: Path, config: LanguageModelConfig, tokenizer, split:
     if resumed is not None:
         model.load_state_dict(resumed.weights)
         optimizer.load_state_dict(resumed.optimizer)
-        rng.bit_generator.state = resumed.state["sampler"]
+        try:
+            rng.bit_generator.state = resumed.state["sampler"]
+            model.load_rng_state_dict(resumed.state["dropout"])   # the dropout streams go on where they stopped
+        except (KeyError, TypeError, ValueError) as error:
+            raise TrainingError(f"--resume: {resumed.path} does not hold the random states of a language model "
+                                f"run ({type(error).__name__}: {error}); --overwrite starts it again") from None
         step, history = resumed.step, list(resumed.state.get("history", []))
         say(f"resuming at step {step} from {resumed.path}")
     started, losses = time.monotonic(), []
@@ -279,7 +284,7 @@ def run_training(args, out: Path, config: LanguageModelConfig, tokenizer, split:
                 f"{history[-1]['val_bpc']:.3f} bits/char ({time.monotonic() - started:.0f} s)")
             losses = []
             state = {"model": dataclasses.asdict(config), "training": settings, "sampler": rng.bit_generator.state,
-                     "history": history}
+                     "dropout": model.rng_state_dict(), "history": history}
             ckpt.save_checkpoint(out, step, model.state_dict(), state, optimizer.state_dict(),
                                  tokenizer.to_dict(), keep_last=2)
     return finish(args, out, model, config, tokenizer, split, settings, history, say)
