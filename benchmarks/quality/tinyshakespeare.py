@@ -17,6 +17,7 @@ batches for both) and its time per iteration (the median over the iterations, ev
 
     python benchmarks/quality/tinyshakespeare.py                       # the full recipe: minutes per library
     python benchmarks/quality/tinyshakespeare.py --iters 20 --eval-batches 4 --results /tmp/ts.json  # a smoke run
+    python benchmarks/quality/tinyshakespeare.py --positionals sinusoidal,rope   # also RoPE and §3.5's sinusoid
 
 Writes benchmarks/quality/results/tinyshakespeare.json (or --results) with the machine it ran on.
 """
@@ -92,17 +93,17 @@ def learning_rate(step: int, recipe: dict) -> float:
 
 
 # -- the two workers ------------------------------------------------------------------------------------
-def ours(recipe: dict, vocab: int, weights: str):
+def ours(recipe: dict, vocab: int, weights: str, positional: str = "learned"):
     import minitransformer.nn as nn
     import minitransformer.optim as optim
     from minitransformer.tensor import no_grad
 
     config = nn.LanguageModelConfig(vocab_size=vocab, d_model=recipe["d_model"], n_heads=recipe["n_heads"],
                                     d_ff=4 * recipe["d_model"], n_layers=recipe["n_layers"],
-                                    context=recipe["context"])
+                                    context=recipe["context"], positional=positional)
     model = nn.LanguageModel(config)
-    with np.load(weights) as saved:
-        model.load_state_dict(dict(saved))
+    with np.load(weights) as saved:      # another position encoding: the same weights but the learned table
+        model.load_state_dict({k: v for k, v in saved.items() if positional == "learned" or k != "positional.weight"})
     optimizer = optim.Adam(model.parameters(), lr=recipe["lr"], betas=(0.9, recipe["beta2"]), eps=1e-8)
 
     def step(inputs, targets, lr: float) -> float:
@@ -195,7 +196,10 @@ def worker(args) -> None:
         torch.set_num_threads(args.threads)
     recipe = {**RECIPE, "iters": args.iters}
     train, val, vocab = encoded(read_text(args.text))
-    step, evaluate = (ours if args.worker == "minitransformer" else twin)(recipe, vocab, args.weights)
+    if args.worker == "minitransformer":
+        step, evaluate = ours(recipe, vocab, args.weights, args.positional)
+    else:
+        step, evaluate = twin(recipe, vocab, args.weights)
     seconds, losses = [], []
     for i, (inputs, targets) in enumerate(batches(train, recipe["iters"], 1, recipe["batch"], recipe["context"])):
         start = time.perf_counter()
@@ -206,6 +210,19 @@ def worker(args) -> None:
     print(json.dumps({"val_loss": round(val_loss, 4), "train_loss_last_100": round(float(np.mean(losses[-100:])), 4),
                       "seconds_per_iter": round(float(np.median(seconds)), 5),
                       "total_train_seconds": round(float(np.sum(seconds)), 2), "iters": recipe["iters"]}))
+
+
+def run_worker(args, library: str, positional: str, weights: str, env: dict) -> dict:
+    """One training run in a process of its own: its figures."""
+    command = [sys.executable, __file__, "--worker", library, "--weights", weights, "--iters", str(args.iters),
+               "--eval-batches", str(args.eval_batches), "--threads", str(args.threads), "--positional", positional]
+    command += [args.text] if args.text else []
+    done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    if done.returncode:
+        raise SystemExit(f"{library} ({positional} positions) failed:\n{done.stderr}")
+    figures = json.loads(done.stdout.strip().splitlines()[-1])
+    print(f"{library:>16} ({positional}): {figures}")
+    return figures
 
 
 def initial_weights(vocab: int, path: str) -> None:
@@ -224,6 +241,9 @@ def main() -> int:
     parser.add_argument("--eval-batches", type=int, default=200, help="held-out batches of 12 (default 200)")
     parser.add_argument("--threads", type=int, default=1, help="BLAS / torch threads per library (default 1)")
     parser.add_argument("--libraries", default="minitransformer,pytorch")
+    parser.add_argument("--positionals", default="", help="also train our engine with these position encodings "
+                        "(e.g. sinusoidal,rope; chapter 15.6), recorded under 'positional' beside 'learned'")
+    parser.add_argument("--positional", default="learned", help=argparse.SUPPRESS)
     parser.add_argument("--results", default=None, help="JSON file (default benchmarks/quality/results/"
                                                         "tinyshakespeare.json)")
     parser.add_argument("--worker", choices=("minitransformer", "pytorch"), help=argparse.SUPPRESS)
@@ -243,14 +263,11 @@ def main() -> int:
         env = {**os.environ, "OPENBLAS_NUM_THREADS": str(args.threads), "OMP_NUM_THREADS": str(args.threads),
                "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
         for library in args.libraries.split(","):
-            command = [sys.executable, __file__, "--worker", library, "--weights", weights, "--iters", str(args.iters),
-                       "--eval-batches", str(args.eval_batches), "--threads", str(args.threads)]
-            command += [args.text] if args.text else []
-            done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
-            if done.returncode:
-                raise SystemExit(f"{library} failed:\n{done.stderr}")
-            record["libraries"][library] = json.loads(done.stdout.strip().splitlines()[-1])
-            print(f"{library:>16}: {record['libraries'][library]}")
+            record["libraries"][library] = run_worker(args, library, "learned", weights, env)
+        if args.positionals:
+            record["positional"] = {"learned": record["libraries"].get("minitransformer")}
+            for kind in args.positionals.split(","):
+                record["positional"][kind] = run_worker(args, "minitransformer", kind, weights, env)
     out = Path(args.results) if args.results else Path(__file__).parent / "results" / "tinyshakespeare.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(record, indent=2) + "\n")
