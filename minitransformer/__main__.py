@@ -1,9 +1,10 @@
-"""Command line: ``python -m minitransformer train | translate | evaluate``.
+"""Command line: ``python -m minitransformer train | translate | evaluate | attention | lm``.
 
     python -m minitransformer train                      # built-in corpus, en→ja (README.md: how long it takes)
     python -m minitransformer translate --checkpoint runs/enja "the cat ate the fish ."
     python -m minitransformer evaluate --checkpoint runs/enja --split test_heldout
     python -m minitransformer attention --checkpoint runs/enja "the cat ate the fish ." --out maps.png
+    python -m minitransformer lm train --out runs/lm && python -m minitransformer lm sample --prompt "the"
 
 Every refusal (a missing corpus, a corrupt or mismatched checkpoint, bad
 options) is one clear line on stderr and a non-zero exit status.
@@ -144,6 +145,10 @@ def build_parser() -> argparse.ArgumentParser:
     attention.add_argument("--kind", choices=["encoder", "decoder", "cross"], action="append",
                            help="only this kind (repeatable); with one kind, OUT is the file name itself")
     attention.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+
+    from .training import lm  # noqa: PLC0415 - chapter 15: lm train | lm sample
+
+    lm.add_parser(commands, _checked, positive_int, finite_float)
     return parser
 
 
@@ -288,6 +293,12 @@ def cmd_evaluate(args) -> int:
     return 0
 
 
+def cmd_lm(args) -> int:
+    from .training.lm import run  # noqa: PLC0415
+
+    return run(args)
+
+
 def cmd_attention(args) -> int:
     from .attention_maps import attention_maps, check_kinds, draw_attention_maps, model_kinds  # noqa: PLC0415
 
@@ -336,7 +347,8 @@ def main(argv: list[str] | None = None) -> int:
     from .data.loaders import CorpusError  # noqa: PLC0415
     from .training.options import TrainingError  # noqa: PLC0415
 
-    handlers = {"train": cmd_train, "translate": cmd_translate, "evaluate": cmd_evaluate, "attention": cmd_attention}
+    handlers = {"train": cmd_train, "translate": cmd_translate, "evaluate": cmd_evaluate, "attention": cmd_attention,
+                "lm": cmd_lm}
     for name in ("checkpoint", "data"):     # '~/runs/enja' in quotes reaches us unexpanded: it means the home folder
         if isinstance(getattr(args, name, None), str):
             setattr(args, name, os.path.expanduser(getattr(args, name)))

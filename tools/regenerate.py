@@ -165,6 +165,12 @@ STEPS = [
          why_no_quick="the cheat suite is its quick form: tests/exercises/test_cheats.py and tests/exercises/test_nbgrader.py"),
     Step("seed_table", "{python} benchmarks/quality/seed_table.py", "seed_table.json", 660, timing=True,
          why_no_quick="tests/book/test_seed_table.py runs its quick mode"),
+    Step("lm_cache", "{python} benchmarks/speed/lm_cache.py", "lm_cache.json", 5, timing=True,
+         quick="{python} benchmarks/speed/lm_cache.py --quick --results {tmp}/lm_cache.json"),
+    Step("tinyshakespeare", "{python} benchmarks/quality/tinyshakespeare.py --positionals sinusoidal,rope",
+         "tinyshakespeare.json", 40, timing=True, needs=("torch", "data"),
+         quick="{python} benchmarks/quality/tinyshakespeare.py --iters 5 --eval-batches 2 --positionals rope "
+               "--results {tmp}/tinyshakespeare.json"),
     Step("figures", "{python} chapters/figures/make_02.py && {python} chapters/figures/make_04_05.py && "
          "{python} chapters/figures/make_measured.py && {python} chapters/figures/make_10_11.py " + RUN +
          " && {python} chapters/figures/make_12.py " + RUN + " && {python} chapters/figures/make_ja.py --run " + RUN,

@@ -33,3 +33,6 @@ __all__ += ["LSTM", "LSTMCell", "Seq2SeqAttention", "AdditiveAttention", "DotAtt
 from .seq2seq import Seq2Seq, Seq2SeqCache, Seq2SeqConfig  # noqa: E402
 
 __all__ += ["Seq2Seq", "Seq2SeqConfig", "Seq2SeqCache"]
+from .language_model import LanguageModel, LanguageModelCache, LanguageModelConfig  # noqa: E402  (chapter 15)
+
+__all__ += ["LanguageModel", "LanguageModelConfig", "LanguageModelCache"]

@@ -74,6 +74,7 @@ class MultiHeadAttention(Module):
         self.w_o = Linear(d_model, d_model)   # W^O mixes the concatenated heads
         self.keep_weights = False
         self.attention_weights: Tensor | None = None
+        self.rotary = None     # RoPE (chapter 15): turns q and k by their positions; set by nn.LanguageModel
         if projected:          # Linformer's E and F (k × n_max), shared by the heads; N(0, 1/k) as in its §4
             xp = backend.xp_for(self.w_q.weight.device)
             self.proj_e = init.normal(Parameter(xp.empty((int(window), max_len), dtype="float32")), std=window ** -0.5)
@@ -97,16 +98,16 @@ class MultiHeadAttention(Module):
             raise ValueError(f"MultiHeadAttention: key_value must be (B={query.shape[0]}, S, "
                              f"d_model={self.d_model}), got shape {tuple(source.shape)}")
         packed = ATTENTION_KINDS[self.attention].packed     # the kind's Function for packed projections, if any
-        if cache is None and packed is not None and self._projections_alike():
+        if cache is None and packed is not None and self._projections_alike() and self.rotary is None:
             return self._packed_forward(packed, query, key_value, mask)
-        q = split_heads(self.w_q(query), self.n_heads)                   # (B, h, T, d_k)
+        q = self._turned(split_heads(self.w_q(query), self.n_heads), cache)   # (B, h, T, d_k)
         recurrent = ATTENTION_KINDS[self.attention].recurrent
         if cache is not None and not cache.static and recurrent is not None:
             return self.w_o(merge_heads(self._recurrent_step(recurrent, q, source, mask, cache)))
         if cache is not None and cache.static and cache.keys is not None:
             k, v = cache.keys, cache.values                             # memory projected on step 1
         else:
-            k = split_heads(self.w_k(source), self.n_heads)              # (B, h, S, d_k)
+            k = self._turned(split_heads(self.w_k(source), self.n_heads), cache)   # (B, h, S, d_k)
             v = split_heads(self.w_v(source), self.n_heads)              # (B, h, S, d_v)
             if cache is not None:
                 if not cache.static and cache.keys is not None:          # earlier steps first
@@ -132,12 +133,17 @@ class MultiHeadAttention(Module):
         if mask is not None:
             raise ValueError(f"MultiHeadAttention: attention {self.attention!r} decodes from its running state and "
                              "takes no mask with a cache (each new position sees itself and every earlier one)")
-        k = split_heads(self.w_k(source), self.n_heads)                  # (B, h, T, d_k), the new positions only
+        k = self._turned(split_heads(self.w_k(source), self.n_heads), cache)   # (B, h, T, d_k), the new positions
         v = split_heads(self.w_v(source), self.n_heads)
         attended, cache.state = step(q, k, v, cache.state)
         cache.steps += q.shape[2]
         self.attention_weights = None                                    # no weights formed, no keys kept to draw them
         return attended
+
+    def _turned(self, x: Tensor, cache: AttentionCache | None) -> Tensor:
+        """Queries or keys of self-attention turned by RoPE at their positions (after the cached ones), or as
+        they are without it."""
+        return x if self.rotary is None else self.rotary(x, 0 if cache is None else cache.length)
 
     def _projections_alike(self) -> bool:
         """W^Q, W^K, W^V of one shape, with biases: what packing them side by side needs (chapter 12's
