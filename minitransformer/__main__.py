@@ -89,7 +89,7 @@ def _add_train_options(parser: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .training.options import finite_float, positive_int  # noqa: PLC0415 - keep `--help` of the package light
+    from .training.options import alpha_value, positive_int  # noqa: PLC0415 - keep `--help` of the package light
 
     parser = _Parser(prog="python -m minitransformer",
                      description="The Transformer of 'Attention Is All You Need', from scratch: train a "
@@ -115,7 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
                                                                      "(default: runs/enja)")
     translate.add_argument("--beam", type=_checked(positive_int), help=f"beam size (default {DEFAULT_BEAM}, §6.1)")
     translate.add_argument("--greedy", action="store_true", help="greedy search (beam 1)")
-    translate.add_argument("--alpha", type=_checked(finite_float), help=ALPHA_HELP)
+    translate.add_argument("--alpha", type=_checked(alpha_value), help=ALPHA_HELP)
     translate.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
 
     evaluate = commands.add_parser(
@@ -127,7 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--data", help="a corpus folder to evaluate on instead of the training corpus")
     evaluate.add_argument("--beam", type=_checked(positive_int), help=f"beam size (default {DEFAULT_BEAM}, §6.1)")
     evaluate.add_argument("--greedy", action="store_true", help="greedy search (beam 1)")
-    evaluate.add_argument("--alpha", type=_checked(finite_float), help=ALPHA_HELP)
+    evaluate.add_argument("--alpha", type=_checked(alpha_value), help=ALPHA_HELP)
     evaluate.add_argument("--limit", type=_checked(positive_int), help="evaluate on the first N pairs only")
     evaluate.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
 
@@ -237,7 +237,8 @@ def cmd_evaluate(args) -> int:
 
     beam = _beam_size(args)
     translator = _load_translator(args)
-    settings = load_checkpoint(args.checkpoint, with_optimizer=False).state.get("training") or {}
+    state = load_checkpoint(args.checkpoint, with_optimizer=False).state
+    settings = state.get("training") or {}
     if not settings and args.data is None:
         raise _Refusal(f"{args.checkpoint}: the checkpoint does not say which corpus it was trained on; pass --data")
     direction = settings.get("direction") or "en-ja"
@@ -245,8 +246,12 @@ def cmd_evaluate(args) -> int:
         preset = presets.resolve(settings.get("preset"), saved=True)
     except ValueError as error:
         raise _Refusal(f"{args.checkpoint}: {error}") from None
-    corpus = load_data(args.data or settings.get("data"), direction, presets.PRESETS[preset]["corpus"],
-                       limit=settings.get("limit"))
+    data = args.data or _trained_corpus_folder(args, settings, state)
+    # the run's --limit belongs to the data it was given for: another corpus (--data) is read whole
+    corpus = load_data(data, direction, presets.PRESETS[preset]["corpus"],
+                       limit=settings.get("limit") if args.data is None else None)
+    if args.data is None:
+        _warn_if_the_corpus_changed(args, state, data, corpus)
     pairs = corpus.pairs(args.split, direction)
     if args.limit:
         pairs = pairs[:args.limit]
@@ -264,6 +269,32 @@ def cmd_evaluate(args) -> int:
           f"[{'/'.join(f'{p:.1f}' for p in score.precisions)}, BP {score.bp:.3f}, ratio {score.ratio:.3f}], "
           f"{100 * exact:.1f}% exact, {time.monotonic() - started:.1f} s")
     return 0
+
+
+def _trained_corpus_folder(args, settings: dict, state: dict) -> str | None:
+    """The corpus folder the run trained on: its resolved path as the run recorded it (so that evaluate
+    from another folder scores that corpus); a run from before corpora were recorded kept it as typed."""
+    data = settings.get("data")
+    recorded = state.get("corpus")
+    if isinstance(recorded, dict) and isinstance(recorded.get("path"), str):
+        return recorded["path"]
+    if data is not None and "corpus" not in state:
+        print(f"note: {args.checkpoint} was trained before runs recorded where their corpus is and what it held; "
+              f"reading {data} from the current folder, unchecked", file=sys.stderr)
+    return data
+
+
+def _warn_if_the_corpus_changed(args, state: dict, data: str | None, corpus) -> None:
+    """Warn, naming the files, when the run's corpus is no longer what the model was trained on."""
+    from .data import fingerprint  # noqa: PLC0415
+
+    recorded = state.get("corpus")
+    if data is None or not isinstance(recorded, dict):
+        return
+    changed = fingerprint.differences(recorded, fingerprint.fingerprint(data, corpus))
+    if changed:
+        print(f"warning: the corpus {data} is not the one {args.checkpoint} was trained on: {'; '.join(changed)}; "
+              f"scoring it as it is now", file=sys.stderr)
 
 
 def cmd_attention(args) -> int:
