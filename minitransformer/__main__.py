@@ -143,6 +143,8 @@ def build_parser() -> argparse.ArgumentParser:
     attention.add_argument("--kind", choices=["encoder", "decoder", "cross"], action="append",
                            help="only this kind (repeatable); with one kind, OUT is the file name itself")
     attention.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    attention.add_argument("--overwrite", action="store_true",
+                           help="replace pictures that exist under the names OUT gives (OUT-cross.png, ...)")
     return parser
 
 
@@ -307,12 +309,27 @@ def cmd_attention(args) -> int:
         check_kinds(translator.model, args.kind or ())
     except ValueError as error:
         raise _Refusal(str(error)) from None
+    _check_no_picture_replaced(args, args.kind or model_kinds(translator.model))
     maps = attention_maps(translator, args.sentence)
     print("output: " + " ".join(maps.output))
     kinds = args.kind or model_kinds(translator.model)
     for path in draw_attention_maps(maps, args.out, kinds, sentence=args.sentence):
         print(path)
     return 0
+
+
+def _check_no_picture_replaced(args, kinds) -> None:
+    """Refuse, before translating, to replace a picture that --out did not name itself (OUT-cross.png beside
+    OUT, or OUT.png for OUT) unless --overwrite says so: those are files of yours until this command writes them."""
+    from .attention_maps import picture_paths  # noqa: PLC0415
+
+    named = os.path.abspath(os.path.expanduser(args.out))
+    existing = [str(path) for path in picture_paths(args.out, kinds)
+                if (path.exists() or path.is_symlink()) and os.path.abspath(path) != named]
+    if existing and not args.overwrite:
+        raise _Refusal(f"--out {args.out} would replace {', '.join(existing)}, which exist"
+                       f"{'s' if len(existing) == 1 else ''}; pass --overwrite to replace "
+                       f"{'it' if len(existing) == 1 else 'them'}, or choose another --out")
 
 
 class _Refusal(Exception):
