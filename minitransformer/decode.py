@@ -393,5 +393,6 @@ def decode_sentences(model, sources: Sequence[Sequence[int]], bos_id: int, eos_i
     return outputs
 
 
-__all__ = ["Decodable", "Hypothesis", "length_penalty", "check_alpha", "MAX_ABS_ALPHA", "greedy_decode", "beam_search", "decode_sentences",
+__all__ = ["Decodable", "Hypothesis", "length_penalty", "check_alpha", "MAX_ABS_ALPHA", "greedy_decode",
+           "beam_search", "decode_sentences",
            "output_limits", "EXTRA_LENGTH"]

@@ -59,6 +59,7 @@ def differences(saved: dict, now: dict) -> list[str]:
         elif name not in before:
             found.append(f"{name} is new")
         elif before[name] != after[name]:
-            found.append(f"{name} changed ({before[name].get('size')} bytes then, {after[name]['size']} now; "
-                         f"SHA-256 {str(before[name].get('sha256'))[:12]}… then, {after[name]['sha256'][:12]}… now)")
+            then, now = before[name], after[name]
+            found.append(f"{name} changed ({then.get('size')} bytes then, {now['size']} now; "
+                         f"SHA-256 {str(then.get('sha256'))[:12]}… then, {now['sha256'][:12]}… now)")
     return found

@@ -224,7 +224,8 @@ def resumed_vocabulary(checkpoint: ckpt.Checkpoint, opts: TrainOptions,
 
 
 def new_vocabulary(opts: TrainOptions, train_pairs: list[tuple[str, str]], say: Callable[[str], None],
-                   world: World, corpus_record: dict | None = None) -> tuple[Tokenizer, TransformerConfig | Seq2SeqConfig]:
+                   world: World, corpus_record: dict | None = None
+                   ) -> tuple[Tokenizer, TransformerConfig | Seq2SeqConfig]:
     """A new run's tokenizer, learned from both sides of the training pairs (one shared vocabulary, §3.4),
     and its model configuration. Rank 0 learns it, starts the run folder and sends it to the other ranks."""
     if not world.is_root:                       # another rank of a new run: rank 0's vocabulary

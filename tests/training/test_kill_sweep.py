@@ -144,7 +144,8 @@ def _sweep(tmp_path: Path, every: int) -> int:
                     shutil.copytree(old_run, out)
                 outcome, _ = _in_a_fork(_options(out, overwrite=overwrite), kill_at, when)
                 assert outcome == "killed"
-                where = f"killed {when} operation {kill_at} of {operations} ({'--overwrite' if overwrite else 'new run'})"
+                what = "--overwrite" if overwrite else "new run"
+                where = f"killed {when} operation {kill_at} of {operations} ({what})"
                 _recover(out, overwrite)
                 _same_run(out, reference, where)
                 shutil.rmtree(out)
