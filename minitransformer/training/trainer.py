@@ -164,7 +164,8 @@ def _train(options: TrainOptions, log: Callable[[str], None] | None, world: Worl
         if not world.is_root:           # rank 0 alone chooses, saves and evaluates the final model
             world.wait_for_root()
             return {"out": str(run.out), "steps": run.state.step, "rank": world.rank, "ranks": world.size}
-        summary = finish(run, record, started)
+        with interruption_notice(run):  # the steps are saved: a --resume chooses and scores the final model again
+            summary = finish(run, record, started)
     world.release_others()
     return summary
 

@@ -281,6 +281,21 @@ def test_ctrl_c_says_the_step_and_the_resume_command_after_the_bar_is_closed(tmp
     assert ckpt.load_checkpoint(out).state["step"] == 6
 
 
+def test_ctrl_c_while_the_final_model_is_scored_says_how_to_resume_too(tmp_path, monkeypatch, capsys):
+    out = tmp_path / "run"
+
+    def interrupted(run):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(trainer, "choose_final_weights", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        train(_options(out, steps=2, save_every=1, average=2))
+    notice = capsys.readouterr().err.strip().split("\n")[-1]
+    assert notice.startswith("interrupted at step 2; the last checkpoint is step-000002, where this continues: ")
+    monkeypatch.undo()
+    assert train(_options(out, steps=2, save_every=1, average=2, resume=True))["steps"] == 2
+
+
 def test_the_closing_hint_quotes_a_path_with_spaces(tmp_path):
     out = tmp_path / "my run"
     lines = []
