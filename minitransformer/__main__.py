@@ -91,7 +91,7 @@ def _add_train_options(parser: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .training.options import finite_float, positive_int  # noqa: PLC0415 - keep `--help` of the package light
+    from .training.options import alpha_value, positive_int  # noqa: PLC0415 - keep `--help` of the package light
 
     parser = _Parser(prog="python -m minitransformer",
                      description="The Transformer of 'Attention Is All You Need', from scratch: train a "
@@ -117,7 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
                                                                      "(default: runs/enja)")
     translate.add_argument("--beam", type=_checked(positive_int), help=f"beam size (default {DEFAULT_BEAM}, §6.1)")
     translate.add_argument("--greedy", action="store_true", help="greedy search (beam 1)")
-    translate.add_argument("--alpha", type=_checked(finite_float), help=ALPHA_HELP)
+    translate.add_argument("--alpha", type=_checked(alpha_value), help=ALPHA_HELP)
     translate.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
 
     evaluate = commands.add_parser(
@@ -129,7 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--data", help="a corpus folder to evaluate on instead of the training corpus")
     evaluate.add_argument("--beam", type=_checked(positive_int), help=f"beam size (default {DEFAULT_BEAM}, §6.1)")
     evaluate.add_argument("--greedy", action="store_true", help="greedy search (beam 1)")
-    evaluate.add_argument("--alpha", type=_checked(finite_float), help=ALPHA_HELP)
+    evaluate.add_argument("--alpha", type=_checked(alpha_value), help=ALPHA_HELP)
     evaluate.add_argument("--limit", type=_checked(positive_int), help="evaluate on the first N pairs only")
     evaluate.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
 
@@ -145,6 +145,8 @@ def build_parser() -> argparse.ArgumentParser:
     attention.add_argument("--kind", choices=["encoder", "decoder", "cross"], action="append",
                            help="only this kind (repeatable); with one kind, OUT is the file name itself")
     attention.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    attention.add_argument("--overwrite", action="store_true",
+                           help="replace pictures that exist under the names OUT gives (OUT-cross.png, ...)")
 
     from .training import lm  # noqa: PLC0415 - chapter 15: lm train | lm sample
 
@@ -264,7 +266,8 @@ def cmd_evaluate(args) -> int:
 
     beam = _beam_size(args)
     translator = _load_translator(args)
-    settings = load_checkpoint(args.checkpoint, with_optimizer=False).state.get("training") or {}
+    state = load_checkpoint(args.checkpoint, with_optimizer=False).state
+    settings = state.get("training") or {}
     if not settings and args.data is None:
         raise _Refusal(f"{args.checkpoint}: the checkpoint does not say which corpus it was trained on; pass --data")
     direction = settings.get("direction") or "en-ja"
@@ -272,8 +275,12 @@ def cmd_evaluate(args) -> int:
         preset = presets.resolve(settings.get("preset"), saved=True)
     except ValueError as error:
         raise _Refusal(f"{args.checkpoint}: {error}") from None
-    corpus = load_data(args.data or settings.get("data"), direction, presets.PRESETS[preset]["corpus"],
-                       limit=settings.get("limit"))
+    data = args.data or _trained_corpus_folder(args, settings, state)
+    # the run's --limit belongs to the data it was given for: another corpus (--data) is read whole
+    corpus = load_data(data, direction, presets.PRESETS[preset]["corpus"],
+                       limit=settings.get("limit") if args.data is None else None)
+    if args.data is None:
+        _warn_if_the_corpus_changed(args, state, data, corpus)
     pairs = corpus.pairs(args.split, direction)
     if args.limit:
         pairs = pairs[:args.limit]
@@ -299,6 +306,32 @@ def cmd_lm(args) -> int:
     return run(args)
 
 
+def _trained_corpus_folder(args, settings: dict, state: dict) -> str | None:
+    """The corpus folder the run trained on: its resolved path as the run recorded it (so that evaluate
+    from another folder scores that corpus); a run from before corpora were recorded kept it as typed."""
+    data = settings.get("data")
+    recorded = state.get("corpus")
+    if isinstance(recorded, dict) and isinstance(recorded.get("path"), str):
+        return recorded["path"]
+    if data is not None and "corpus" not in state:
+        print(f"note: {args.checkpoint} was trained before runs recorded where their corpus is and what it held; "
+              f"reading {data} from the current folder, unchecked", file=sys.stderr)
+    return data
+
+
+def _warn_if_the_corpus_changed(args, state: dict, data: str | None, corpus) -> None:
+    """Warn, naming the files, when the run's corpus is no longer what the model was trained on."""
+    from .data import fingerprint  # noqa: PLC0415
+
+    recorded = state.get("corpus")
+    if data is None or not isinstance(recorded, dict):
+        return
+    changed = fingerprint.differences(recorded, fingerprint.fingerprint(data, corpus))
+    if changed:
+        print(f"warning: the corpus {data} is not the one {args.checkpoint} was trained on: {'; '.join(changed)}; "
+              f"scoring it as it is now", file=sys.stderr)
+
+
 def cmd_attention(args) -> int:
     from .attention_maps import attention_maps, check_kinds, draw_attention_maps, model_kinds  # noqa: PLC0415
 
@@ -310,6 +343,7 @@ def cmd_attention(args) -> int:
         check_kinds(translator.model, args.kind or ())
     except ValueError as error:
         raise _Refusal(str(error)) from None
+    _check_no_picture_replaced(args, args.kind or model_kinds(translator.model))
     maps = attention_maps(translator, args.sentence)
     print("output: " + " ".join(maps.output))
     kinds = args.kind or model_kinds(translator.model)
@@ -328,6 +362,20 @@ def _check_picture_folder(out: str) -> None:
         folder = os.path.dirname(folder)              # the nearest part of the path that exists
     if not os.path.isdir(folder):
         raise _Refusal(f"--out {out}: {folder} is a file, not a folder, so no picture can be written inside it")
+
+
+def _check_no_picture_replaced(args, kinds) -> None:
+    """Refuse, before translating, to replace a picture that --out did not name itself (OUT-cross.png beside
+    OUT, or OUT.png for OUT) unless --overwrite says so: those are files of yours until this command writes them."""
+    from .attention_maps import picture_paths  # noqa: PLC0415
+
+    named = os.path.abspath(os.path.expanduser(args.out))
+    existing = [str(path) for path in picture_paths(args.out, kinds)
+                if (path.exists() or path.is_symlink()) and os.path.abspath(path) != named]
+    if existing and not args.overwrite:
+        raise _Refusal(f"--out {args.out} would replace {', '.join(existing)}, which exist"
+                       f"{'s' if len(existing) == 1 else ''}; pass --overwrite to replace "
+                       f"{'it' if len(existing) == 1 else 'them'}, or choose another --out")
 
 
 class _Refusal(Exception):

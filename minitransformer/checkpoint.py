@@ -4,7 +4,8 @@ A run directory looks like this::
 
     OUT/
       .minitransformer.lock       locked (flock) by the process that trains in OUT, which writes its pid there
-      config.json                 model configuration and training options (for people; copied in state.json)
+      config.json                 model configuration and training options (for people; copied in state.json),
+                                  and the corpus read: its resolved folder, each file's size and SHA-256
       tokenizer.json              the BPE vocabulary and merges
       latest                      one line: "checkpoints/step-000600" (never a path outside checkpoints/)
       final/                      the model to use after training (e.g. the average of the last

@@ -81,11 +81,27 @@ class Hypothesis:
 
 
 DEFAULT_ALPHA = 0.6     # α of the length penalty, as in §6.1 (chosen there on the development set)
+# The α a search accepts: |α| up to 10. At α = 10 a hypothesis one token longer already gains (or, below 0,
+# loses) more than any difference of log-probability, so a larger |α| means nothing more; past ±190 the
+# penalty itself would leave the range of a float.
+MAX_ABS_ALPHA = 10.0
+_MAX_EXPONENT = 700.0   # e^700 ≈ 1e304: the penalty stays a finite, positive float whatever the length
+
+
+def check_alpha(alpha: float, name: str = "alpha") -> float:
+    """``alpha`` if it is a finite number within ±MAX_ABS_ALPHA; else a ValueError that says so."""
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not math.isfinite(alpha) \
+            or abs(alpha) > MAX_ABS_ALPHA:
+        raise ValueError(f"{name} must be a finite number from {-MAX_ABS_ALPHA:g} to {MAX_ABS_ALPHA:g} (the "
+                         f"length penalty's exponent; §6.1 used {DEFAULT_ALPHA}), got {alpha!r}")
+    return float(alpha)
 
 
 def length_penalty(length: int, alpha: float) -> float:
-    """GNMT's lp(Y) = ((5 + |Y|) / 6)^α; 1 for α = 0."""
-    return ((5.0 + length) / 6.0) ** alpha
+    """GNMT's lp(Y) = ((5 + |Y|) / 6)^α; 1 for α = 0. Computed as exp(α·log((5 + |Y|)/6)) with the exponent
+    held within ±700, so that no α and no length can overflow it or round it to 0 (a score divides by it)."""
+    exponent = alpha * math.log((5.0 + length) / 6.0)
+    return math.exp(min(max(exponent, -_MAX_EXPONENT), _MAX_EXPONENT))
 
 
 def _log_softmax(logits):
@@ -270,8 +286,7 @@ def beam_search(model: Decodable, src_ids, bos_id: int, eos_id: int, beam_size: 
         raise ValueError(f"beam_size must be >= 1, got {beam_size}")
     if n_best < 1:
         raise ValueError(f"n_best must be >= 1, got {n_best}")
-    if not math.isfinite(alpha):
-        raise ValueError(f"alpha must be a finite number, got {alpha}")
+    check_alpha(alpha)
     src_ids = asnumpy(src_ids)  # host bookkeeping; the model runs on its device
     n_sentences, k = len(src_ids), beam_size
     limits = output_limits(src_ids, _pad_id(model), _model_max_len(model), extra_length, max_len)
@@ -388,5 +403,6 @@ def decode_sentences(model, sources: Sequence[Sequence[int]], bos_id: int, eos_i
     return outputs
 
 
-__all__ = ["Decodable", "Hypothesis", "length_penalty", "greedy_decode", "beam_search", "decode_sentences",
+__all__ = ["Decodable", "Hypothesis", "length_penalty", "check_alpha", "MAX_ABS_ALPHA", "greedy_decode",
+           "beam_search", "decode_sentences",
            "output_limits", "EXTRA_LENGTH"]

@@ -31,7 +31,7 @@ from .data.bpe import END_OF_WORD
 from .data.raw_text import RawTextTokenizer
 from .data.tokenizer import SPECIAL_TOKENS, Tokenizer
 from .data.writing import CorpusWriting, describe_unseen
-from .decode import DEFAULT_ALPHA, decode_sentences, searching
+from .decode import DEFAULT_ALPHA, check_alpha, decode_sentences, searching
 from .nn.attention import record_attention
 from .nn.seq2seq import Seq2Seq, Seq2SeqConfig
 from .nn.transformer import Transformer, TransformerConfig
@@ -80,7 +80,10 @@ def saved_alpha(checkpoint: Checkpoint) -> float:
     alpha = checkpoint.state.get("alpha", DEFAULT_ALPHA)
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not math.isfinite(alpha):
         raise CheckpointError(f"{checkpoint.path}: the saved length penalty alpha is {alpha!r}, not a finite number")
-    return float(alpha)
+    try:
+        return check_alpha(alpha, "the saved length penalty alpha")
+    except ValueError as error:
+        raise CheckpointError(f"{checkpoint.path}: {error}") from None
 
 
 class TranslationWarning(UserWarning):

@@ -348,7 +348,7 @@ def test_a_negative_limit_is_refused_rather_than_dropping_pairs_from_the_end(tmp
     ("save_every", 0, "--save-every must be positive, got 0"),
     ("limit", -1, "--limit must be positive, got -1"),               # was "n_train must be >= 0", deep inside
     ("attention_window", 0, "--attention-window must be positive, got 0"),
-    ("alpha", math.nan, "--alpha must be a finite number, got nan"),  # was found only after training, at the test BLEU
+    ("alpha", math.nan, "--alpha must be a finite number from -10 to 10, got nan"),  # was found only after training, at the test BLEU
 ])
 def test_train_options_refuse_invalid_values_before_training(name, value, reason):
     from minitransformer.training.options import TrainingError, TrainOptions, resolve_options

@@ -605,3 +605,100 @@ def test_options_of_the_other_model_are_refused(lstm_run_dir, tmp_path):
     refused(run_cli("train", "--out", lstm_run_dir, "--resume", "--steps", "8", "--model", "transformer"),
             "model: 'lstm' in the saved run, 'transformer' requested")
     assert not any((tmp_path / name).exists() for name in "abcd")
+
+
+# -- issue 48: the corpus of evaluate, α's range, pictures not replaced silently --------------------------
+def _tsv_corpus(folder: Path, sizes: dict[str, int]) -> Path:
+    """A corpus folder of TSV files from the built-in corpus's sentences, ``sizes`` pairs per split."""
+    from minitransformer.data.run_data import load_data
+    from minitransformer.presets import PRESETS
+
+    corpus = load_data(None, "en-ja", PRESETS["toy"]["corpus"])
+    folder.mkdir(parents=True)
+    for split, size in sizes.items():
+        (folder / f"{split}.tsv").write_text("".join(f"{en}\t{ja}\n" for en, ja in corpus.pairs(split, "en-ja")[:size]),
+                                             encoding="utf-8")
+    return folder
+
+
+def _cli_in(cwd: Path, *args) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p),
+               MPLBACKEND="Agg")
+    return subprocess.run([sys.executable, "-m", "minitransformer", *map(str, args)], capture_output=True, text=True,
+                          timeout=120, env=env, cwd=cwd)
+
+
+def test_evaluate_data_reads_another_corpus_whole_not_under_the_runs_limit(run_dir, tmp_path):
+    """A 30-pair test split of another corpus used to be scored as 20 sentences, the training run's --limit."""
+    data = _tsv_corpus(tmp_path / "other", {"train": 5, "dev": 5, "test": 30})
+    result = run_cli("evaluate", "--checkpoint", run_dir, "--data", data, "--greedy")
+    assert result.returncode == 0, result.stderr
+    assert "other test (en-ja, 30 sentences, greedy)" in result.stdout
+    result = run_cli("evaluate", "--checkpoint", run_dir, "--greedy")              # the run's own corpus: its limit
+    assert "builtin test (en-ja, 20 sentences, greedy)" in result.stdout, result.stderr
+
+
+def test_evaluate_from_another_folder_scores_the_runs_corpus_and_warns_when_it_changed(tmp_path):
+    """A relative --data was stored as typed: evaluate from another folder scored that folder's `corpus`."""
+    here, elsewhere = tmp_path / "here", tmp_path / "elsewhere"
+    _tsv_corpus(here / "corpus", {"train": 20, "dev": 10, "test": 12})
+    _tsv_corpus(elsewhere / "corpus", {"train": 20, "dev": 10, "test": 7})
+    trained = _cli_in(here, "train", "--data", "corpus", "--out", "run", "--steps", "2", "--preset", "toy",
+                      "--average", "1", "--no-eval")
+    assert trained.returncode == 0, trained.stderr
+    result = _cli_in(elsewhere, "evaluate", "--checkpoint", here / "run", "--greedy")
+    assert result.returncode == 0, result.stderr
+    assert "corpus test (en-ja, 12 sentences, greedy)" in result.stdout and "warning" not in result.stderr
+    with open(here / "corpus" / "test.tsv", "a", encoding="utf-8") as f:
+        f.write("the cat .\tねこ 。\n")
+    result = _cli_in(elsewhere, "evaluate", "--checkpoint", here / "run", "--greedy")
+    assert result.returncode == 0, result.stderr
+    assert "corpus test (en-ja, 13 sentences, greedy)" in result.stdout
+    assert f"warning: the corpus {here / 'corpus'} is not the one" in result.stderr
+    assert "test.tsv changed" in result.stderr
+
+
+@pytest.mark.parametrize("alpha", ["300", "-301", "1e9", "11"])
+def test_an_alpha_out_of_range_is_refused_where_it_is_parsed(run_dir, alpha):
+    """--alpha 300 used to be an OverflowError (and -300 a ZeroDivisionError) of the length penalty, in train
+    only after every step had run."""
+    for command in (["translate", "--checkpoint", run_dir, "the cat ."], ["evaluate", "--checkpoint", run_dir],
+                    ["train", "--out", run_dir.parent / "never", *TINY_RUN]):
+        result = run_cli(*command, "--alpha", alpha)
+        refused(result, "--alpha: must be a finite number from -10 to 10")
+        assert result.returncode == 2
+    assert not (run_dir.parent / "never").exists()
+
+
+def test_the_length_penalty_is_finite_and_positive_at_every_alpha_and_length():
+    from minitransformer import decode
+    from minitransformer.decode import length_penalty
+
+    for alpha in (-1e6, -300.0, -10.0, 0.0, 0.6, 10.0, 300.0, 1e6):
+        for length in (0, 1, 255, 10 ** 6):
+            penalty = length_penalty(length, alpha)
+            assert 0.0 < penalty < float("inf") and -50.0 / penalty > -float("inf"), (alpha, length, penalty)
+    assert length_penalty(7, 0.6) == pytest.approx(((5 + 7) / 6) ** 0.6)
+    with pytest.raises(ValueError, match="alpha must be a finite number from -10 to 10"):
+        decode.check_alpha(300.0)
+
+
+def test_a_saved_alpha_out_of_range_is_refused_by_name(run_dir, tmp_path):
+    copy = tmp_path / "run"
+    shutil.copytree(run_dir, copy)
+    state = json.loads((copy / "final" / "state.json").read_text())
+    (copy / "final" / "state.json").write_text(json.dumps({**state, "alpha": 400.0}))
+    refused(run_cli("translate", "--checkpoint", copy, "the cat ."),
+            "the saved length penalty alpha must be a finite number from -10 to 10")
+
+
+def test_attention_refuses_to_replace_pictures_it_did_not_name_without_overwrite(run_dir, tmp_path, monkeypatch):
+    """`attention --out mine.png` replaced an existing mine-cross.png and its siblings without a word."""
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    (tmp_path / "mine-cross.png").write_bytes(b"my picture")
+    args = ["attention", "--checkpoint", run_dir, "--out", tmp_path / "mine.png", "the cat ate the fish ."]
+    result = run_cli(*args)
+    refused(result, "mine-cross.png, which exists; pass --overwrite to replace it")
+    assert (tmp_path / "mine-cross.png").read_bytes() == b"my picture" and "output:" not in result.stdout
+    assert _in_process(monkeypatch, *args, "--overwrite") == 0
+    assert (tmp_path / "mine-cross.png").read_bytes()[:4] == b"\x89PNG"

@@ -14,7 +14,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..data import fingerprint
 from ..data.tokenizer import TOKENIZERS
+from ..decode import MAX_ABS_ALPHA
 from ..functional.attention_kinds import ATTENTION_KINDS
 from .. import presets
 from ..presets import DEFAULT_PRESET, PRESETS
@@ -61,6 +63,15 @@ def finite_float(text: str) -> float:
     value = float(text)
     if not math.isfinite(value):
         raise ValueError(f"must be a finite number, got {value}")
+    return value
+
+
+def alpha_value(text: str) -> float:
+    """--alpha: a finite number within ±10 (decode.MAX_ABS_ALPHA), checked where it is parsed; a larger one
+    used to be a traceback of the length penalty's arithmetic after the whole run had trained."""
+    value = float(text)
+    if not (math.isfinite(value) and abs(value) <= MAX_ABS_ALPHA):
+        raise ValueError(f"must be a finite number from {-MAX_ABS_ALPHA:g} to {MAX_ABS_ALPHA:g}, got {value}")
     return value
 
 
@@ -114,7 +125,7 @@ class TrainOptions:
     choose_average: bool = _option(False, "choose how many of the last --average checkpoints to average by dev BLEU: "
                                           "try the last 1, 2, 4, 8, … and --average itself, keep the best")
     beam: int = _option(4, "beam size for the test BLEU (default 4, §6.1)", type=positive_int)
-    alpha: float = _option(0.6, "length penalty α for the test BLEU (default 0.6, §6.1)", type=finite_float)
+    alpha: float = _option(0.6, "length penalty α for the test BLEU (default 0.6, §6.1)", type=alpha_value)
     choose_alpha: bool = _option(False, "choose α on the whole dev set as §6.1 did: beam search with each α of "
                                         "0, 0.3, 0.6, 1, 1.5, 2 and --alpha (past 2 in steps of 0.5, up to 5, while "
                                         "the largest wins), keep the best; the test BLEU uses it, "
@@ -162,7 +173,8 @@ VALUE_CHECKS: dict[str, tuple[Any, str]] = {
                     "beam", "limit")},
     "seed": (lambda v: _is_integer(v) and v >= 0, "an integer >= 0"),
     "minutes": (lambda v: _is_number(v) and v > 0 and math.isfinite(v), "a positive finite number"),
-    "alpha": (lambda v: _is_number(v) and math.isfinite(v), "a finite number"),
+    "alpha": (lambda v: _is_number(v) and math.isfinite(v) and abs(v) <= MAX_ABS_ALPHA,
+              f"a finite number from {-MAX_ABS_ALPHA:g} to {MAX_ABS_ALPHA:g}"),
     "cooldown": (lambda v: _is_number(v) and 0 <= v <= 1, "a fraction from 0 to 1"),
     **{name: (lambda v: isinstance(v, str), "a string") for name in ("out", "data", "preset")},
     "direction": (lambda v: isinstance(v, str) and re.fullmatch(r"[a-z]+-[a-z]+", v) is not None,   # '' was en-ja
@@ -173,6 +185,15 @@ VALUE_CHECKS: dict[str, tuple[Any, str]] = {
        if isinstance(f.default, bool) or f.name == "input_feeding"},
 }
 NULLABLE = {f.name for f in dataclasses.fields(TrainOptions) if f.default is None}
+
+
+def same_setting(name: str, saved: Any, requested: Any) -> bool:
+    """Whether a saved setting and a requested one are the same; a corpus folder is the same folder however
+    it is spelled (corpus/, ./corpus, its absolute path), and a run saved before paths were resolved
+    recorded it as typed."""
+    if name == "data" and isinstance(saved, str) and isinstance(requested, str):
+        return fingerprint.resolved(saved) == fingerprint.resolved(requested)
+    return saved == requested
 
 
 def check_value(name: str, value: Any, label: str) -> None:
@@ -194,6 +215,24 @@ def check_options(options: TrainOptions) -> None:
                             "delete it and start a new one); give one of them")
     for f in dataclasses.fields(options):
         check_value(f.name, getattr(options, f.name), "--" + f.name.replace("_", "-"))
+    if options.data is not None and not options.data.strip():     # Path("") is the current folder
+        raise TrainingError("--data is empty; name a corpus folder, or leave --data out for the built-in corpus")
+    for name in ("out", "data"):
+        check_utf8("--" + name, getattr(options, name))
+
+
+def check_utf8(label: str, path: str | None) -> None:
+    """Refuse a path whose name is not UTF-8 (bytes the file system gave Python as surrogates): the run
+    records it in config.json and results.json, which are UTF-8, and used to fail only when writing them,
+    after the whole run had trained."""
+    if path is None:
+        return
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        shown = path.encode("utf-8", "backslashreplace").decode("utf-8")
+        raise TrainingError(f"{label} {shown}: the name is not valid UTF-8, and a run records its folders "
+                            f"in UTF-8 files (config.json, results.json); rename it or choose another") from None
 
 
 def resolve_options(options: TrainOptions, saved: dict | None) -> TrainOptions:
@@ -201,12 +240,13 @@ def resolve_options(options: TrainOptions, saved: dict | None) -> TrainOptions:
     on resume, conflicts with the saved run. Touches nothing: every refusal comes before any file is written."""
     check_options(options)
     chosen = dataclasses.replace(options, out=os.path.expanduser(options.out),   # '~/runs' in quotes: the home folder
-                                 data=None if options.data is None else os.path.expanduser(options.data))
+                                 data=None if options.data is None else fingerprint.resolved(options.data))
     if saved is not None:
         saved = {**saved, **{name: value for name, value in SAVED_BEFORE.items() if saved.get(name) is None}}
         conflicts = [f"{name}: {saved.get(name)!r} in the saved run, {getattr(chosen, name)!r} requested"
                      for name in DEFINING
-                     if getattr(chosen, name) is not None and saved.get(name) != getattr(chosen, name)]
+                     if getattr(chosen, name) is not None and not same_setting(name, saved.get(name),
+                                                                                getattr(chosen, name))]
         if conflicts:
             raise TrainingError(f"{options.out} holds a run with other settings; cannot resume it with "
                                 f"{'; '.join(conflicts)} (drop those options, or use another --out)")

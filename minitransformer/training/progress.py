@@ -45,6 +45,12 @@ class ProgressBar:
     def close(self) -> None:
         self.bar.close()
 
+    def __enter__(self) -> "ProgressBar":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()          # also on Ctrl-C: closed before anything is said about it, never drawn again after
+
 
 def _si(value: float) -> str:
     """12345 -> '12.3k': short enough for the status line."""

@@ -22,13 +22,14 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import stat
 from pathlib import Path
 from typing import Callable, Iterator
 
 from .. import checkpoint as ckpt
 from .options import (DEFINING, SAVED_BEFORE, TrainingError, TrainOptions, check_options, check_value,
-                      resolve_options, result_settings)
+                      resolve_options, result_settings, same_setting)
 
 try:
     import fcntl
@@ -79,6 +80,29 @@ def foreign_run_names(out: Path) -> list[str]:
     return [name for name in RUN_FILES + RUN_FOLDERS if (out / name).exists() or (out / name).is_symlink()]
 
 
+def left_by_a_run(path: Path) -> bool:
+    """Whether ``path``, a name of the run layout in a folder that holds no run, is what a run killed while it
+    cleared the folder (``--overwrite``) left: a file exactly as a run writes it (write_json_atomic's form, with
+    the fields a run puts there), or final/ or checkpoints/ holding only what a save writes. Versions before
+    clear_run deleted config.json last could leave such files, and nothing else would ever clear them."""
+    if path.is_symlink():
+        return False
+    if path.name in RUN_FOLDERS:
+        return path.is_dir() and not _foreign_inside(path)
+    if not path.is_file():
+        return False
+    try:
+        text = path.read_text(encoding="utf-8")
+        if path.name == ckpt.LATEST_FILE:
+            return re.fullmatch(r"checkpoints/step-[0-9]{6,}\n", text) is not None
+        data = json.loads(text)
+    except (OSError, ValueError):
+        return False
+    fields = {RESULTS_FILE: {"out", "steps", "config", "training"}, ckpt.TOKENIZER_FILE: {"kind"}}.get(path.name)
+    return (fields is not None and isinstance(data, dict) and fields <= set(data)
+            and text == json.dumps(data, ensure_ascii=False, indent=1) + "\n")
+
+
 def saved_settings(out: Path) -> dict:
     """The defining settings of the run in ``out`` (config.json), for ``--resume``; each checked by name."""
     path = out / CONFIG_FILE
@@ -92,6 +116,22 @@ def saved_settings(out: Path) -> dict:
     for name in DEFINING:
         check_value(name, settings.get(name), f"--resume: {path}: training.{name}")
     return settings
+
+
+NOT_RECORDED = object()     # saved_corpus of a run started before runs recorded their corpus
+
+
+def saved_corpus(out: Path) -> object:
+    """The fingerprint of its corpus that the run in ``out`` recorded (config.json's "corpus": None for the
+    built-in corpus), or NOT_RECORDED for a run started before runs recorded one."""
+    config = _read_json(out / CONFIG_FILE)
+    if not isinstance(config, dict) or "corpus" not in config:
+        return NOT_RECORDED
+    recorded = config["corpus"]
+    if recorded is not None and not (isinstance(recorded, dict) and isinstance(recorded.get("files"), dict)):
+        raise TrainingError(f"--resume: {out / CONFIG_FILE}: corpus is not a fingerprint of a corpus folder "
+                            f"(got {recorded!r})")
+    return recorded
 
 
 def _read_json(path: Path) -> object:
@@ -117,10 +157,21 @@ def check_out(given: str) -> Path:
     elif where == cwd or where in cwd.parents:
         what = "the current folder" + ("" if where == cwd else f" ({cwd}) or a folder above it")
     else:
+        _check_not_inside_a_run(given, where)
         _check_writable_folder(out)
         return out
     raise TrainingError(f"--out {given}: is {what}; a run fills --out with config.json, checkpoints/, final/ "
                         f"and more, so give it a folder of its own, such as runs/enja")
+
+
+def _check_not_inside_a_run(given: str, where: Path) -> None:
+    """Refuse an --out inside another run's checkpoints/ or final/: that run's saves and --overwrite own those
+    folders, and a run inside would block its --overwrite (it deletes only what a save writes there)."""
+    for folder in (where, *where.parents):
+        if folder.name in RUN_FOLDERS and folder.parent != folder and holds_run(folder.parent):
+            raise TrainingError(f"--out {given}: is inside {folder}, the {folder.name}/ folder of the run in "
+                                f"{folder.parent}, which only that run writes; choose a folder of its own, such "
+                                f"as runs/enja")
 
 
 def _home() -> Path | None:
@@ -166,10 +217,14 @@ def open_run_folder(options: TrainOptions) -> tuple[TrainOptions, dict | None]:
     check_launch(options)
     check_options(options)                   # every option's own value, before the folder is even looked at
     out = check_out(options.out)
+    check_not_active(out)
     foreign = foreign_run_names(out)
-    if foreign:
+    leftovers = bool(foreign) and all(left_by_a_run(out / name) for name in foreign)
+    if foreign and not (leftovers and options.overwrite and not options.resume):
+        hint = (" They are what a run killed while --overwrite cleared the folder leaves: pass --overwrite to "
+                "clear them and train there." if leftovers else "")
         raise TrainingError(f"--out {out} holds {', '.join(foreign)} but no training run, and a run would "
-                            f"replace them; choose another --out")
+                            f"replace them; choose another --out.{hint}")
     state = run_state(out)
     if not options.resume:
         if options.overwrite or state == "started":
@@ -200,7 +255,7 @@ def same_finished_run(opts: TrainOptions, say: Callable[[str], None], ranks: int
         #                                                       from before --model: a Transformer
     differences = ["it was trained by an older version"] if not isinstance(previous, dict) else [
         f"{name} {previous.get(name)!r} there, {value!r} now" for name, value in wanted.items()
-        if previous.get(name) != value]
+        if not same_setting(name, previous.get(name), value)]
     if differences:
         raise TrainingError(f"{out} already holds a training run with other settings ({'; '.join(differences)}); "
                             f"pass --resume to continue it, --overwrite to replace it, or choose another --out")
@@ -213,6 +268,39 @@ def same_finished_run(opts: TrainOptions, say: Callable[[str], None], ranks: int
 
 
 # -- one writer at a time -----------------------------------------------------------------------------
+def active_writer(out: Path) -> str | None:
+    """The pid of another process that holds the lock of ``out`` (a run being trained there), else None.
+    Looks only: creates nothing, and lets go of the lock at once if it was free."""
+    if fcntl is None:
+        return None
+    try:                                  # O_NONBLOCK: a FIFO in its place must not hang the look
+        fd = os.open(out / LOCK_FILE, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None                       # no lock file (no run ever held it), or not one to read: lock() says
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError:
+            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
+            return None if holder == str(os.getpid()) else holder
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
+
+
+def check_not_active(out: Path) -> None:
+    """Refuse, first of all, a folder whose run another process is training now: the state of its files
+    (unfinished, say) would otherwise send the user to --resume or --overwrite, which the lock then refuses."""
+    holder = active_writer(out)
+    if holder is not None:
+        raise TrainingError(f"another training process (pid {holder}) is writing {out}: the run there is active "
+                            f"now, so neither --resume nor --overwrite can have it; wait until it ends, stop it "
+                            f"(kill {holder}), or choose another --out")
+
+
 @contextlib.contextmanager
 def lock(out: Path) -> Iterator[None]:
     """Hold the run folder's lock: create ``out`` and OUT/.minitransformer.lock, take an exclusive ``flock``
@@ -309,7 +397,9 @@ def clear_run(out: Path) -> None:
         return
     check_clearable(out)
     ours, _ = _ours_at_the_top(out)
-    for entry in ours:
+    # config.json last: until it goes, the folder is recognisably a run, so that a kill at any moment of
+    # the clearing leaves a folder that --overwrite (or --resume, or the same command) accepts
+    for entry in sorted(ours, key=lambda entry: entry.name == CONFIG_FILE):
         if entry.is_file():
             entry.unlink()
         elif entry.name == ckpt.CHECKPOINT_DIR:
@@ -318,6 +408,30 @@ def clear_run(out: Path) -> None:
             _remove_if_empty(entry)
         else:                             # final/, or a temporary of it
             ckpt.remove_checkpoint_folder(entry)
+
+
+def remove_temporaries(out: Path) -> list[Path]:
+    """Delete the temporaries a killed run of ours left in ``out`` (``.tmp-latest-*``, ``.tmp-results.json-*``,
+    ``.tmp-final-*``, half-saved checkpoints in checkpoints/), and only those: a name of that form that is a
+    link, or a folder that holds anything a save does not write, stays. Called by a run that resumes, with
+    the lock held, so that no other process can be writing them. Returns what was deleted."""
+    removed = []
+    if not out.is_dir():
+        return removed
+    candidates = [entry for entry in out.iterdir() if ckpt.temporary_of(entry.name) in TEMPORARY_NAMES]
+    checkpoints = out / ckpt.CHECKPOINT_DIR
+    if checkpoints.is_dir() and not checkpoints.is_symlink():
+        candidates += [entry for entry in checkpoints.iterdir()
+                       if ckpt.CHECKPOINT_NAME.fullmatch(ckpt.temporary_of(entry.name) or "")]
+    for entry in sorted(candidates):
+        if entry.is_symlink():
+            continue
+        if entry.is_file() and ckpt.temporary_of(entry.name) != ckpt.FINAL_DIR and entry.parent == out:
+            entry.unlink()
+            removed.append(entry)
+        elif entry.is_dir() and ckpt.remove_checkpoint_folder(entry):
+            removed.append(entry)
+    return removed
 
 
 def _remove_if_empty(folder: Path) -> None:

@@ -31,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
+import shlex
 import sys
 import time
 from collections import Counter
@@ -45,7 +46,7 @@ from .. import checkpoint as ckpt
 from .. import models
 from ..bleu import tokenization_for
 from ..chrf import corpus_chrf_score
-from ..data import run_data
+from ..data import fingerprint, run_data
 from ..data.batching import epoch_batches, iterate_batches
 from ..data.corpus import Corpus
 from ..data.raw_bpe import choose_tokenizer
@@ -62,7 +63,7 @@ from ..tensor import no_grad
 from ..translator import Translator, config_from_dict, tokenizer_from_dict, tokenizer_to_dict
 from . import distributed, run_folder
 from .distributed import World
-from .options import TrainingError, TrainOptions, result_settings, run_settings
+from .options import DEFINING, TrainingError, TrainOptions, result_settings, run_settings
 from .progress import ProgressBar
 
 LABEL_SMOOTHING = 0.1   # ε_ls (§5.4)
@@ -99,6 +100,7 @@ class Run:
     world: World = distributed.SINGLE   # this process's place among the ranks of an MPI run (chapter 14)
     step_totals: distributed.StepTotals | None = None   # under MPI: the last step's all-reduced loss, tokens, clock
     loop_started: float = 0.0     # time.monotonic() when this invocation's training steps began
+    corpus_record: dict | None = None   # the corpus folder resolved, each file's size and SHA-256 (data/fingerprint.py)
 
     @property
     def out(self) -> Path:
@@ -141,6 +143,8 @@ def _train(options: TrainOptions, log: Callable[[str], None] | None, world: Worl
     if saved is None and not opts.overwrite and run_folder.run_state(out) in ("finished", "interrupted"):
         return run_folder.same_finished_run(opts, say, ranks=world.size)
     corpus = load_data(opts)                                  # the corpus and its splits, checked, still nothing
+    if saved is not None:
+        check_resumed_corpus(out, opts, corpus, say)
     _use_device(opts)
     _check_model_config(opts)
     if options.distributed and world.size == 1:
@@ -151,6 +155,8 @@ def _train(options: TrainOptions, log: Callable[[str], None] | None, world: Worl
             if saved is None and not opts.overwrite and run_folder.run_state(out) in ("finished", "interrupted"):
                 raise TrainingError(f"{out} changed while this run was starting (another process wrote a run "
                                     f"there); run the command again")
+            if saved is not None:       # what a killed invocation of this run left half-written
+                run_folder.remove_temporaries(out)
             if saved is None and run_folder.run_state(out) == "started":
                 say(f"{out} holds a run that saved no checkpoint, so nothing of it is lost: starting "
                     f"{'it ' if opts.resume else ''}again from step 0")
@@ -160,7 +166,8 @@ def _train(options: TrainOptions, log: Callable[[str], None] | None, world: Worl
         if not world.is_root:           # rank 0 alone chooses, saves and evaluates the final model
             world.wait_for_root()
             return {"out": str(run.out), "steps": run.state.step, "rank": world.rank, "ranks": world.size}
-        summary = finish(run, record, started)
+        with interruption_notice(run):  # the steps are saved: a --resume chooses and scores the final model again
+            summary = finish(run, record, started)
     world.release_others()
     return summary
 
@@ -176,6 +183,7 @@ def prepare_run(opts: TrainOptions, saved: dict | None, say: Callable[[str], Non
     """
     _use_device(opts)
     corpus = corpus if corpus is not None else load_data(opts)
+    record = fingerprint.fingerprint(opts.data, corpus)
     try:
         train_pairs = corpus.pairs("train", opts.direction)
     except ValueError as error:
@@ -185,10 +193,12 @@ def prepare_run(opts: TrainOptions, saved: dict | None, say: Callable[[str], Non
         tokenizer, config = resumed_vocabulary(checkpoint, opts, world)
     else:
         checkpoint = None
-        tokenizer, config = new_vocabulary(opts, train_pairs, say, world)
+        tokenizer, config = new_vocabulary(opts, train_pairs, say, world, record)
     run = build_run(opts, corpus, tokenizer, config, say, world)
+    run.corpus_record = record
     if checkpoint is not None:
         restore(run, checkpoint)
+        check_steps_reached(opts, run.state, checkpoint.path)
         say(f"resuming {run.out} at step {run.state.step} (epoch {run.state.epoch + 1}, batch {run.state.position})")
     else:
         distributed.seed_dropout(run.model, world)   # each rank its own dropout masks; rank 0 those of one process
@@ -217,7 +227,8 @@ def resumed_vocabulary(checkpoint: ckpt.Checkpoint, opts: TrainOptions,
 
 
 def new_vocabulary(opts: TrainOptions, train_pairs: list[tuple[str, str]], say: Callable[[str], None],
-                   world: World) -> tuple[Tokenizer, TransformerConfig | Seq2SeqConfig]:
+                   world: World, corpus_record: dict | None = None
+                   ) -> tuple[Tokenizer, TransformerConfig | Seq2SeqConfig]:
     """A new run's tokenizer, learned from both sides of the training pairs (one shared vocabulary, §3.4),
     and its model configuration. Rank 0 learns it, starts the run folder and sends it to the other ranks."""
     if not world.is_root:                       # another rank of a new run: rank 0's vocabulary
@@ -238,7 +249,7 @@ def new_vocabulary(opts: TrainOptions, train_pairs: list[tuple[str, str]], say: 
             + ("every character of the training text and each special token has a token of its own"
                if tokenizer.vocab_size > opts.vocab_size else "the training text offers no more to merge"))
     config = _model_config(opts, tokenizer.vocab_size)
-    start_run_folder(Path(opts.out), opts, config, tokenizer)
+    start_run_folder(Path(opts.out), opts, config, tokenizer, corpus_record)
     world.broadcast_json(tokenizer_to_dict(tokenizer))
     return tokenizer, config
 
@@ -279,14 +290,33 @@ def load_data(options: TrainOptions) -> Corpus:
 
 
 def start_run_folder(out: Path, opts: TrainOptions, config: TransformerConfig | Seq2SeqConfig,
-                     tokenizer: Tokenizer) -> None:
+                     tokenizer: Tokenizer, corpus_record: dict | None = None) -> None:
     """Clear what an earlier run wrote (``--overwrite``, or one that saved no checkpoint, and the temporaries of
-    a killed one: run_folder.clear_run), then write the new run's config.json and tokenizer.json."""
+    a killed one: run_folder.clear_run), then write the new run's config.json (with its corpus's fingerprint,
+    ``corpus_record``) and tokenizer.json."""
     run_folder.clear_run(out)
     out.mkdir(parents=True, exist_ok=True)
     ckpt.write_json_atomic(out / run_folder.CONFIG_FILE, {"model": dataclasses.asdict(config),
-                                                          "training": run_settings(opts)})
+                                                          "training": run_settings(opts),
+                                                          "corpus": corpus_record})
     ckpt.write_json_atomic(out / ckpt.TOKENIZER_FILE, tokenizer_to_dict(tokenizer))
+
+
+def check_resumed_corpus(out: Path, opts: TrainOptions, corpus: Corpus, say: Callable[[str], None]) -> None:
+    """Refuse to resume on a corpus whose files differ from those the run began with (config.json's
+    fingerprint); a run saved before corpora were fingerprinted resumes on its corpus as it is, and is told."""
+    if opts.data is None:
+        return
+    recorded = run_folder.saved_corpus(out)
+    if recorded is run_folder.NOT_RECORDED:
+        say(f"{out} was started before runs recorded their corpus's fingerprint: it resumes on {opts.data} as "
+            f"that folder is now, unchecked")
+        return
+    changed = fingerprint.differences(recorded or {}, fingerprint.fingerprint(opts.data, corpus))
+    if changed:
+        raise TrainingError(f"--resume: the corpus {opts.data} is not the one this run began with: "
+                            f"{'; '.join(changed)}; resume it on the same files, or start a new run "
+                            f"(--overwrite, or another --out)")
 
 
 def restore(run: Run, checkpoint: ckpt.Checkpoint) -> None:
@@ -310,6 +340,15 @@ def restore(run: Run, checkpoint: ckpt.Checkpoint) -> None:
     run.state = TrainState(checkpoint.step, _saved_field(checkpoint, "epoch", int, "an integer >= 0"),
                            _saved_field(checkpoint, "position", int, "an integer >= 0"),
                            history if isinstance(history, list) else [])
+
+
+def check_steps_reached(opts: TrainOptions, state: TrainState, where: Path) -> None:
+    """Refuse a --steps below the step the resumed run has reached: its model cannot go back to it, and a run
+    that recorded --steps 7 for a model of 10 steps would say what it is not."""
+    if opts.steps is not None and opts.steps < state.step:
+        raise TrainingError(f"--steps {opts.steps} is below the step this run has reached, {state.step} ({where}); "
+                            f"a run cannot go back: pass --steps {state.step} or more, or train a new run "
+                            f"(--overwrite, or another --out)")
 
 
 def _saved_field(checkpoint: ckpt.Checkpoint, name: str, kind, what: str):
@@ -340,12 +379,28 @@ def train_loop(run: Run) -> dict:
     if world.comm is not None:
         stream = distributed.shard(stream, world)   # chapter 14: one batch per rank and step
     losses: list[float] = []
-    tokens, started = 0, time.monotonic()
+    started = time.monotonic()
     run.loop_started = started
     last_saved = state.step if state.step > 0 else -1    # a resumed run starts at a saved step
     bar = ProgressBar(planned_steps(opts, state.step, per_epoch, 0.0, 0), initial=state.step,
                       enabled=not opts.quiet and world.is_root)
     model.train()
+    with interruption_notice(run), bar:        # Ctrl-C: the bar closes first, then the notice says how to resume
+        reason, tokens, last_saved = _steps(run, stream, bar, per_epoch, losses, started, last_saved)
+    seconds = time.monotonic() - started
+    if state.step != last_saved:
+        save_checkpoint(run)
+    run.say(f"stopped after {reason}: step {state.step}, {seconds:.0f} s of training, "
+            f"{tokens / max(seconds, 1e-9):,.0f} target tokens/s")
+    return {"losses": losses, "seconds": seconds, "epochs": state.epoch + state.position / max(per_epoch, 1)}
+
+
+def _steps(run: Run, stream, bar: ProgressBar, per_epoch: int, losses: list[float], started: float,
+           last_saved: int) -> tuple[str | None, int, int]:
+    """The steps of ``train_loop`` until a stopping rule holds or the batches end: (the rule that held, target
+    tokens trained, the step of the last checkpoint saved)."""
+    opts, state, world = run.options, run.state, run.world
+    reason, tokens = None, 0
     for epoch, position, batch in stream:
         if epoch != state.epoch:                   # the previous epoch is complete: score it on dev
             if world.is_root:
@@ -367,13 +422,44 @@ def train_loop(run: Run) -> dict:
         elapsed = time.monotonic() - started
         bar.update(state.step, planned_steps(opts, state.step, per_epoch, elapsed, len(losses)), state.epoch + 1,
                    _mean_tail(losses), tokens / max(elapsed, 1e-9), lr)
-    bar.close()
-    seconds = time.monotonic() - started
-    if state.step != last_saved:
-        save_checkpoint(run)
-    run.say(f"stopped after {reason}: step {state.step}, {seconds:.0f} s of training, "
-            f"{tokens / max(seconds, 1e-9):,.0f} target tokens/s")
-    return {"losses": losses, "seconds": seconds, "epochs": state.epoch + state.position / max(per_epoch, 1)}
+    return reason, tokens, last_saved
+
+
+@contextlib.contextmanager
+def interruption_notice(run: Run):
+    """On Ctrl-C (KeyboardInterrupt): say on stderr the step reached, the checkpoint a --resume continues
+    from, and the command that does it; then let the interruption go on."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        if run.world.is_root:
+            print(interrupted_message(run), file=sys.stderr, flush=True)
+        raise
+
+
+def interrupted_message(run: Run) -> str:
+    """Where an interrupted run stands and how to continue it."""
+    saved = ckpt.list_checkpoints(run.out)
+    if not saved:
+        return (f"interrupted at step {run.state.step}, before the first checkpoint: nothing is saved to resume, "
+                f"so the same command starts the run again")
+    return (f"interrupted at step {run.state.step}; the last checkpoint is {saved[-1].name}, where this continues: "
+            f"{resume_command(run.options, run.world.size)}")
+
+
+def resume_command(opts: TrainOptions, ranks: int = 1) -> str:
+    """The command line that resumes the run of ``opts``: --out, --resume and every option that is not saved
+    with the run and not at its default (a run saves its model and data settings, not when to stop)."""
+    words = (["mpirun", "-n", str(ranks)] if ranks > 1 else []) + \
+        ["python", "-m", "minitransformer", "train", "--out", str(opts.out), "--resume"]
+    for f in dataclasses.fields(opts):
+        value = getattr(opts, f.name)
+        if f.name in DEFINING or f.name in ("out", "resume", "overwrite") or value == f.default or value is None:
+            continue
+        flag = f.metadata.get("flag", "--" + f.name.replace("_", "-"))
+        words += [flag] if isinstance(value, bool) else [flag, f"{value:g}" if isinstance(value, float) else
+                                                         str(value)]
+    return shlex.join(words)
 
 
 def train_step(run: Run, batch, cooldown: float = 1.0) -> tuple[float, float]:
@@ -475,7 +561,8 @@ def save_checkpoint(run: Run) -> Path:
         return run.out                          # rank 0 writes; the others only sent their streams
     state = {"config": dataclasses.asdict(run.model.config), "training": run_settings(run.options),
              "schedule": run.schedule.state_dict(), "epoch": run.state.epoch, "position": run.state.position,
-             "rng": every_rng[0], "history": run.state.history, "kind": "step", "ranks": run.world.size}
+             "rng": every_rng[0], "history": run.state.history, "kind": "step", "ranks": run.world.size,
+             "corpus": run.corpus_record}
     if run.world.size > 1:
         state["rng_ranks"] = every_rng
     return ckpt.save_checkpoint(run.out, run.state.step, run.model.state_dict(), state,
@@ -491,12 +578,12 @@ def finish(run: Run, record: dict, started: float) -> dict:
                                "train_seconds": round(record["seconds"], 1), "losses": record["losses"],
                                "history": run.state.history, "dev_bleu_tokenize": run.bleu_tokenize,
                                "config": dataclasses.asdict(config),
-                               "training": run_settings(opts),
+                               "training": run_settings(opts), "corpus": run.corpus_record,
                                "options": {**result_settings(opts), "ranks": run.world.size}}
     weights, summary["final_model"], summary["final_choice"] = choose_final_weights(run)
     run.model.load_state_dict(weights)
     final_state = {"config": dataclasses.asdict(config), "training": run_settings(opts),
-                   "step": run.state.step, "model": summary["final_model"]}
+                   "corpus": run.corpus_record, "step": run.state.step, "model": summary["final_model"]}
     alpha = opts.alpha
     if opts.choose_alpha:
         alpha, summary["alpha_choice"] = choose_alpha(run)
@@ -509,7 +596,7 @@ def finish(run: Run, record: dict, started: float) -> dict:
     summary["wall_seconds"] = round(time.monotonic() - started, 1)
     ckpt.write_json_atomic(run.out / run_folder.RESULTS_FILE, {k: v for k, v in summary.items() if k != "losses"})
     run.say(f"total wall time {_format_time(summary['wall_seconds'])} ({summary['wall_seconds']:.0f} s); "
-            f"try: python -m minitransformer translate --checkpoint {run.out} \"...\"")
+            f"try: python -m minitransformer translate --checkpoint {shlex.quote(str(run.out))} \"...\"")
     return summary
 
 
@@ -519,7 +606,7 @@ def choose_final_weights(run: Run) -> tuple[dict, str, dict]:
     and the dev scores it compared (empty when there was nothing to average). With --choose-average it
     compares the averages of the last 2, 4, 8, … and k checkpoints and keeps the best (ties: the wider)."""
     model, last = run.model, run.model.state_dict()
-    saved = ckpt.list_checkpoints(run.out)
+    saved = checkpoints_up_to(run.out, run.state.step)
     checkpoints = saved[-run.options.average:]
     if run.options.average < 2 or len(checkpoints) < 2:
         return last, "last checkpoint", {}
@@ -548,6 +635,12 @@ def choose_final_weights(run: Run) -> tuple[dict, str, dict]:
     if scores[best] >= last_bleu:
         return averages[best], f"average of the last {best} checkpoints", choice
     return last, "last checkpoint (the average scored lower on dev)", choice
+
+
+def checkpoints_up_to(out: Path, step: int) -> list[Path]:
+    """The run's complete checkpoints of steps up to ``step``, oldest first: a run resumed from an earlier
+    checkpoint (``latest`` pointed back) may still hold later ones, which are not part of the model it ends with."""
+    return [path for path in ckpt.list_checkpoints(out) if int(path.name.split("-")[1]) <= step]
 
 
 # The length penalties --choose-alpha tries (with --alpha): §6.1 chose α = 0.6 "after experimentation on
