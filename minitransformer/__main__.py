@@ -91,7 +91,7 @@ def _add_train_options(parser: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .training.options import alpha_value, positive_int  # noqa: PLC0415 - keep `--help` of the package light
+    from .training.options import alpha_value, finite_float, positive_int  # noqa: PLC0415 - keep `--help` of the package light
 
     parser = _Parser(prog="python -m minitransformer",
                      description="The Transformer of 'Attention Is All You Need', from scratch: train a "
@@ -133,6 +133,15 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--limit", type=_checked(positive_int), help="evaluate on the first N pairs only")
     evaluate.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
 
+    _add_attention_parser(commands)
+
+    from .training import lm  # noqa: PLC0415 - chapter 15: lm train | lm sample
+
+    lm.add_parser(commands, _checked, positive_int, finite_float)
+    return parser
+
+
+def _add_attention_parser(commands) -> None:
     attention = commands.add_parser(
         "attention", help="draw every attention head for one sentence",
         description="Translate one sentence greedily and draw the attention weights of every head, one PNG "
@@ -147,11 +156,6 @@ def build_parser() -> argparse.ArgumentParser:
     attention.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     attention.add_argument("--overwrite", action="store_true",
                            help="replace pictures that exist under the names OUT gives (OUT-cross.png, ...)")
-
-    from .training import lm  # noqa: PLC0415 - chapter 15: lm train | lm sample
-
-    lm.add_parser(commands, _checked, positive_int, finite_float)
-    return parser
 
 
 def _beam_size(args) -> int:
