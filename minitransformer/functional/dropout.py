@@ -40,11 +40,15 @@ class Dropout(Function):
         keep = self.generator.keep(x.shape, self.p, like=x)   # bool, True w.p. 1 − p (uniform ≥ p)
         self.save_for_backward(keep)
         self.scale = x.dtype.type(1 / (1 - self.p))
-        return x * keep * self.scale        # dropped entries become 0, kept ones are scaled by 1/(1 − p)
+        y = x * keep            # dropped entries become 0
+        y *= self.scale         # kept ones are scaled by 1/(1 − p)
+        return y
 
     def backward(self, gy):
         (keep,) = self.saved_arrays
-        return gy * keep * self.scale       # the same entries are dropped and scaled on the way back
+        gx = gy * keep          # the same entries are dropped and scaled on the way back
+        gx *= self.scale
+        return gx
 
 
 class DropoutAdd(Dropout):
