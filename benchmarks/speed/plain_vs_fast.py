@@ -8,6 +8,7 @@ in alternation, block after block, and each keeps the median of its blocks, so t
 goes falls on both. Before any timing each pair must agree (tests/fast/ proves it on many more shapes).
 
     python benchmarks/speed/plain_vs_fast.py [--blocks 15] [--results FILE]
+    OPENBLAS_NUM_THREADS=1 python benchmarks/speed/plain_vs_fast.py     # one BLAS thread (recorded in the file)
 
 Prints one line per pair: plain µs, fast µs and plain/fast (> 1: the fast twin is faster), and writes them
 with the machine and its load to results/plain_vs_fast.json (the chapters quote the ratios).
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -120,6 +122,7 @@ def main() -> None:
         print(f"{name:12s} {shape:>14s} {row['plain_us']:10.1f} {row['fast_us']:10.1f} {row['ratio']:6.2f}x")
     record = {"command": "python benchmarks/speed/plain_vs_fast.py", "blocks": args.blocks, "calls": args.calls,
               "machine": machine_record(), "load_average_before": load_before, "load_average_after": load_average(),
+              "blas_threads": {name: os.environ.get(name) for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")},
               "pairs": measured}
     Path(args.results).write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
     print(f"wrote {args.results}")
