@@ -96,10 +96,10 @@ CATALOGUE: dict[str, list[Mistake]] = {
     ],
     "5.1": [
         _m("mean(g) term forgotten", "gx = (1/σ)(g − mean(g) − x̂ ⊙ mean(g ⊙ x̂)): the mean(g) term (through the "
-           "mean μ) is missing", ("gx -= mean_g\n", "pass\n")),
+           "mean μ) is missing", ("g - mean_g - x_hat", "g - x_hat")),
         _m("x̂ term forgotten", "gx = (1/σ)(g − mean(g) − x̂ ⊙ mean(g ⊙ x̂)): the x̂ ⊙ mean(g ⊙ x̂) term (through "
-           "σ) is missing", ("gx -= x_hat * mean_g_x_hat", "pass")),
-        _m("1/σ forgotten", "every term of gx is divided by σ (multiplied by inv_std)", ("gx *= inv_std", "pass")),
+           "σ) is missing", (" - x_hat * mean_g_x_hat)", ")")),
+        _m("1/σ forgotten", "every term of gx is divided by σ (multiplied by inv_std)", ("gx = inv_std * (g", "gx = (g")),
     ],
     "6.1": [
         _m("mask inverted", "the mask is inverted: True means the key MAY be attended to, so the scores to hide are "

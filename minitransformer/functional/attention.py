@@ -31,11 +31,11 @@ from __future__ import annotations
 import math
 
 from ..backend import xp_of
+from ..fast.rows import row_max, row_sum   # functional/rows.py's two reductions, faster for short rows
 from ..ops.broadcasting import unbroadcast
 from ..tensor import Function, Tensor
 from .checks import check_attention_operands
 from .dropout import Generator, check_generator, default_generator
-from .rows import row_max, row_sum
 
 
 def mask_scores(scores, mask) -> None:
@@ -76,8 +76,7 @@ class ScaledDotProductAttention(Function):
         scores *= self.scale
         if self.mask is not None:
             mask_scores(scores, self.mask)
-        # softmax over the keys, in place (chapter 4: subtract the row maximum first); rows.py computes the
-        # maximum and the sum of the many short rows faster than .max(axis=-1) and .sum(axis=-1)
+        # softmax over the keys, in place (chapter 4: subtract the row maximum first)
         maximum = row_max(scores)                               # (B, h, T, 1)
         if self.mask is not None:
             maximum[xp.isneginf(maximum)] = 0                   # a fully masked row: avoid −∞ − (−∞) = NaN

@@ -13,7 +13,9 @@ Backward (chapter 5 derives it step by step). With g = gy ⊙ γ:
 
 Three terms: the direct path through x, the path through μ (a shift), and
 the path through σ (a rescale). A composition of primitive ops would keep a
-dozen intermediate arrays; this keeps only x̂ and 1/σ.
+dozen intermediate arrays; this keeps only x̂ and 1/σ. The models of the
+command line run fast/normalization.py's twin, the same math with the means
+and sums as matrix–vector products.
 """
 from __future__ import annotations
 
@@ -30,39 +32,26 @@ class LayerNormFunction(Function):
 
     def forward(self, x, weight, bias):
         xp = xp_of(x)
-        self.x_shape = x.shape
-        dim = x.shape[-1]
-        x = x.reshape(-1, dim)                                       # (N, D): every leading axis is a row
-        # row means as a matrix-vector product and row sums of squares as row-wise dot products:
-        # several times faster than .mean(axis=1) over rows of a few hundred entries
-        centered = x - (x @ xp.ones(dim, dtype=x.dtype))[:, None] / dim            # x − μ
-        variance = xp.einsum("nd,nd->n", centered, centered)[:, None] / dim        # (N, 1) biased, as defined
-        inv_std = 1 / xp.sqrt(variance + self.eps)                  # (N, 1) 1/σ, eps inside the root
-        x_hat = centered                                             # (N, D), reusing the array:
-        x_hat *= inv_std                                             # x̂ = (x − μ)/σ
+        centered = x - x.mean(axis=-1, keepdims=True)                      # x − μ
+        variance = (centered * centered).mean(axis=-1, keepdims=True)      # σ², biased (divide by D)
+        inv_std = 1 / xp.sqrt(variance + self.eps)                         # 1/σ, eps inside the root
+        x_hat = centered * inv_std                                         # x̂ = (x − μ)/σ
         self.save_for_backward(x_hat, inv_std, weight)
-        y = x_hat * weight
-        y += bias
-        return y.reshape(self.x_shape)
+        return x_hat * weight + bias
 
     def backward(self, gy):
         x_hat, inv_std, weight = self.saved_arrays
-        dim = weight.shape[0]
-        gy = gy.reshape(-1, dim)                                     # (N, D)
+        leading = tuple(range(gy.ndim - 1))                                # every axis but the features
         # Exercise 5.1 — layer-norm backward (chapters/05-layers.md; graded by pytest -m ex_5_1)
         ### BEGIN SOLUTION
-        gy_x_hat = gy * x_hat
-        g_weight = gy_x_hat.sum(axis=0)                              # gγ = Σ gy ⊙ x̂      (D,)
-        g_bias = gy.sum(axis=0)                                      # gβ = Σ gy          (D,)
-        # with g = gy ⊙ γ:  mean(g) = gy·γ / D  and  mean(g ⊙ x̂) = (gy ⊙ x̂)·γ / D — matrix-vector products
-        mean_g = (gy @ weight)[:, None] / dim                        # (N, 1)
-        mean_g_x_hat = (gy_x_hat @ weight)[:, None] / dim            # (N, 1)
-        gx = gy * weight                                             # g
-        gx -= mean_g
-        gx -= x_hat * mean_g_x_hat
-        gx *= inv_std                                                # (1/σ)(g − mean(g) − x̂ ⊙ mean(g ⊙ x̂))
+        g_weight = (gy * x_hat).sum(axis=leading)                          # gγ = Σ gy ⊙ x̂      (D,)
+        g_bias = gy.sum(axis=leading)                                      # gβ = Σ gy          (D,)
+        g = gy * weight                                                    # the gradient that reaches x̂
+        mean_g = g.mean(axis=-1, keepdims=True)                            # the path through μ
+        mean_g_x_hat = (g * x_hat).mean(axis=-1, keepdims=True)            # the path through σ
+        gx = inv_std * (g - mean_g - x_hat * mean_g_x_hat)                 # (1/σ)(g − mean(g) − x̂ ⊙ mean(g ⊙ x̂))
         ### END SOLUTION
-        return gx.reshape(self.x_shape), g_weight, g_bias
+        return gx, g_weight, g_bias
 
 
 def layer_norm(x, weight=None, bias=None, eps: float = 1e-5) -> Tensor:
@@ -70,6 +59,11 @@ def layer_norm(x, weight=None, bias=None, eps: float = 1e-5) -> Tensor:
 
     Without weight/bias the affine step is the identity (γ = 1, β = 0).
     """
+    return LayerNormFunction(eps)(*check_layer_norm(x, weight, bias, eps))
+
+
+def check_layer_norm(x, weight, bias, eps: float) -> tuple[Tensor, Tensor, Tensor]:
+    """x, γ and β as Tensors (γ = 1 and β = 0 where not given), or an error that names what is wrong."""
     if not isinstance(x, Tensor):
         x = Tensor(x)
     require_floating_point("layer_norm", x.data)
@@ -86,4 +80,4 @@ def layer_norm(x, weight=None, bias=None, eps: float = 1e-5) -> Tensor:
         if tuple(p.shape) != (dim,):
             raise ValueError(f"layer_norm: {name} has shape {tuple(p.shape)} but x {x.shape} "
                              f"is normalized over its last axis of size {dim}, so {name} must be ({dim},)")
-    return LayerNormFunction(eps)(x, weight, bias)
+    return x, weight, bias

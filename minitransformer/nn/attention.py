@@ -25,9 +25,9 @@ from contextlib import contextmanager
 
 from .. import backend
 from ..functional.attention_kinds import ATTENTION_KINDS, attend, attention_weights, check_attention
-from ..functional.dropout import Generator
 from ..functional.linear import linear
 from ..functional.multi_head import merge_heads, split_heads
+from ..generator import Generator
 from ..ops import concatenate
 from ..tensor import Tensor
 from . import init

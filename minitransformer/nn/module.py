@@ -24,7 +24,7 @@ from typing import Any
 import numpy
 
 from .. import backend
-from ..functional.dropout import Generator
+from ..generator import Generator
 from ..tensor import Tensor
 
 _DEVICE_NAMES = ("cpu", "cuda", "gpu", "cuda:0")

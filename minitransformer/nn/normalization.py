@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from .. import backend
-from ..functional.normalization import layer_norm
+from ..fast.normalization import layer_norm   # F.layer_norm with its means as matrix–vector products
 from ..tensor import Tensor
 from .module import Module, Parameter
 

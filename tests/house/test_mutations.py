@@ -35,6 +35,8 @@ from minitransformer import ops
 from minitransformer.backend import scatter_add
 from minitransformer.functional.additive_attention import AdditiveScore
 from minitransformer.functional.attention import ScaledDotProductAttention
+from minitransformer.fast.dropout import FastGenerator
+from minitransformer.fast.normalization import LayerNormGEMV
 from minitransformer.functional.dropout import Dropout, Generator
 from minitransformer.functional.flash_attention import FlashAttention
 from minitransformer.functional.linear_attention import LinearAttention
@@ -155,6 +157,11 @@ SETUPS = {
                                                      [leaf(r, (2, 3, 4)), leaf(r, (2, 3, 4)), leaf(r, (4,))])),
     "LayerNormFunction": Setup(F.LayerNormFunction, lambda r: (lambda x, w, b: F.LayerNormFunction(1e-5)(x, w, b),
                                                                [leaf(r, (3, 5)), leaf(r, (5,)), leaf(r, (5,))])),
+    # the speed work (minitransformer/fast/): each fast twin gets the mutants of its plain form
+    "LayerNormGEMV": Setup(LayerNormGEMV, lambda r: (lambda x, w, b: LayerNormGEMV(1e-5)(x, w, b),
+                                                     [leaf(r, (3, 5)), leaf(r, (5,)), leaf(r, (5,))])),
+    "Dropout-fast": Setup(Dropout, lambda r: (lambda x: Dropout(0.4, FastGenerator(5))(x), [leaf(r, (4, 6))]),
+                          "with the fast generator's mask"),
     "Softmax": Setup(F.Softmax, lambda r: (lambda x: F.Softmax(-1)(x), [leaf(r, (3, 4))])),
     "LogSoftmax": Setup(F.LogSoftmax, lambda r: (lambda x: F.LogSoftmax(-1)(x), [leaf(r, (3, 4))])),
     "CrossEntropy": Setup(F.CrossEntropy, lambda r: (lambda x: F.CrossEntropy(TARGETS, 0.1, 0)(x), [leaf(r, (5, 6))])),
@@ -515,6 +522,10 @@ def _correct_cell(gates, c_prev, tanh_c, g_h, g_c, through_h=True):
 
 def _current_hidden(states, state, hidden, reverse):
     return states[:, :, :hidden]                                    # h_t: the state the step wrote, not read
+
+
+SPECIFIC["LayerNormGEMV"] = SPECIFIC["LayerNormFunction"]
+SPECIFIC["Dropout-fast"] = SPECIFIC["Dropout"]
 
 
 def _additive_without_tanh(s, gy):

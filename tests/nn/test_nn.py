@@ -267,29 +267,6 @@ def test_generator_state_round_trips_through_json():
         generator.load_state_dict({"cpu": None})
 
 
-@pytest.mark.parametrize("p", [0.0, 0.1, 1 / 3, 0.5, 0.999999, np.float64(0.1), np.float32(0.3)])
-def test_the_dropout_mask_is_uniform_at_least_p_drawn_after_the_same_draws(p):
-    """Generator.keep reads the stream's words without making uniforms: the same mask as uniform ≥ p, and
-    the stream where uniform leaves it, whatever came before (odd sizes leave half a 64-bit output)."""
-    like = np.zeros(1, dtype=np.float32)
-    plain, fast = mt.functional.Generator(11), mt.functional.Generator(11)
-    for shape in [(4, 6), (3, 5), (2, 2), (7,), (10, 33, 2), (1,), (64, 130)]:
-        expected = plain.uniform(shape, like) >= p
-        mask = fast.keep(shape, p, like)
-        assert mask.dtype == bool and mask.shape == expected.shape
-        np.testing.assert_array_equal(mask, expected)
-    np.testing.assert_array_equal(fast.uniform((9,), like), plain.uniform((9,), like))
-
-
-def test_the_dropout_mask_agrees_with_uniform_at_every_24_bit_value():
-    from minitransformer.functional.dropout import _word_threshold
-    words = np.arange(2**24, dtype=np.uint32) << 8             # every uniform float32 draws, (w >> 8)·2⁻²⁴
-    uniforms = (words >> 8).astype(np.float32) * np.float32(2.0**-24)
-    for p in (0.1, 0.25, 1 / 3, 0.7, np.float64(0.1)):
-        np.testing.assert_array_equal(words >= _word_threshold(p), uniforms >= p)
-    assert _word_threshold(1.0) is None                         # no uniform reaches 1
-
-
 def test_modules_list_their_generators_by_name_and_restore_them():
     nn.init.set_seed(2)
     model = nn.Sequential(nn.FeedForward(4, 8, dropout=0.5), nn.Dropout(0.5))
