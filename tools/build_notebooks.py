@@ -132,6 +132,58 @@ def split_languages(cells: list[dict], name: str = "source") -> dict[str, list[d
     return editions
 
 
+MAX_CELL_LINES = 30          # non-blank lines: a code cell longer than this teaches more than one step
+SETTING_CALLS = {"setdefault", "filterwarnings", "simplefilter", "set_printoptions", "seterr", "use",
+                 "set_default_dtype", "update"}          # calls that only configure (os.environ.update, rcParams.update, ...)
+SETTING_NAMES = {"QUICK", "SAVE_FIGURES"}
+
+
+def _is_setting(node) -> bool:
+    """An import, or a statement that only configures: a constant or quick-mode assignment, an environment
+    or library switch. Anything that computes something a reader should look at is not a setting."""
+    import ast
+
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        return True
+    if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+        func = node.value.func
+        return isinstance(func, ast.Attribute) and func.attr in SETTING_CALLS
+    if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+        if "environ" in ast.dump(node.value) or "getenv" in ast.dump(node.value):
+            return True
+        allowed = (ast.Constant, ast.Tuple, ast.List, ast.IfExp, ast.UnaryOp, ast.USub, ast.Load,
+                   ast.Compare, ast.Eq, ast.NotEq)
+        return all(isinstance(n, allowed) or (isinstance(n, ast.Name) and n.id in SETTING_NAMES)
+                   for n in ast.walk(node.value))
+    return False
+
+
+def cell_problems(cells: list[dict], name: str = "source") -> list[str]:
+    """What keeps a notebook from teaching one step a cell: a code cell over ``MAX_CELL_LINES`` lines, or a
+    cell that only configures (nothing but imports and settings, at least one setting). Infrastructure
+    belongs in ``minitransformer/notebook_support.py``; a cell of imports alone says what the notebook uses."""
+    import ast
+
+    problems = []
+    for cell in cells:
+        if cell["cell_type"] != "code":
+            continue
+        where = f"{name}:{cell['line']}"
+        lines = sum(1 for line in cell["source"].split("\n") if line.strip())     # blank lines are free
+        if lines > MAX_CELL_LINES:
+            problems.append(f"{where}: a code cell of {lines} lines (non-blank; at most {MAX_CELL_LINES}: split it into steps, "
+                            f"or move what is not the lesson into minitransformer/notebook_support.py)")
+        try:
+            body = ast.parse(cell["source"]).body
+        except SyntaxError:
+            continue                        # executing the notebook reports it
+        imports = (ast.Import, ast.ImportFrom)
+        if body and all(_is_setting(node) for node in body) and not all(isinstance(n, imports) for n in body):
+            problems.append(f"{where}: a cell that only configures (imports and settings): move the settings "
+                            f"into minitransformer/notebook_support.py or next to the step that uses them")
+    return problems
+
+
 def to_notebook(cells: list[dict]) -> dict:
     out = []
     for i, cell in enumerate(cells):

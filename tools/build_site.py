@@ -538,6 +538,7 @@ FRONT = """<!DOCTYPE html>
 
 def build(out: Path, work: Path, cache: Path, execute_only: set[str] | None, jobs: int, quiet: bool) -> Report:
     report = Report()
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")   # kernels side by side: one BLAS thread each (chapter 10)
     os.environ.update(MT_QUICK="1", PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     os.environ.pop("MT_SAVE_FIGURES", None)       # the notebooks must not redraw the chapters' figures here
     os.environ.pop("MPLBACKEND", None)            # the kernel's inline backend, so figures appear in the page

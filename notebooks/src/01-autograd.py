@@ -27,16 +27,31 @@
 #
 # 文章版は `chapters/ja/01-autograd.md` です（英語版は `chapters/01-autograd.md`）。
 
+# %% [markdown]
+# ### How these notebooks run
+#
+# The first code cell of every notebook is a setup cell written by `tools/build_notebooks.py`: it makes
+# sure the `minitransformer` imported is the one in this repository, and names the classroom exercises
+# the notebook runs that you have not solved yet. What is not the lesson (the quick mode that tests use,
+# saving the book's figures, the layout code of a drawing) lives in one small module,
+# `minitransformer/notebook_support.py`, so that every other cell teaches one step. This is the only
+# notebook that shows it:
+
+# %% [markdown] ja
+# ### ノートブックの動かし方
+#
+# どのノートブックでも、最初のコードセルは `tools/build_notebooks.py` が書き込むセットアップ用のセルです。import される `minitransformer` がこのリポジトリのものであることを確かめ、ノートブックが実行する教室の演習のうち、まだ解いていないものを表示します。学習内容でないもの（テストが使うクイックモード、本の図の保存、図のレイアウトのコード）は 1 つの小さなモジュール `minitransformer/notebook_support.py` にまとめてあり、ほかのセルはどれも 1 つのステップだけを教えます。このモジュールを見せるのは、このノートブックだけです。
+
 # %%
 import math
-import os
 
 import matplotlib.pyplot as plt
 import numpy as np
 
 import minitransformer as mt
+from minitransformer import notebook_support
 
-QUICK = os.environ.get("MT_QUICK") == "1"
+print(notebook_support.__doc__)
 rng = np.random.default_rng(0)
 
 # %% [markdown]
@@ -123,6 +138,7 @@ class Scalar:
                 parent.grad += node.grad * local  # the chain rule; += because a value may be used twice
 
 
+# %%
 sx, sw, sb = Scalar(x), Scalar(w), Scalar(b)
 sy = (sw * sx + sb).tanh()
 sy.backward()
@@ -193,64 +209,14 @@ def graph_of(output):
     return nodes, edges
 
 
-def draw_graph(output, title):
-    nodes, edges = graph_of(output)
-    inputs_of = {id(n): [p for p, c in edges if c is n] for n in nodes}
-    consumers_of = {id(n): [c for p, c in edges if p is n] for n in nodes}
-    column = {}
-
-    def place(node):  # computed nodes: one column right of their deepest input
-        if id(node) not in column:
-            column[id(node)] = 1 + max((place(p) for p in inputs_of[id(node)]), default=-1)
-        return column[id(node)]
-
-    for node in nodes:
-        place(node)
-    for node in nodes:  # leaves: just left of their first consumer
-        if not inputs_of[id(node)]:
-            column[id(node)] = min(column[id(c)] for c in consumers_of[id(node)]) - 1
-    position = {}
-    for c in set(column.values()):
-        members = [n for n in nodes if column[id(n)] == c]
-        computed = [n for n in members if inputs_of[id(n)]]
-        leaves = [n for n in members if not inputs_of[id(n)]]
-        for r, node in enumerate(computed):  # the computation runs along the middle
-            position[id(node)] = (c, (len(computed) - 1) / 2 - r)
-        for k, node in enumerate(leaves):    # leaves above and below it
-            side = 1 if k % 2 == 0 else -1
-            position[id(node)] = (c, side * ((len(computed) + 1) / 2 + k // 2))
-
-    fig, ax = plt.subplots(figsize=(9, 3.4))
-    for parent, child in edges:
-        (x0, y0), (x1, y1) = position[id(parent)], position[id(child)]
-        bend = -0.4 if abs(x1 - x0) > 1 else 0.0  # long edges arc over the nodes in between
-        ax.annotate("", xy=(x1, y1), xytext=(x0, y0),
-                    arrowprops=dict(arrowstyle="-|>", color="0.35", shrinkA=17, shrinkB=17,
-                                    connectionstyle=f"arc3,rad={bend}"))
-    for node in nodes:
-        px, py = position[id(node)]
-        if isinstance(node, mt.Tensor):
-            label = node.name or f"{node.data.reshape(-1)[0]:.2f}"
-            ax.add_patch(plt.Circle((px, py), 0.3, fc="#dbeafe" if node.is_leaf else "#f1f5f9", ec="#1e3a8a"))
-            ax.text(px, py, label, ha="center", va="center", fontsize=9)
-        else:
-            ax.text(px, py, type(node).__name__, ha="center", va="center", fontsize=9,
-                    bbox=dict(boxstyle="round,pad=0.35", fc="#fde68a", ec="#92400e"))
-    ax.set_xlim(min(column.values()) - 0.5, max(column.values()) + 0.5)
-    ax.set_ylim(-1.2, 2.6)
-    ax.set_aspect("equal")
-    ax.axis("off")
-    ax.set_title(title)
-    return fig
-
-
 x_leaf = mt.Tensor(np.array([0.5]), requires_grad=True, name="x")
 w_leaf = mt.Tensor(np.array([-1.2]), requires_grad=True, name="w")
 b_leaf = mt.Tensor(np.array([0.3]), requires_grad=True, name="b")
 y_out = (w_leaf * x_leaf + b_leaf).tanh() * x_leaf
-figure = draw_graph(y_out, "y = tanh(w·x + b) · x   (blue: leaves, yellow: Functions)")
-if os.environ.get("MT_SAVE_FIGURES") == "1":  # regenerates the chapter's figure; off when tests run
-    figure.savefig("../chapters/figures/01-computational-graph.png", dpi=110, bbox_inches="tight")
+nodes, edges = graph_of(y_out)
+print(len(nodes), "nodes,", len(edges), "edges")
+figure = notebook_support.draw_graph(nodes, edges, "y = tanh(w·x + b) · x   (blue: leaves, yellow: Functions)")
+notebook_support.save_figure(figure, "01-computational-graph.png", dpi=110)
 plt.show()
 
 # %% [markdown]

@@ -22,14 +22,11 @@
 # 文章版は `chapters/ja/02-tensors-broadcasting.md` です（英語版は `chapters/02-tensors-broadcasting.md`）。
 
 # %%
-import os
-
 import numpy as np
 
 import minitransformer as mt
 from minitransformer.ops import unbroadcast
 
-QUICK = os.environ.get("MT_QUICK") == "1"
 rng = np.random.default_rng(0)
 
 # %% [markdown]

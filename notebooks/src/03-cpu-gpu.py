@@ -17,7 +17,6 @@
 # GPU のセルは `mt.cuda_available()` が True の環境でだけ実行されます。それ以外の環境では、スキップした理由を表示します。文章版は `chapters/ja/03-cpu-gpu.md` です（英語版は `chapters/03-cpu-gpu.md`）。
 
 # %%
-import os
 import time
 
 import numpy as np
@@ -25,7 +24,7 @@ import numpy as np
 import minitransformer as mt
 from minitransformer import backend
 
-QUICK = os.environ.get("MT_QUICK") == "1"
+from minitransformer.notebook_support import QUICK
 GPU = mt.cuda_available()
 rng = np.random.default_rng(0)
 print("CuPy with a GPU available:", GPU)

@@ -25,14 +25,12 @@
 # 4. ラベルスムージングを調べる。なぜそれがパープレキシティを*上げ*、それでも BLEU を改善するのか
 
 # %%
-import os
-
 import numpy as np
 
 import minitransformer as mt
 import minitransformer.functional as F
 
-QUICK = os.environ.get("MT_QUICK") == "1"
+from minitransformer.notebook_support import QUICK
 rng = np.random.default_rng(0)
 
 # %% [markdown]

@@ -28,16 +28,13 @@
 # 6. アテンションの出発点に戻ります。Bahdanau の加法的なスコアを勾配チェックし、小さなアテンション付き LSTM がアライメントを学習するのを見ます。
 
 # %%
-import os
-
 import matplotlib.pyplot as plt
 import numpy as np
 
 import minitransformer as mt
 import minitransformer.functional as F
 
-QUICK = os.environ.get("MT_QUICK") == "1"
-SAVE = os.environ.get("MT_SAVE_FIGURES") == "1"   # regenerates the chapter's figures; off in tests
+from minitransformer.notebook_support import QUICK, save_figure
 rng = np.random.default_rng(0)
 
 # %% [markdown]
@@ -135,8 +132,7 @@ for ax in axes:
     ax.set_xlabel("$d_k$")
     ax.legend(fontsize=8)
 fig.tight_layout()
-if SAVE:
-    fig.savefig("../chapters/figures/06-why-sqrt-dk.png", dpi=90, bbox_inches="tight")
+save_figure(fig, "06-why-sqrt-dk.png", dpi=90)
 plt.show()
 for d_k, var, g_raw, g_scaled in zip(dims, measure["var"], measure["grad_raw"], measure["grad_scaled"]):
     print(f"d_k={d_k:5d}  var(q·k)={var:8.1f}  gradient norm: unscaled {g_raw:.2e}, scaled {g_scaled:.2e}")
@@ -199,8 +195,7 @@ axes[3].imshow(w.numpy()[0, 0], cmap="viridis")
 axes[3].set_title("causal weights, sentence 1", fontsize=10)
 axes[3].set_xlabel("key position")
 fig.tight_layout()
-if SAVE:
-    fig.savefig("../chapters/figures/06-masks.png", dpi=90, bbox_inches="tight")
+save_figure(fig, "06-masks.png", dpi=90)
 plt.show()
 assert (w.numpy()[0, 0][~causal[0, 0]] == 0).all()
 

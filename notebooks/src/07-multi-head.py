@@ -29,7 +29,6 @@
 # 5. マルチヘッドのセルフアテンションとクロスアテンション、そして層が学習で使うまとめた射影（Q、K、V を 1 回の GEMM で）の勾配チェックをします。
 
 # %%
-import os
 import time
 
 import matplotlib.pyplot as plt
@@ -39,7 +38,7 @@ import minitransformer as mt
 import minitransformer.nn as nn
 from minitransformer.functional.multi_head import merge_heads, split_heads
 
-QUICK = os.environ.get("MT_QUICK") == "1"
+from minitransformer.notebook_support import QUICK
 rng = np.random.default_rng(0)
 
 # %% [markdown]

@@ -31,8 +31,6 @@
 # 4. 位置の層の勾配チェックをします。
 
 # %%
-import os
-
 import matplotlib.pyplot as plt
 import numpy as np
 
@@ -41,8 +39,7 @@ import minitransformer.functional as F
 import minitransformer.nn as nn
 from minitransformer.nn.positional import sinusoidal_table
 
-QUICK = os.environ.get("MT_QUICK") == "1"
-SAVE = os.environ.get("MT_SAVE_FIGURES") == "1"
+from minitransformer.notebook_support import QUICK, save_figure
 rng = np.random.default_rng(0)
 
 # %% [markdown]
@@ -73,8 +70,7 @@ axes[1].set_xlabel("position")
 axes[1].set_title("a few columns")
 axes[1].legend(fontsize=8)
 fig.tight_layout()
-if SAVE:
-    fig.savefig("../chapters/figures/08-encoding.png", dpi=80, bbox_inches="tight")
+save_figure(fig, "08-encoding.png", dpi=80)
 plt.show()
 
 # %% [markdown]
@@ -215,8 +211,7 @@ ax.set_ylabel("cross-entropy (moving average)")
 ax.set_title("reversing 6 tokens: which positional encoding?")
 ax.legend(fontsize=8)
 fig.tight_layout()
-if SAVE:
-    fig.savefig("../chapters/figures/08-learned-vs-sinusoidal.png", dpi=90, bbox_inches="tight")
+save_figure(fig, "08-learned-vs-sinusoidal.png", dpi=90)
 plt.show()
 
 # %% [markdown]

@@ -27,7 +27,6 @@
 # 6. 小さなモデル全体について、ラベルスムージングした損失で勾配チェックをします。
 
 # %%
-import os
 import time
 
 import matplotlib.pyplot as plt
@@ -37,7 +36,7 @@ import minitransformer as mt
 import minitransformer.functional as F
 import minitransformer.nn as nn
 
-QUICK = os.environ.get("MT_QUICK") == "1"
+from minitransformer.notebook_support import QUICK
 rng = np.random.default_rng(0)
 
 # %% [markdown]

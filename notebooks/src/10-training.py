@@ -21,10 +21,6 @@
 # 6. 小さなモデルで学習損失の勾配チェックをします。
 
 # %%
-import os
-
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # small matrices: one BLAS thread is faster (see the chapter)
-
 import math
 import time
 
@@ -39,8 +35,7 @@ from minitransformer.decode import greedy_decode
 from minitransformer.nn.transformer import Transformer, TransformerConfig
 from minitransformer.optim import Adam, NoamSchedule, clip_grad_norm
 
-QUICK = os.environ.get("MT_QUICK") == "1"
-SAVE = os.environ.get("MT_SAVE_FIGURES") == "1"
+from minitransformer.notebook_support import QUICK, save_figure
 rng = np.random.default_rng(0)
 
 # %% [markdown]
@@ -124,8 +119,7 @@ ax.set_title("eq. (3): linear warm-up, then 1/sqrt(step)")
 ax.legend(fontsize=8)
 ax.grid(alpha=0.3)
 fig.tight_layout()
-if SAVE:
-    fig.savefig("../chapters/figures/10-noam-schedule.png", dpi=80)
+save_figure(fig, "10-noam-schedule.png", dpi=80, bbox_inches=None)
 plt.show()
 
 # %% [markdown]

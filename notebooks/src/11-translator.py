@@ -29,10 +29,6 @@
 # 9. 空白のない生の日本語をトークン化し、1 組の出力を 3 通りに採点します。
 
 # %%
-import os
-
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # small matrices: one BLAS thread is faster (chapter 10)
-
 import math
 import tempfile
 import warnings
@@ -56,8 +52,7 @@ from minitransformer.plot import attention_heatmap
 from minitransformer.training.trainer import TrainOptions, train
 from minitransformer.translator import Translator
 
-QUICK = os.environ.get("MT_QUICK") == "1"
-SAVE = os.environ.get("MT_SAVE_FIGURES") == "1"
+from minitransformer.notebook_support import QUICK
 
 # %% [markdown]
 # ## 1. The corpus

@@ -26,10 +26,6 @@
 # 8. 重みを読み出すのに使うアテンション層を、重みを保持したまま勾配チェックします。
 
 # %%
-import os
-
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # small matrices: one BLAS thread is faster (chapter 10)
-
 import json
 import sys
 import tempfile
@@ -53,7 +49,7 @@ from minitransformer.presets import PRESETS
 from minitransformer.training.trainer import TrainOptions, train
 from minitransformer.translator import Translator
 
-QUICK = os.environ.get("MT_QUICK") == "1"
+from minitransformer.notebook_support import QUICK
 ROOT = Path.cwd() if (Path.cwd() / "benchmarks").is_dir() else Path.cwd().parent
 
 # %% [markdown]

@@ -33,7 +33,6 @@
 
 # %%
 import json
-import os
 import sys
 import tracemalloc
 from pathlib import Path
@@ -45,8 +44,7 @@ import minitransformer as mt
 import minitransformer.functional as F
 from minitransformer.functional.flash_attention import finish_rows, flash_delta, online_softmax_step
 
-QUICK = os.environ.get("MT_QUICK") == "1"
-SAVE = os.environ.get("MT_SAVE_FIGURES") == "1"
+from minitransformer.notebook_support import QUICK, save_figure
 rng = np.random.default_rng(0)
 
 
@@ -239,8 +237,7 @@ for ax, (name, layout) in zip(axes, layouts.items()):
     ax.set_yticks([])
 axes[0].set_ylabel("query block")
 fig.tight_layout()
-if SAVE:
-    fig.savefig("../chapters/figures/13-block-sparse.png", dpi=90, bbox_inches="tight")
+save_figure(fig, "13-block-sparse.png", dpi=90)
 plt.show()
 
 # %%
@@ -330,8 +327,7 @@ for ax, (name, w) in zip(axes, pairs):
     fig.colorbar(image, ax=ax, fraction=0.046)
 axes[0].set_ylabel("query")
 fig.tight_layout()
-if SAVE:
-    fig.savefig("../chapters/figures/13-linear-vs-softmax.png", dpi=90, bbox_inches="tight")
+save_figure(fig, "13-linear-vs-softmax.png", dpi=90)
 plt.show()
 
 # %% [markdown]

@@ -36,7 +36,7 @@ from minitransformer.nn.transformer import Transformer, TransformerConfig
 from minitransformer.training.trainer import batch_loss
 from minitransformer.translator import Translator
 
-QUICK = os.environ.get("MT_QUICK") == "1"
+from minitransformer.notebook_support import QUICK
 ROOT = next(p for p in (Path.cwd().resolve(), *Path.cwd().resolve().parents) if (p / "minitransformer").is_dir())
 rng = np.random.default_rng(0)
 

@@ -25,8 +25,6 @@
 
 # %%
 import math
-import os
-
 import matplotlib.pyplot as plt
 import numpy as np
 
@@ -37,7 +35,7 @@ from minitransformer.generate import generate, next_token_probabilities, window_
 from minitransformer.training.lm import (CharTokenizer, bits_per_character, builtin_text, evaluate, sample_batch,
                                          split_text)
 
-QUICK = os.environ.get("MT_QUICK") == "1"
+from minitransformer.notebook_support import QUICK
 rng = np.random.default_rng(0)
 
 # %% [markdown]
