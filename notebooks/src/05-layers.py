@@ -7,7 +7,7 @@
 #
 # 1. derives the layer-norm backward step by step and checks each step,
 # 2. shows the FFN as two convolutions with kernel size 1, numerically,
-# 3. looks at Xavier initialisation and the Module system,
+# 3. looks at Xavier initialisation, the Module system, dropout and the embedding's backward,
 # 4. trains a small MLP built from these layers on 2-D spirals.
 
 # %% [markdown] ja
@@ -17,19 +17,17 @@
 #
 # 1. 層正規化の逆伝播を一歩ずつ導出し、各ステップを確かめます。
 # 2. FFN がカーネルサイズ 1 の 2 つの畳み込みであることを数値で示します。
-# 3. Xavier 初期化と Module の仕組みを見ます。
+# 3. Xavier 初期化、Module の仕組み、ドロップアウト、埋め込みの逆伝播を見ます。
 # 4. これらの層で作った小さな MLP を、2 次元の渦巻きで学習させます。
 
 # %%
-import os
-
 import numpy as np
 
 import minitransformer as mt
 import minitransformer.functional as F
 import minitransformer.nn as nn
 
-QUICK = os.environ.get("MT_QUICK") == "1"
+from minitransformer.notebook_support import QUICK
 rng = np.random.default_rng(0)
 
 # %% [markdown]
@@ -126,6 +124,35 @@ F.layer_norm(*fused).backward(gy)
 for a, c in zip(fused, leaves):
     np.testing.assert_allclose(a.grad, c.grad, rtol=1e-10)
 print("size of each term:", [float(np.abs(t).mean().round(3)) for t in (direct, through_mean, through_scale)])
+
+# %% [markdown]
+# Now each term against its own formula. Contracted with $g$, the three Jacobian pieces $s\,\delta_{ik}$,
+# $-s/D$ and $-s\,\hat x_i\hat x_k/D$ give $s\,g$, $-s\,\mathrm{mean}(g)$ and
+# $-s\,\hat x\odot\mathrm{mean}(g\odot\hat x)$. We compute the three from the formulas alone and compare each
+# with the path that autograd followed above; then, for one row, we write the Jacobian out as a $D\times D$
+# matrix, $J = s\,(I - \tfrac1D\mathbf{1}\mathbf{1}^\top - \tfrac1D\hat x\hat x^\top)$, and multiply.
+
+# %% [markdown] ja
+# 次に、各項をそれぞれの式と比べます。ヤコビ行列の 3 つの部分 $s\,\delta_{ik}$、$-s/D$、$-s\,\hat x_i\hat x_k/D$ を $g$ と縮約すると、$s\,g$、$-s\,\mathrm{mean}(g)$、$-s\,\hat x\odot\mathrm{mean}(g\odot\hat x)$ になります。この 3 つを式だけから計算し、上で自動微分がたどった経路とそれぞれ比べます。続いて 1 行について、ヤコビ行列を $D\times D$ の行列 $J = s\,(I - \tfrac1D\mathbf{1}\mathbf{1}^\top - \tfrac1D\hat x\hat x^\top)$ として書き出し、掛け算します。
+
+# %%
+D = data.shape[-1]
+s = 1 / np.sqrt(data.var(axis=-1, keepdims=True) + 1e-5)                 # 1/σ, one per row
+x_hat_rows = (data - data.mean(axis=-1, keepdims=True)) * s
+g = gy * w                                                               # the gradient that reaches x̂
+term_direct = s * g                                                      # s·δ_ik
+term_mean = np.broadcast_to(-s * g.sum(axis=-1, keepdims=True) / D, g.shape)   # −s/D, the same for every k
+term_scale = -s * x_hat_rows * (g * x_hat_rows).sum(axis=-1, keepdims=True) / D   # −s·x̂_i x̂_k/D
+for label, formula, path in [("direct", term_direct, direct), ("mean", term_mean, through_mean),
+                             ("scale", term_scale, through_scale)]:
+    np.testing.assert_allclose(formula, path, rtol=1e-9, atol=1e-12)
+    print(f"{label:6s} formula = autograd's path: largest difference {np.abs(formula - path).max():.1e}")
+np.testing.assert_allclose(term_direct + term_mean + term_scale, fused[0].grad, rtol=1e-9)
+
+row = 0                                                                  # one row's Jacobian, written out
+J = s[row] * (np.eye(D) - np.ones((D, D)) / D - np.outer(x_hat_rows[row], x_hat_rows[row]) / D)
+np.testing.assert_allclose(g[row] @ J, fused[0].grad[row], rtol=1e-9)
+print("g @ J for row 0 equals the engine's gradient")
 
 # %% [markdown]
 # ### A known variant
@@ -254,6 +281,65 @@ model = MLP()
 print(model)
 print([(name, p.shape) for name, p in model.named_parameters()])
 print("parameters:", model.num_parameters())
+
+# %% [markdown]
+# ### Dropout: unchanged on average in training, the identity in evaluation
+#
+# `train()` and `eval()` matter for one layer of this chapter: dropout (§5.4). In training each entry is
+# kept with probability $1-p$ and scaled by $1/(1-p)$, so its expected value is
+# $E[y] = (1-p)\cdot\frac{x}{1-p} + p\cdot 0 = x$. We draw many masks and average: the average comes
+# close to $x$, within a few standard errors. In evaluation mode dropout returns its input unchanged.
+
+# %% [markdown] ja
+# ### ドロップアウト：学習では平均が変わらず、評価では恒等写像
+#
+# `train()` と `eval()` が効くのは、この章の層ではドロップアウト（§5.4）です。学習中は各要素が確率 $1-p$ で残され、$1/(1-p)$ 倍されます。したがって期待値は $E[y] = (1-p)\cdot\frac{x}{1-p} + p\cdot 0 = x$ です。多くのマスクを引いて平均すると、平均は標準誤差の数倍以内で $x$ に近づきます。評価モードのドロップアウトは入力をそのまま返します。
+
+# %%
+p_drop, n_masks = 0.1, 20000
+x_row = rng.standard_normal(6)
+many = F.dropout(mt.Tensor(np.tile(x_row, (n_masks, 1))), p_drop, generator=F.Generator(0)).numpy()  # a mask a row
+print("dropped fraction:", (many == 0).mean().round(4), " (p =", p_drop, ")")
+print("x          ", np.round(x_row, 3))
+print("mean over masks", np.round(many.mean(axis=0), 3))
+standard_error = np.abs(x_row) * np.sqrt(p_drop / (1 - p_drop)) / np.sqrt(n_masks)
+assert (np.abs(many.mean(axis=0) - x_row) < 5 * standard_error).all()
+
+layer = nn.Dropout(p_drop)
+layer.eval()
+x_eval = mt.Tensor(x_row)
+assert layer(x_eval) is x_eval                    # evaluation: the identity, nothing rescaled
+layer.train()
+print("training mode, one draw:", np.round(layer(x_eval).numpy(), 3))
+
+# %% [markdown]
+# ### The embedding: read rows forward, add rows backward
+#
+# An embedding is a table $W$ of shape (vocabulary, $d$); forward reads the row of each token id,
+# $y_t = W_{\mathrm{id}_t}$. Backward sends each position's gradient back into the row it read, and a
+# token used twice gets the *sum* of its two gradients: a **scatter-add**. On a table of 4 rows, with
+# id 2 used twice, we write the sum out as a loop and compare it with the engine.
+
+# %% [markdown] ja
+# ### 埋め込み：順伝播では行を読み、逆伝播では行に足す
+#
+# 埋め込みは形が（語彙、$d$）の表 $W$ です。順伝播では各トークン ID の行 $y_t = W_{\mathrm{id}_t}$ を読みます。逆伝播では、各位置の勾配を、その位置が読んだ行へ送り返します。2 回使われたトークンは 2 つの勾配の*和*を受け取ります。これが **scatter-add** です。4 行の表で ID 2 を 2 回使い、この和をループで書き出してエンジンと比べます。
+
+# %%
+table = mt.Tensor(rng.standard_normal((4, 3)), requires_grad=True)
+ids = np.array([2, 0, 2])
+looked_up = F.embedding(ids, table)
+np.testing.assert_array_equal(looked_up.numpy(), table.data[ids])    # forward: rows 2, 0, 2
+g_rows = rng.standard_normal((3, 3))
+looked_up.backward(g_rows)
+
+by_hand = np.zeros((4, 3))
+for position, token in enumerate(ids):                                # scatter-add: row += gradient
+    by_hand[token] += g_rows[position]
+print("gradient of the table:\n", np.round(table.grad, 3))
+np.testing.assert_allclose(table.grad, by_hand)
+np.testing.assert_allclose(table.grad[2], g_rows[0] + g_rows[2])       # id 2: the sum of its two uses
+assert not table.grad[[1, 3]].any()                                   # rows never read get nothing
 
 # %% [markdown]
 # ## 5. Training an MLP on spirals
