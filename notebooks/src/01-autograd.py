@@ -5,7 +5,7 @@
 # millions of parameters. This notebook builds the machine that does it, step by step:
 #
 # 1. the chain rule on scalars, by hand;
-# 2. a twenty-line scalar autograd, to see the idea without arrays;
+# 2. a twenty-line scalar autograd, to see the idea without arrays, then the same with arrays;
 # 3. the real engine: `mt.Tensor` and `mt.Function`, and a picture of the graph they record;
 # 4. the numerical gradient, and why we check in float64;
 # 5. defining a new op in a few lines;
@@ -19,7 +19,7 @@
 # Transformer を学習させるとは、1 つの数（損失）の、数百万個のパラメータについての勾配を計算することです。このノートブックでは、それを行う仕組みを一歩ずつ作っていきます。
 #
 # 1. スカラーでの連鎖律を手で計算する
-# 2. 配列を使わずに考え方だけを見るための、20 行のスカラー自動微分
+# 2. 配列を使わずに考え方だけを見るための、20 行のスカラー自動微分と、同じものの配列版
 # 3. 本物のエンジン：`mt.Tensor` と `mt.Function`、そしてそれらが記録するグラフの図
 # 4. 数値勾配と、float64 でチェックする理由
 # 5. 数行で新しい演算を定義する
@@ -144,6 +144,76 @@ sy = (sw * sx + sb).tanh()
 sy.backward()
 print(f"dy/dw = {sw.grad:.6f}   dy/dx = {sx.grad:.6f}   dy/db = {sb.grad:.6f}")
 assert abs(sw.grad - dy_dw) < 1e-12 and abs(sx.grad - dy_dx) < 1e-12 and abs(sb.grad - dy_db) < 1e-12
+
+# %% [markdown]
+# ### The same idea with arrays
+#
+# Before the real engine, one step between: `Scalar`'s idea with NumPy arrays and three operations. Each
+# operation now stores, for each input, a small function that turns the gradient of its output into
+# the gradient of that input: for $Y = AB$, $\partial L/\partial A = G B^\top$ and
+# $\partial L/\partial B = A^\top G$, where $G = \partial L/\partial Y$ has $Y$'s shape.
+
+# %% [markdown] ja
+# ### 同じ考え方を配列で
+#
+# 本物のエンジンの前に、その間の一歩を置きます。`Scalar` の考え方を NumPy 配列と 3 つの演算で書いたものです。各演算は、入力ごとに、出力の勾配をその入力の勾配に変える小さな関数を持ちます。$Y = AB$ なら $\partial L/\partial A = G B^\top$、$\partial L/\partial B = A^\top G$ です。ここで $G = \partial L/\partial Y$ は $Y$ と同じ形です。
+
+# %%
+class ArrayValue:
+    """Scalar with NumPy arrays: each parent comes with a function from the output's gradient to its own."""
+
+    def __init__(self, data, parents=(), backward_fns=()):
+        self.data, self.grad = np.asarray(data, dtype=np.float64), None
+        self.parents, self.backward_fns = parents, backward_fns
+
+    def __matmul__(self, other):  # Y = A B:  ∂L/∂A = G Bᵀ,  ∂L/∂B = Aᵀ G
+        return ArrayValue(self.data @ other.data, (self, other),
+                          (lambda g: g @ other.data.T, lambda g: self.data.T @ g))
+
+    def tanh(self):  # Y = tanh(A):  ∂L/∂A = G ⊙ (1 − Y²)
+        y = np.tanh(self.data)
+        return ArrayValue(y, (self,), (lambda g: g * (1 - y * y),))
+
+    def sum(self):  # L = Σ A:  every entry gets G
+        return ArrayValue(self.data.sum(), (self,), (lambda g: g * np.ones_like(self.data),))
+
+    def backward(self):
+        order, seen = [], set()
+
+        def visit(node):
+            if id(node) not in seen:
+                seen.add(id(node))
+                for parent in node.parents:
+                    visit(parent)
+                order.append(node)
+
+        visit(self)
+        self.grad = np.ones_like(self.data)
+        for node in reversed(order):
+            for parent, backward_fn in zip(node.parents, node.backward_fns):
+                g = backward_fn(node.grad)  # the chain rule, one array at a time
+                parent.grad = g if parent.grad is None else parent.grad + g
+
+# %%
+X_data, W_data = rng.standard_normal((4, 3)), rng.standard_normal((3, 2))
+X_small, W_small = ArrayValue(X_data), ArrayValue(W_data)
+(X_small @ W_small).tanh().sum().backward()
+
+X_mt = mt.Tensor(X_data, requires_grad=True)
+W_mt = mt.Tensor(W_data, requires_grad=True)
+(X_mt @ W_mt).tanh().sum().backward()
+np.testing.assert_allclose(W_small.grad, W_mt.grad, rtol=1e-12)
+np.testing.assert_allclose(X_small.grad, X_mt.grad, rtol=1e-12)
+print("∂L/∂W from ArrayValue:\n", W_small.grad.round(4), "\nthe same as mt.Tensor's")
+
+# %% [markdown]
+# `minitransformer/tensor.py` is this class grown up: an operation is a `Function` class with a `forward`
+# and a `backward` instead of a pair of lambdas; gradients of broadcast inputs are summed back to their
+# shape (chapter 2); arrays can live on a GPU (chapter 3); `no_grad()` records nothing; the graph is
+# freed after backward; and the order is found with a stack rather than recursion.
+
+# %% [markdown] ja
+# `minitransformer/tensor.py` は、このクラスを育てたものです。演算は 2 つのラムダの組ではなく、`forward` と `backward` を持つ `Function` クラスになります。ブロードキャストされた入力の勾配は、元の形に足し戻されます（第 2 章）。配列は GPU の上にも置けます（第 3 章）。`no_grad()` の中では何も記録しません。逆伝播の後にはグラフを解放します。順序は再帰ではなくスタックで求めます。
 
 # %% [markdown]
 # Two details carry over to the real engine. The `+=` in `backward`: when a value feeds two
