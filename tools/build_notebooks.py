@@ -21,6 +21,11 @@ same code cells with every Markdown cell replaced by its twin. A source with
 some twins must have one for every Markdown cell (an error names the first one
 without); a source with none builds only the English notebook.
 
+A chapter's exercises are listed once, in its chapter (the ``## Exercises`` section of
+``chapters/NN-name.md``, ``## 演習`` of ``chapters/ja/NN-name.md``): a notebook's Markdown cell that holds
+the line ``{{exercises}}`` gets that section's text in its place, in the notebook's language, so that a
+chapter and its notebook number the same exercises the same way.
+
 Every notebook gets one setup cell, written here and in no source, before its
 first code cell: it puts the notebook's own repository first on ``sys.path``
 (so a kernel never runs another installed copy of the package, such as the
@@ -54,6 +59,43 @@ _unsolved = _report(needs={needs}, chapter={chapter!r}{language})"""
 TRANSLATED_SETUP = """
 import os   # the code below is the English notebook's: it reads files relative to notebooks/
 os.chdir(next((p / "notebooks" for p in (_here, *_here.parents) if (p / "notebooks" / "src").is_dir()), _here))"""
+
+
+EXERCISES = "{{exercises}}"
+EXERCISE_HEADINGS = {"en": "## Exercises", "ja": "## 演習"}
+
+
+def chapter_of(stem: str, language: str) -> Path:
+    return ROOT / "chapters" / ("" if language == "en" else language) / f"{stem}.md"
+
+
+def chapter_exercises(stem: str, language: str) -> str:
+    """The text of a chapter's exercise section (without its heading), links made to work from notebooks/."""
+    import re
+
+    path = chapter_of(stem, language)
+    heading = EXERCISE_HEADINGS[language]
+    lines = path.read_text(encoding="utf-8").split("\n") if path.exists() else []
+    if heading not in lines:
+        raise SourceError(f"{path.relative_to(ROOT)} has no `{heading}` section for its notebook's {EXERCISES}")
+    body = []
+    for line in lines[lines.index(heading) + 1:]:
+        if line.startswith("## "):
+            break
+        body.append(line)
+    text = "\n".join(body).strip("\n")
+    chapters = "../chapters/" if language == "en" else f"../../chapters/{language}/"
+    return re.sub(r"\]\((?!https?:|\.\./|#)([\w.-]+\.md(?:#[\w-]*)?)\)", lambda m: f"]({chapters}{m.group(1)})", text)
+
+
+def with_exercises(cells: list[dict], stem: str, language: str) -> list[dict]:
+    """``cells`` with each ``{{exercises}}`` line replaced by the chapter's exercise section."""
+    out = []
+    for cell in cells:
+        if cell["cell_type"] == "markdown" and EXERCISES in cell["source"]:
+            cell = dict(cell, source=cell["source"].replace(EXERCISES, chapter_exercises(stem, language)))
+        out.append(cell)
+    return out
 
 
 class SourceError(ValueError):
@@ -223,7 +265,8 @@ def render_all(source: Path, needs: dict[str, list[str]] | None = None) -> dict[
     needs = exercise_needs() if needs is None else needs
     name = source.relative_to(ROOT).as_posix() if source.is_relative_to(ROOT) else source.name
     editions = split_languages(parse_cells(source.read_text(encoding="utf-8")), name)
-    return {language: json.dumps(to_notebook(with_setup(cells, source.stem, needs.get(source.stem), language)),
+    return {language: json.dumps(to_notebook(with_setup(with_exercises(cells, source.stem, language), source.stem,
+                                                        needs.get(source.stem), language)),
                                  indent=1, ensure_ascii=False) + "\n"
             for language, cells in editions.items()}
 

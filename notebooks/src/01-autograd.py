@@ -40,7 +40,7 @@
 # %% [markdown] ja
 # ### ノートブックの動かし方
 #
-# どのノートブックでも、最初のコードセルは `tools/build_notebooks.py` が書き込むセットアップ用のセルです。import される `minitransformer` がこのリポジトリのものであることを確かめ、ノートブックが実行する教室の演習のうち、まだ解いていないものを表示します。学習内容でないもの（テストが使うクイックモード、本の図の保存、図のレイアウトのコード）は 1 つの小さなモジュール `minitransformer/notebook_support.py` にまとめてあり、ほかのセルはどれも 1 つのステップだけを教えます。このモジュールを見せるのは、このノートブックだけです。
+# どのノートブックでも、最初のコードセルは `tools/build_notebooks.py` が書き込むセットアップ用のセルです。このセルは、import される `minitransformer` がこのリポジトリのものであることを確かめます。また、ノートブックが実行する教室の演習のうち、まだ解いていないものを表示します。学習内容でないもの（クイックモード、本の図の保存、図のレイアウトのコード）は、小さなモジュール `minitransformer/notebook_support.py` にまとめてあります。そのため、ほかのセルはどれも 1 つのステップだけを教えます。このモジュールを見せるのは、このノートブックだけです。
 
 # %%
 import math
@@ -490,28 +490,9 @@ for name, (fn, inputs) in checks.items():
 # %% [markdown]
 # ## Exercises
 #
-# 1. Extend the twenty-line `Scalar` class of the notebook with `exp` and `__pow__`
-#    (constant exponent) and check them against central differences.
-# 2. Write `Sigmoid` as a Function whose backward uses only the saved output. Why is that
-#    better than saving the input and recomputing $\sigma(x)$?
-# 3. `Tensor.backward` processes nodes in reverse topological order. Construct a small
-#    graph where a *naive* order (e.g. breadth-first from the output, visiting each node
-#    once) gives a wrong gradient, and explain why.
-# 4. Implement `Softplus`, $\log(1+e^x)$, whose derivative is the sigmoid; gradcheck it,
-#    then break its backward in two different ways and watch gradcheck fail.
-# 5. Forward mode: for $y = \tanh(wx+b)$ compute $\partial y/\partial w$ by carrying a
-#    derivative alongside each value from the input forwards ("dual numbers"). How many
-#    sweeps would a model with $P$ parameters need?
-# 6. Measure the numerical-gradient error of `np.exp` at $x=1$ for $\varepsilon =
-#    10^{-1}, 10^{-2}, \dots, 10^{-12}$ with the one-sided and the central difference, in
-#    float32 and float64, and locate the four minima. Compare with $u^{1/2}$ and $u^{1/3}$.
+# {{exercises}}
 
 # %% [markdown] ja
 # ## 演習
 #
-# 1. ノートブックの 20 行の `Scalar` クラスに `exp` と `__pow__`（指数は定数）を加え、中心差分と比べて確かめてください。
-# 2. backward で保存済みの出力だけを使う Function として `Sigmoid` を書いてください。入力を保存して $\sigma(x)$ を計算し直すより、なぜそのほうがよいのでしょうか。
-# 3. `Tensor.backward` はノードを逆トポロジカル順序で処理します。*素朴な*順序（たとえば出力からの幅優先で、各ノードを 1 回ずつ訪問する）では誤った勾配が得られる小さなグラフを作り、その理由を説明してください。
-# 4. 導関数がシグモイドになる `Softplus`、$\log(1+e^x)$ を実装してください。gradcheck で確かめたあと、backward を 2 通りの方法で壊し、gradcheck が失敗するのを観察してください。
-# 5. フォワードモード：$y = \tanh(wx+b)$ について、各値と一緒に微分を入力から前向きに運んでいく方法（「二重数」、dual numbers）で $\partial y/\partial w$ を計算してください。パラメータが $P$ 個のモデルでは、何回のスイープが必要になるでしょうか。
-# 6. $x=1$ における `np.exp` の数値微分の誤差を、$\varepsilon = 10^{-1}, 10^{-2}, \dots, 10^{-12}$ について測ってください。片側差分と中心差分のそれぞれを float32 と float64 で測り、4 つの誤差曲線の最小値の位置を求めます。$u^{1/2}$ や $u^{1/3}$ と比べてみましょう。
+# {{exercises}}

@@ -219,28 +219,9 @@ for name, (fn, inputs) in checks.items():
 # %% [markdown]
 # ## Exercises
 #
-# 1. Prove that `unbroadcast` is the adjoint of broadcasting: for any $x$ of shape $s$ and
-#    $g$ of the broadcast shape, $\langle \text{broadcast}(x), g\rangle = \langle x,
-#    \text{unbroadcast}(g, s)\rangle$. Check it numerically on random shapes.
-# 2. Derive the backward of $y = x^\top A x$ for a vector $x$ by the shapes argument, then by
-#    indices. When is it $2Ax$?
-# 3. Write `Min` as a Function (by analogy with `Max`), including the tie rule, and gradcheck
-#    it. Then test a tie exactly.
-# 4. Implement `Take(axis, ids)` — `numpy.take` along an axis — with a scatter-add backward,
-#    and test it with repeated ids on a middle axis.
-# 5. The backward of `matmul` folds a shared weight's batch into rows
-#    (`a2.reshape(-1, k).T @ gy.reshape(-1, n_out)`). Show that this equals
-#    `unbroadcast(a2.swapaxes(-1, -2) @ gy, b2.shape)`, and time both for
-#    $(32, 100, 512) @ (512, 512)$.
-# 6. Why does `concatenate`'s backward use `split` with the saved sizes, and what would go
-#    wrong if it split the gradient into equal parts?
+# {{exercises}}
 
 # %% [markdown] ja
 # ## 演習
 #
-# 1. `unbroadcast` がブロードキャストの随伴であることを証明してください。すなわち、形状 $s$ の任意の $x$ とブロードキャスト後の形状の任意の $g$ について $\langle \text{broadcast}(x), g\rangle = \langle x, \text{unbroadcast}(g, s)\rangle$ が成り立つことを示してください。ランダムな形状で数値的にも確かめてください。
-# 2. ベクトル $x$ について $y = x^\top A x$ の逆伝播を、まず形状による議論で、次に添字で導いてください。それが $2Ax$ になるのはどんなときでしょうか。
-# 3. `Max` にならって `Min` を Function として書いてください。同点の規則も含めてください。gradcheck で確かめたうえで、同点の場合を正確にテストしてください。
-# 4. `Take(axis, ids)`（ある軸に沿った `numpy.take`）を、scatter-add を使う backward とともに実装し、真ん中の軸で重複した ids を使ってテストしてください。
-# 5. `matmul` の backward は、共有された重みのバッチを行の方向に畳み込みます（`a2.reshape(-1, k).T @ gy.reshape(-1, n_out)`）。これが `unbroadcast(a2.swapaxes(-1, -2) @ gy, b2.shape)` に等しいことを示し、$(32, 100, 512) @ (512, 512)$ について両者の時間を測ってください。
-# 6. `concatenate` の backward が、保存しておいたサイズを使って `split` するのはなぜでしょうか。勾配を等分に分割したら、何がおかしくなるでしょうか。
+# {{exercises}}

@@ -286,29 +286,9 @@ else:
 # %% [markdown]
 # ## Exercises
 #
-# 1. Write a `Softplus` Function once, run its gradcheck on the CPU, and (if you have a GPU)
-#    on CuPy arrays, without changing a line.
-# 2. Extend the notebook's timing table with an elementwise op (`xp.exp`) over $n\times n$
-#    arrays. Where is the CPU/GPU crossover for a memory-bound op compared with matmul?
-# 3. Time `cupy.asnumpy(cupy.asarray(a))` for growing arrays and estimate the bus bandwidth.
-#    How many matmuls of size $n$ must a batch be reused for to amortise its copy?
-# 4. Profile `benchmarks/speed/overhead.py`'s minitransformer worker with `python -m cProfile`.
-#    Which three functions dominate? Propose a change that saves time without making the
-#    engine harder to read, and measure it.
-# 5. Add a `Tensor.to("cuda")` call in the middle of a small graph on a machine without
-#    CuPy, and read the error. Then simulate a GPU-less CuPy as `tests/test_backend.py` does
-#    and read that error too.
-# 6. Plant `numpy.exp(numpy.asarray(x))` in the forward of an op of your choice and run
-#    `pytest tests/test_device_double.py`. Which tests fail, and with what message? Then make
-#    `clip_grad_norm` read each parameter's norm separately again and find the test that
-#    counts the step's host waits.
+# {{exercises}}
 
 # %% [markdown] ja
 # ## 演習
 #
-# 1. `Softplus` の Function を 1 回だけ書き、その gradcheck を CPU で実行してください。そして（GPU があれば）1 行も変えずに CuPy の配列でも実行してください。
-# 2. ノートブックの時間の表に、$n\times n$ の配列に対する要素ごとの演算（`xp.exp`）を加えてください。メモリ律速の演算では、CPU と GPU が逆転する点は行列積と比べてどこにあるでしょうか。
-# 3. 配列を大きくしながら `cupy.asnumpy(cupy.asarray(a))` の時間を測り、バスの帯域を見積もってください。バッチのコピーの元を取るには、サイズ $n$ の行列積で何回使い回す必要があるでしょうか。
-# 4. `benchmarks/speed/overhead.py` の minitransformer のワーカを `python -m cProfile` でプロファイルしてください。支配的な関数の上位 3 つは何でしょうか。エンジンを読みにくくせずに時間を節約する変更を提案し、その効果を測ってください。
-# 5. CuPy のないマシンで、小さなグラフの途中に `Tensor.to("cuda")` の呼び出しを加え、エラーを読んでください。次に、`tests/test_backend.py` と同じようにして GPU のない CuPy を模擬し、そのエラーも読んでください。
-# 6. 好きな演算の forward に `numpy.exp(numpy.asarray(x))` を仕込み、`pytest tests/test_device_double.py` を実行してください。どのテストが、どんなメッセージで失敗するでしょうか。次に、`clip_grad_norm` が再び各パラメータのノルムを別々に読み出すようにして、ステップのホストの待ちを数えるテストを見つけてください。
+# {{exercises}}

@@ -298,24 +298,9 @@ print("all gradient checks passed")
 # %% [markdown]
 # ## Exercises
 #
-# 1. Show that $\mathrm{softmax}(x + c\mathbf{1}) = \mathrm{softmax}(x)$ and that the softmax
-#    backward always returns a gradient whose entries sum to 0. Why must that be so?
-# 2. Compose `log_softmax` from `exp`, `sum` and `log` yourself and check that it agrees with
-#    `F.log_softmax` on moderate scores; then feed it scores of $\pm 10^4$. What breaks, and where?
-# 3. Derive the backward of `log_softmax` ($g_x = g_y - \mathrm{softmax}(x)\sum g_y$) and check it
-#    against `F.log_softmax` on random input.
-# 4. Change the smoothed distribution to PyTorch's (ε spread over all $V$ classes, pad included).
-#    Which quantity in `minitransformer/functional/loss.py` changes, and by how much does the loss
-#    change for $V = 37000$?
-# 5. Repeat the gap experiment with `ignore_index=0`. The pad logit now has target probability 0:
-#    what happens to it, and why does the gap between the target and another logit converge more
-#    slowly?
+# {{exercises}}
 
 # %% [markdown] ja
 # ## 演習
 #
-# 1. $\mathrm{softmax}(x + c\mathbf{1}) = \mathrm{softmax}(x)$ であること、そしてソフトマックスの backward が返す勾配の成分の和が常に 0 になることを示してください。なぜそうでなければならないのでしょうか。
-# 2. `exp`、`sum`、`log` から自分で `log_softmax` を組み立て、中くらいの大きさのスコアでは `F.log_softmax` と一致することを確かめてください。次に $\pm 10^4$ のスコアを与えてください。何が、どこで壊れるでしょうか。
-# 3. `log_softmax` の backward（$g_x = g_y - \mathrm{softmax}(x)\sum g_y$）を導き、ランダムな入力で `F.log_softmax` と比べて確かめてください。
-# 4. 平滑化した分布を PyTorch のもの（パディングを含む $V$ 個のクラスすべてに ε を配る）に変えてください。`minitransformer/functional/loss.py` のどの量が変わるでしょうか。$V = 37000$ のとき、損失はどれだけ変わるでしょうか。
-# 5. `ignore_index=0` として、差の実験をやり直してください。パディングのロジットの目標確率は 0 になります。そのロジットはどうなるでしょうか。また、ターゲットとほかのロジットとの差の収束が遅くなるのはなぜでしょうか。
+# {{exercises}}

@@ -446,22 +446,9 @@ print("all gradient checks passed")
 # %% [markdown]
 # ## Exercises
 #
-# 1. Derive $g_\gamma$ and $g_\beta$ for layer norm and explain why they are summed over every
-#    leading axis (batch *and* time).
-# 2. Write layer norm with the unbiased standard deviation and $\epsilon$ outside the root as a
-#    composed function; gradcheck it. Where would its fused backward differ from ours?
-# 3. Replace Xavier with $N(0, 1)$ in the spiral MLP. What happens to the first losses and to the
-#    number of steps needed for a tenfold drop?
-# 4. Implement the FFN with a real kernel of width 3 (`conv1d` above). How many positions now
-#    influence each output, and how would that change the Transformer's need for attention?
-# 5. The embedding backward (`functional/embedding.py`) uses a scatter-add. Replace it with
-#    `gw[ids] += gy` and find the test in `tests/nn/test_nn.py` that fails. Why does it fail?
+# {{exercises}}
 
 # %% [markdown] ja
 # ## 演習
 #
-# 1. 層正規化の $g_\gamma$ と $g_\beta$ を導出し、なぜ先頭のすべての軸（バッチ*と*時間）について和を取るのかを説明してください。
-# 2. 不偏標準偏差を使い $\epsilon$ を平方根の外に置く層正規化を、基本演算を組み合わせた関数として書き、勾配チェックを通してください。その融合版の逆伝播は、本書のものとどこが違うでしょうか。
-# 3. 渦巻きの MLP で Xavier を $N(0, 1)$ に置き換えてください。最初の損失と、10 分の 1 に下がるまでに必要なステップ数はどうなるでしょうか。
-# 4. 幅 3 の本物のカーネル（上の `conv1d`）で FFN を実装してください。各出力に影響する位置はいくつになるでしょうか。それは Transformer にとってのアテンションの必要性をどう変えるでしょうか。
-# 5. 埋め込みの逆伝播（`functional/embedding.py`）は scatter-add を使っています。それを `gw[ids] += gy` に置き換え、`tests/nn/test_nn.py` の中で失敗するテストを見つけてください。なぜ失敗するのでしょうか。
+# {{exercises}}

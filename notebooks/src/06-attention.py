@@ -394,23 +394,9 @@ plt.show()
 # %% [markdown]
 # ## Exercises
 #
-# 1. Additive attention (Bahdanau et al.) scores a query and a key with a one-hidden-layer network,
-#    $v^\top\tanh(W_q q + W_k k)$ (section 6). Time `nn.AdditiveAttention` against `nn.DotAttention`
-#    as $T$ and $S$ grow. Which is faster, and why (§3.2.1)?
-# 2. Repeat the measurement of section 2 with $q$ and $k$ whose components have variance $\sigma^2$.
-#    What scale keeps the softmax out of saturation now?
-# 3. Replace $-\infty$ by $-10^9$ in a float16 copy of the forward. What goes wrong, and why does
-#    our implementation use a dtype-independent $-\infty$ with an explicit fix for empty rows?
-# 4. Derive $g_S = A\odot(g_A - \sum_j g_A\odot A)$ from the softmax Jacobian and show that it is
-#    zero wherever $A$ is zero. What does that say about gradients into masked keys?
-# 5. Write a third broken backward (e.g. using $A$ instead of $A^\top$ in $g_V$ with $S \ne T$) and
-#    confirm that `mt.gradcheck` rejects it. Why does the check use a *random* upstream gradient?
+# {{exercises}}
 
 # %% [markdown] ja
 # ## 演習
 #
-# 1. 加法的アテンション（Bahdanau ら）は、隠れ層 1 つのネットワーク $v^\top\tanh(W_q q + W_k k)$ でクエリとキーに点数を付けます（第 6 節）。$T$ と $S$ を大きくしながら、`nn.AdditiveAttention` と `nn.DotAttention` の実行時間を比べてください。どちらが速いでしょうか。それはなぜでしょうか（§3.2.1）。
-# 2. 成分の分散が $\sigma^2$ である $q$ と $k$ で、第 2 節の測定を繰り返してください。今度はどんなスケールならソフトマックスが飽和しないでしょうか。
-# 3. 順伝播の float16 版のコピーで、$-\infty$ を $-10^9$ に置き換えてください。何がおかしくなるでしょうか。また、本書の実装が dtype によらない $-\infty$ を使い、空の行を明示的に手当てしているのはなぜでしょうか。
-# 4. ソフトマックスのヤコビ行列から $g_S = A\odot(g_A - \sum_j g_A\odot A)$ を導出し、$A$ が 0 のところでは必ず 0 になることを示してください。これはマスクされたキーへの勾配について何を意味するでしょうか。
-# 5. 3 つ目の壊れた逆伝播を書き（たとえば $S \ne T$ のとき $g_V$ で $A^\top$ の代わりに $A$ を使う）、`mt.gradcheck` がそれを退けることを確かめてください。チェックで*ランダムな*上流勾配を使うのはなぜでしょうか。
+# {{exercises}}

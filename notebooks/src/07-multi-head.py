@@ -336,24 +336,9 @@ np.testing.assert_allclose(packed_cross.numpy(), plain_cross.numpy(), atol=1e-12
 # %% [markdown]
 # ## Exercises
 #
-# 1. Implement `split_heads` and `merge_heads` yourself (reshape + transpose) and check that the
-#    tests in `tests/nn/test_multihead.py` pass. What goes wrong if you reshape (B, T, d) straight to
-#    (B, h, T, $d_k$) without the transpose?
-# 2. In training the layer packs $W^Q$, $W^K$, $W^V$ into one GEMM (section 5). Time one forward +
-#    backward of a self-attention layer on that path and, after making its `_projections_alike`
-#    return `False`, on the one-by-one path. Why can cross-attention pack only $W^K$ and $W^V$?
-# 3. Table 3 row (A) varies $h$ with the compute held constant. Using section 2, explain why the
-#    parameter count does not change with $h$ either.
-# 4. Add "restricted" self-attention (each query sees only $r$ neighbours, Table 1's last row) with a
-#    band mask. Its work is $O(r\cdot n\cdot d)$ — does our implementation achieve that? Why not?
-# 5. Measure the maximum path length of Table 1: after how many RNN steps does the gradient from
-#    the last output to the first input fall below $10^{-6}$ with random weights?
+# {{exercises}}
 
 # %% [markdown] ja
 # ## 演習
 #
-# 1. `split_heads` と `merge_heads` を自分で実装してください（reshape + transpose）。そして、`tests/nn/test_multihead.py` のテストが通ることを確かめてください。元の (B, T, d) の配列を考えます。transpose せずに reshape だけで (B, h, T, $d_k$) にすると、何がおかしくなるでしょうか。
-# 2. 学習では、層は $W^Q$、$W^K$、$W^V$ を 1 回の GEMM にまとめます（第 5 節）。セルフアテンションの層について、その経路での順伝播 + 逆伝播 1 回の時間を測ってください。次に `_projections_alike` が `False` を返すようにして、1 つずつ射影する経路でも測ってください。クロスアテンションでまとめられるのが $W^K$ と $W^V$ だけなのはなぜでしょうか。
-# 3. 論文の表 3 の (A) 行は、計算量を一定に保ったまま $h$ を変えています。第 2 節を使って、パラメータ数も $h$ によって変わらない理由を説明してください。
-# 4. 帯状のマスクを使って「制限付き」セルフアテンション（各クエリが $r$ 個の近傍だけを見る。論文の表 1 の最後の行）を追加してください。その計算量は $O(r\cdot n\cdot d)$ ですが、本書の実装はそれを達成できるでしょうか。できないとすれば、なぜでしょうか。
-# 5. 論文の表 1 の最大経路長を測ってください。ランダムな重みのとき、RNN の何ステップ後に、最後の出力から最初の入力への勾配が $10^{-6}$ を下回るでしょうか。
+# {{exercises}}

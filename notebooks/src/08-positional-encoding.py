@@ -257,23 +257,9 @@ print("gradcheck passed for both encodings; rows used by offset 3:",
 # %% [markdown]
 # ## Exercises
 #
-# 1. Train the reversal model on length 6 and test it on length 9 (build the model with a larger
-#    `max_len`). Which encoding extrapolates better — the question the paper raised in §3.5 and left open?
-# 2. Show that $R(k)R(m) = R(k+m)$ and $R(k)^\top = R(-k)$ with the `rotation` function above.
-#    What does that mean for $PE(pos)\cdot PE(pos')$?
-# 3. Replace 10000 by 100 in the table. Plot $PE(pos)\cdot PE(pos+k)$ against $k$ for both. Why
-#    does the base have to be large compared with the longest sentence?
-# 4. Our embeddings are multiplied by $\sqrt{d_{model}}$ before the encoding is added (§3.4). With the
-#    embedding initialised $N(0, 1/d_{model})$, compare the sizes of the two terms with and without
-#    the scaling. What happens to the position signal if the scaling is left out?
-# 5. Rotary embeddings (RoPE) apply $R(pos)$ to queries and keys instead of adding $PE$ to the
-#    input. Using section 2, show that then $q_{pos}\cdot k_{pos'}$ depends on $pos - pos'$ only.
+# {{exercises}}
 
 # %% [markdown] ja
 # ## 演習
 #
-# 1. 逆順タスクのモデルを長さ 6 で学習し、長さ 9 でテストしてください（モデルはより大きな `max_len` で作ります）。どちらの位置エンコーディングのほうがよく外挿できるでしょうか。これは論文が §3.5 で提起し、未解決のまま残した問いです。
-# 2. 上の `rotation` 関数を使って、$R(k)R(m) = R(k+m)$ と $R(k)^\top = R(-k)$ を示してください。これは $PE(pos)\cdot PE(pos')$ について何を意味するでしょうか。
-# 3. 表の 10000 を 100 に置き換えてください。両方について $PE(pos)\cdot PE(pos+k)$ を $k$ に対してプロットしてください。なぜ底は最も長い文に比べて大きくなければならないのでしょうか。
-# 4. 本書の埋め込みは、位置エンコーディングを足す前に $\sqrt{d_{model}}$ 倍されます（§3.4）。埋め込みを $N(0, 1/d_{model})$ で初期化したとき、スケーリングありとなしで 2 つの項の大きさを比べてください。スケーリングを省くと、位置の信号はどうなるでしょうか。
-# 5. 回転位置埋め込み（RoPE）は、入力に $PE$ を足す代わりに、クエリとキーに $R(pos)$ を適用します。第 2 節を使って、このとき $q_{pos}\cdot k_{pos'}$ が $pos - pos'$ だけで決まることを示してください。
+# {{exercises}}

@@ -332,22 +332,9 @@ print("whole-model gradcheck passed for", sum(p.size for p in checked), "paramet
 # %% [markdown]
 # ## Exercises
 #
-# 1. Count the parameters of the big model by the formula and compare with `TransformerConfig.big()`.
-#    Which vocabulary size would make it 213 M?
-# 2. Build the model with `tie_embeddings=False`. How many parameters does it have with a 37,000-token
-#    vocabulary, and how much of the model is then embeddings?
-# 3. Our decoder self-attention uses only the causal mask, not the target padding mask. Show that with
-#    right-padded targets this changes no logit that the loss counts. When would it matter?
-# 4. Beam search keeps $k$ hypotheses per sentence. Use `cache.reorder(indices)` to implement one step
-#    of it for a batch of one sentence, and check against decoding each hypothesis separately.
-# 5. Remove the $\sqrt{d_{model}}$ scaling of the embeddings and compare the first few hundred training
-#    steps of the reversal task of chapter 8 with and without it.
+# {{exercises}}
 
 # %% [markdown] ja
 # ## 演習
 #
-# 1. ビッグモデルのパラメータ数を式で数え、`TransformerConfig.big()` と比べてください。語彙の大きさがいくつなら 213 M になるでしょうか。
-# 2. `tie_embeddings=False` でモデルを作ってください。37,000 トークンの語彙ではパラメータはいくつになり、そのうちどれだけが埋め込みになるでしょうか。
-# 3. 本書のデコーダのセルフアテンションは因果マスクだけを使い、目的言語側のパディングマスクは使いません。目的文の右側をパディングする場合、このマスクの違いで変わるロジットは、損失が数えるロジットの中に 1 つもないことを示してください。どんな場合なら問題になるでしょうか。
-# 4. ビームサーチは文ごとに $k$ 個の仮説を保持します。`cache.reorder(indices)` を使って、1 文からなるバッチについてその 1 ステップを実装し、各仮説を別々にデコードした結果と照らし合わせてください。
-# 5. 埋め込みの $\sqrt{d_{model}}$ 倍のスケーリングを取り除き、第 8 章の逆順タスクの学習の最初の数百ステップを、スケーリングありの場合と比べてください。
+# {{exercises}}

@@ -399,32 +399,9 @@ print("gradcheck of linear_cross_entropy w.r.t. x, W and b: passed")
 # %% [markdown]
 # ## Exercises
 #
-# 1. Implement SGD with momentum and train the copy task with it. Which learning rate works, and how
-#    many steps does it need compared with Adam?
-# 2. Set β2 = 0.999 (Adam's default) instead of the paper's 0.98. Does the copy task notice?
-# 3. Remove the bias correction from Adam. Plot the size of the first 20 updates with and without it.
-# 4. For which warm-up does eq. 3 with $d_{model} = 128$ peak at the same rate as the base model
-#    with warm-up 4000? Verify with `NoamSchedule.rate`.
-# 5. Make the copy task harder: reverse the sequence instead of copying it, or use length 16. How do
-#    steps-to-95 % change, and what does the encoder–decoder attention look like (chapter 12)?
-# 6. With `tracemalloc`, measure the peak memory of one `loss.backward()` of a model on a batch, once
-#    with `model.loss(...)` and once with `F.cross_entropy(model(src, tgt_in)...)`. How much of the
-#    difference is the (N, V) arrays?
-# 7. Write a blocked `linear_cross_entropy` that takes the rows 256 at a time, so that no (N, V) array
-#    ever exists, and gradcheck it in float64. In float32, compare its $g_W$ with the unblocked one: how
-#    large is the difference, and why is it not zero?
-# 8. Replace the straight line of `cooldown_factor` by $1-\sqrt{t}$ or half a cosine ($t$ from 0 to 1 over
-#    the cool-down) and train the default run with `--cooldown 0.2 --average 1` in each shape. How does dev
-#    BLEU compare with eq. 3 alone, and with eq. 3 and `--average 5`?
+# {{exercises}}
 
 # %% [markdown] ja
 # ## 演習
 #
-# 1. モーメンタム付き SGD を実装し、それでコピータスクを学習してください。どの学習率ならうまくいき、Adam に比べて何ステップ必要でしょうか。
-# 2. 論文の 0.98 の代わりに β2 = 0.999（Adam の既定値）にしてください。コピータスクに違いは現れるでしょうか。
-# 3. Adam からバイアス補正を取り除いてください。補正ありと補正なしで、最初の 20 回の更新の大きさをグラフにしてください。
-# 4. $d_{model} = 128$ の式 (3) が、ウォームアップ 4000 のベースモデルと同じ学習率で最大になるのは、ウォームアップがいくつのときでしょうか。`NoamSchedule.rate` で確かめてください。
-# 5. コピータスクを難しくしてください。出力を入力の逆順にするか、長さを 16 へ延ばします。95 % に達するまでのステップ数はどう変わり、エンコーダ・デコーダアテンションはどう見えるでしょうか（第 12 章）。
-# 6. `tracemalloc` を使って、`loss.backward()` 1 回のピークメモリを測ってください。モデルとバッチは固定し、`model.loss(...)` の場合と `F.cross_entropy(model(src, tgt_in)...)` の場合とを比べます。差のうちどれだけが (N, V) の配列によるものでしょうか。
-# 7. 行を 256 行ずつ処理して (N, V) の配列が一度も存在しない、ブロック版の `linear_cross_entropy` を書き、float64 で gradcheck してください。float32 で、その $g_W$ をブロックに分けない版と比べてください。差はどのくらいで、なぜゼロにならないのでしょうか。
-# 8. `cooldown_factor` の直線を $1-\sqrt{t}$ か半周期のコサインに置き換えてください（$t$ はクールダウンの間に 0 から 1 まで進みます）。既定の実行をそれぞれの形の `--cooldown 0.2 --average 1` で学習してください。開発セットの BLEU は、式 (3) だけの場合や、式 (3) に `--average 5` を加えた場合と比べてどうでしょうか。
+# {{exercises}}

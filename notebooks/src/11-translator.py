@@ -334,22 +334,9 @@ print(f"chrF:                      {corpus_chrf(outputs_raw, references_raw):6.2
 # %% [markdown]
 # ## Exercises
 #
-# 1. Train with `--direction ja-en`. Is Japanese → English easier or harder for this model, and why
-#    might the held-out split behave differently?
-# 2. Decode the test set with beam sizes 1, 2, 4, 8 and α ∈ {0, 0.6, 1.0}. Plot BLEU and the mean
-#    output length. When does a larger beam hurt?
-# 3. Train a BPE vocabulary of 300 and of 3000 tokens. How do sentence lengths, training speed and BLEU
-#    change?
-# 4. Average the last 2, 5 and 10 checkpoints of a longer run. Which is best on dev, and why might the
-#    average of checkpoints from early in training be worse than the last one?
-# 5. Write a sentence with a word the corpus never saw ("the cat ate the pizza ."). What does the
-#    tokenizer make of it, and what does the model output?
+# {{exercises}}
 
 # %% [markdown] ja
 # ## 演習
 #
-# 1. `--direction ja-en` で学習してください。このモデルにとって日本語 → 英語は易しいでしょうか、難しいでしょうか。また、ホールドアウトの分割でふるまいが変わりうるのはなぜでしょうか。
-# 2. ビーム幅 1、2、4、8 と α ∈ {0, 0.6, 1.0} でテストセットをデコードしてください。BLEU と出力の平均の長さをグラフにしてください。ビーム幅を大きくすると悪くなるのはどんなときでしょうか。
-# 3. 300 トークンの BPE 語彙と 3000 トークンの BPE 語彙を学習してください。文の長さ、学習の速さ、BLEU はどう変わるでしょうか。
-# 4. もっと長い学習の最後の 2 個、5 個、10 個のチェックポイントを平均してください。開発セットで最もよいのはどれでしょうか。学習の初期のチェックポイントの平均が最後のチェックポイントより悪くなりうるのはなぜでしょうか。
-# 5. コーパスが一度も見たことのない単語を含む文（"the cat ate the pizza ."）を書いてください。トークナイザはそれをどう扱い、モデルは何を出力するでしょうか。
+# {{exercises}}

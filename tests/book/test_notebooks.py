@@ -115,3 +115,45 @@ def test_a_japanese_notebook_runs_its_code_from_notebooks_ja(monkeypatch, tmp_pa
     _execute(notebook, ROOT / "notebooks" / "ja", monkeypatch)
     printed = "".join(output.get("text", "") for output in notebook.cells[-1].outputs).split("\n")
     assert printed[:2] == [str(ROOT), str(ROOT / "notebooks")], printed
+
+
+# -- one list of exercises: the chapter's, copied into its notebook by tools/build_notebooks.py -------------
+CHECKED_CHAPTERS = ("01-autograd", "05-layers", "06-attention", "10-training")   # every exercise says how to check it
+
+
+@pytest.mark.parametrize("source", sorted((ROOT / "notebooks" / "src").glob("*.py")), ids=lambda p: p.stem)
+def test_a_notebook_lists_its_chapters_exercises(source):
+    """A notebook writes no exercise list of its own: its exercise cell is the chapter's section, in each language."""
+    tools = _tools()
+    text = source.read_text(encoding="utf-8")
+    assert "# ## Exercises" not in text or tools.EXERCISES in text.split("# ## Exercises", 1)[1].split("# %%", 1)[0], \
+        f"{source.name}: its exercise cell must hold the line {tools.EXERCISES} (the chapter's list), not a list of its own"
+    for language, cells in tools.split_languages(tools.parse_cells(text), source.name).items():
+        built = tools.with_exercises(cells, source.stem, language)
+        chapter = tools.chapter_of(source.stem, language)
+        if any(tools.EXERCISES in cell["source"] for cell in cells):
+            numbered = [line for line in tools.chapter_exercises(source.stem, language).split("\n")
+                        if line[:1].isdigit()]
+            shown = "\n".join(cell["source"] for cell in built)
+            assert numbered and all(line in shown for line in numbered), f"{chapter.name}'s exercises are not in {source.name}"
+
+
+def test_the_exercise_list_follows_an_edited_chapter(tmp_path):
+    """Planted: a chapter whose list changes changes the notebook built from the placeholder."""
+    tools = _tools()
+    cells = [{"cell_type": "markdown", "source": "## Exercises\n\n" + tools.EXERCISES, "line": 1}]
+    built = tools.with_exercises(cells, "01-autograd", "en")[0]["source"]
+    assert tools.EXERCISES not in built and "1. Extend the twenty-line `Scalar`" in built
+    with pytest.raises(tools.SourceError, match="no `## Exercises` section"):
+        tools.with_exercises(cells, "99-no-such-chapter", "en")
+
+
+@pytest.mark.parametrize("stem", CHECKED_CHAPTERS)
+@pytest.mark.parametrize("language, check", [("en", "*Check:*"), ("ja", "*確かめ方：*")])
+def test_every_exercise_says_how_to_check_it(stem, language, check):
+    tools = _tools()
+    section = tools.chapter_exercises(stem, language).split("\n### ", 1)[0]
+    items = [item for item in __import__("re").split(r"\n(?=\d+\. )", "\n" + section) if item.strip()]
+    assert items, f"{stem} ({language}): no numbered exercises"
+    missing = [item.strip().split("\n")[0][:60] for item in items if check not in item]
+    assert not missing, f"{stem} ({language}): exercises without '{check}': {missing}"
