@@ -182,6 +182,16 @@ def split_source(text: str) -> list[dict]:
     return cells
 
 
+def with_chapter_exercises(text: str, stem: str, lang: str) -> str:
+    """A notebook cell's ``{{exercises}}`` line as its chapter's exercise section (tools/build_notebooks.py)."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    import build_notebooks
+
+    if build_notebooks.EXERCISES not in text:
+        return text
+    return text.replace(build_notebooks.EXERCISES, build_notebooks.chapter_exercises(stem, lang))
+
+
 def english_cells(cells: list[dict]) -> list[dict]:
     return [cell for cell in cells if cell["kind"] != "ja"]
 
@@ -330,8 +340,8 @@ def stage(lang: str, src: Path, notebooks: dict, report: Report) -> None:
             notice += f"\n\n```{{note}}\n{t['not_run']}\n```"
         # tools/build_notebooks.py's setup cell is left out: PYTHONPATH names this repository, and the cell
         # would only print this machine's paths into the page
-        chosen = [{**c, "source": link_mentions(c["source"], here, lang)} if c["kind"] != "code" else c
-                  for c in chosen]
+        chosen = [{**c, "source": link_mentions(with_chapter_exercises(c["source"], stem, lang), here, lang)}
+                  if c["kind"] != "code" else c for c in chosen]
         lead = lang_switch(lang, f"{here}/{stem}") + "\n" + cross_links(lang, stem, here, sources_of[stem], "notebook")
         write_notebook(src / here / f"{stem}.ipynb", chosen, outputs, lead + notice)
         notebook_titles.append((first_heading(chosen[0]["source"]) + t["nb_suffix"], f"{here}/{stem}"))
