@@ -4,17 +4,17 @@
 
 Forward, for one batch element and one head (T queries, S keys):
 
-    S_ = Q Kᵀ / √d_k          scores          (T, S)
-    A  = softmax(S_)          weights, rows sum to 1
+    Z  = Q Kᵀ / √d_k          scores          (T, S)
+    A  = softmax(Z)           weights, rows sum to 1
     O  = A V                  output          (T, d_v)
 
 Backward, given gO = dL/dO (the chain rule through the three lines, in reverse):
 
     gV = Aᵀ gO                                          (S, d_v)
     gA = gO Vᵀ                                          (T, S)
-    gS = A ⊙ (gA − Σ_j gA ⊙ A)    softmax backward, row by row (chapter 4)
-    gQ = gS K / √d_k                                    (T, d_k)
-    gK = gSᵀ Q / √d_k                                   (S, d_k)
+    gZ = A ⊙ (gA − Σ_j gA ⊙ A)    softmax backward, row by row (chapter 4)
+    gQ = gZ K / √d_k                                    (T, d_k)
+    gK = gZᵀ Q / √d_k                                   (S, d_k)
 
 Fusing the three lines into one Function means the (T, S) arrays are stored
 once (A) and no softmax Jacobian (T × S × S) is ever formed.
@@ -120,12 +120,12 @@ class ScaledDotProductAttention(Function):
         g_scores = g_out @ v.swapaxes(-1, -2)                   # gA = gO Vᵀ   (B, h, T, S)
         if self.keep is not None:
             g_scores *= self.keep                               # through the dropout
-        # softmax backward: gS = A ⊙ (gA − Σ_j gA ⊙ A); zero wherever A is zero (masked keys, empty rows)
+        # softmax backward: gZ = A ⊙ (gA − Σ_j gA ⊙ A); zero wherever A is zero (masked keys, empty rows)
         g_scores -= row_sum(g_scores * weights)
         g_scores *= weights
-        g_scores *= self.scale                                  # the 1/√d_k of S = Q Kᵀ/√d_k
-        g_q = unbroadcast(g_scores @ k, q.shape) if need_q else None                    # gQ = gS K / √d_k
-        g_k = unbroadcast(g_scores.swapaxes(-1, -2) @ q, k.shape) if need_k else None   # gK = gSᵀ Q / √d_k
+        g_scores *= self.scale                                  # the 1/√d_k of Z = Q Kᵀ/√d_k
+        g_q = unbroadcast(g_scores @ k, q.shape) if need_q else None                    # gQ = gZ K / √d_k
+        g_k = unbroadcast(g_scores.swapaxes(-1, -2) @ q, k.shape) if need_k else None   # gK = gZᵀ Q / √d_k
         ### END SOLUTION
         return g_q, g_k, g_v
 

@@ -61,13 +61,13 @@ print("rows of the weights sum to", np.unique(weights.numpy().sum(-1).round(12))
 np.testing.assert_allclose(out.numpy(), composed.numpy(), atol=1e-12)
 
 # %% [markdown]
-# The fused backward is the chain rule through the three lines $S = QK^\top/\sqrt{d_k}$,
-# $A = \mathrm{softmax}(S)$, $O = AV$, in reverse:
-# $g_V = A^\top g_O$, $g_A = g_O V^\top$, $g_S = A \odot (g_A - \sum_j g_A \odot A)$,
-# $g_Q = g_S K/\sqrt{d_k}$, $g_K = g_S^\top Q/\sqrt{d_k}$. It agrees with the composed graph:
+# The fused backward is the chain rule through the three lines $Z = QK^\top/\sqrt{d_k}$ (the scores: $S$ counts the keys),
+# $A = \mathrm{softmax}(Z)$, $O = AV$, in reverse:
+# $g_V = A^\top g_O$, $g_A = g_O V^\top$, $g_Z = A \odot (g_A - \sum_j g_A \odot A)$,
+# $g_Q = g_Z K/\sqrt{d_k}$, $g_K = g_Z^\top Q/\sqrt{d_k}$. It agrees with the composed graph:
 
 # %% [markdown] ja
-# 融合版の逆伝播は、3 つの行 $S = QK^\top/\sqrt{d_k}$、$A = \mathrm{softmax}(S)$、$O = AV$ を逆順にたどる連鎖律です。$g_V = A^\top g_O$、$g_A = g_O V^\top$、$g_S = A \odot (g_A - \sum_j g_A \odot A)$、$g_Q = g_S K/\sqrt{d_k}$、$g_K = g_S^\top Q/\sqrt{d_k}$。これは組み合わせて作った計算グラフと一致します。
+# 融合版の逆伝播は、3 つの行 $Z = QK^\top/\sqrt{d_k}$、$A = \mathrm{softmax}(Z)$、$O = AV$ を逆順にたどる連鎖律です。$Z$ はスコアで、$S$ はキーの個数を表します。$g_V = A^\top g_O$、$g_A = g_O V^\top$、$g_Z = A \odot (g_A - \sum_j g_A \odot A)$、$g_Q = g_Z K/\sqrt{d_k}$、$g_K = g_Z^\top Q/\sqrt{d_k}$。これは組み合わせて作った計算グラフと一致します。
 
 # %%
 upstream = rng.standard_normal(out.shape)
@@ -252,7 +252,7 @@ for name, m in masks.items():
 class ForgotTheScale(F.ScaledDotProductAttention):
     def backward(self, g_out):
         g_q, g_k, g_v = super().backward(g_out)
-        return g_q / self.scale, g_k, g_v          # gQ = gS·K, without 1/√d_k
+        return g_q / self.scale, g_k, g_v          # gQ = gZ·K, without 1/√d_k
 
 
 class ZeroKeyGradient(F.ScaledDotProductAttention):
