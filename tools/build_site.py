@@ -153,8 +153,8 @@ def to_lang(page: str, lang: str) -> str:
     for folder in ("chapters", "notebooks"):
         stem = page.removeprefix(f"{folder}/ja/").removeprefix(f"{folder}/")
         if page.startswith(f"{folder}/"):
-            if stem == "glossary" and lang == "en":
-                return "index"                       # the glossary has no English twin
+            if stem == "glossary" and lang == "en" and not (ROOT / "chapters" / "glossary.md").exists():
+                return "index"                       # no English glossary: the switch goes to the index
             return f"{folder}/ja/{stem}" if lang == "ja" else f"{folder}/{stem}"
     return page
 
@@ -380,12 +380,13 @@ def stage(lang: str, src: Path, notebooks: dict, report: Report) -> None:
     front = ["# minitransformer", "", lang_switch(lang, "index"), TEXT[lang]["index_intro"], ""]
     front += toctree(t["chapters"], chapter_titles) + toctree(t["notebooks"], notebook_titles)
     more = [("TEACHING.md", "TEACHING"), (t["source_title"], "source/index")]
-    glossary = ROOT / "chapters" / "ja" / "glossary.md"        # the Japanese edition's terms, in its site only
-    if lang == "ja" and glossary.exists():
+    folder = "chapters/ja" if lang == "ja" else "chapters"      # the glossary: terms the book assumes (and, in
+    glossary = ROOT / folder / "glossary.md"                    # Japanese, the edition's translated terms)
+    if glossary.exists():
         text = glossary.read_text(encoding="utf-8")
         title, _, body = text.partition("\n")
-        page = "chapters/ja/glossary"
-        (src / f"{page}.md").write_text(link_mentions(f"{title}\n\n{lang_switch(lang, page)}\n{body}", "chapters/ja", lang),
+        page = f"{folder}/glossary"
+        (src / f"{page}.md").write_text(link_mentions(f"{title}\n\n{lang_switch(lang, page)}\n{body}", folder, lang),
                                         encoding="utf-8")
         more.insert(1, (first_heading(text), page))
     front += toctree(t["more"], more)
