@@ -364,7 +364,7 @@ def spirals(n_per_class, classes=3, noise=0.2, seed=0):
         labels.append(np.full(n_per_class, c))
     return np.concatenate(points).astype(np.float32), np.concatenate(labels)
 
-
+# %%
 points, labels = spirals(100)
 params = model.parameters()
 moment1 = [np.zeros_like(p.data) for p in params]

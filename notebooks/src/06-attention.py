@@ -118,6 +118,7 @@ for d_k in dims:
         measure[f"max_{label}"].append(p.numpy().max(-1).mean())
         measure[f"grad_{label}"].append(np.median(np.linalg.norm(s.grad, axis=-1)))
 
+# %%
 fig, axes = plt.subplots(1, 3, figsize=(12, 3.2))
 axes[0].loglog(dims, measure["var"], "o-", label="measured var(q·k)")
 axes[0].loglog(dims, dims, "k--", lw=1, label="$d_k$ (footnote 4)")
@@ -377,6 +378,7 @@ for step in range(100 if QUICK else 300):
 print(f"loss: {losses[0]:.2f} at the start, {np.mean(losses[-10:]):.3f} at the end")
 assert np.mean(losses[-10:]) < 0.5 * losses[0]
 
+# %%
 sentence = np.array([[3, 4, 5, 6, 7, 8]])
 output = greedy_decode(seq2seq, sentence, BOS, EOS)[0]
 print("source", sentence[0].tolist(), "→ output", output)
