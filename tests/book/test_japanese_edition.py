@@ -718,3 +718,51 @@ def test_the_japanese_readme_gives_the_same_commands_and_is_linked_from_the_engl
 
     assert "](README.ja.md)" in english.split("\n## ", 1)[0], "README.md's top links to README.ja.md"
     assert "](README.md)" in japanese.split("\n## ", 1)[0]
+
+
+# -- the glossary of assumed terms: linked where a chapter first uses one ---------------------------------------
+GLOSSED = {"topological-order": r"topological order", "jacobian": r"\bJacobian\b",
+           "vector-jacobian-product": r"vector[–-]Jacobian product", "unit-roundoff": r"unit\s+roundoff",
+           "adjoint-of-the-broadcast": r"adjoint of the broadcast", "scatter-add": r"scatter-add",
+           "blas": r"\bBLAS\b", "gemm": r"\bGEMM\b", "gemv": r"\bGEMV\b", "page-fault": r"page faults?\b",
+           "glibc-malloc": r"\bmalloc\b", "kronecker-delta": r"Kronecker"}
+GLOSSED_CHAPTERS = ("01-autograd", "05-layers", "06-attention", "10-training")
+GLOSSARY_LINK = re.compile(r"\[([^\]]*)\]\(glossary\.md#([\w-]+)\)")
+
+
+def prose_only(text: str) -> str:
+    """``text`` with fenced code blocks and inline code blanked out (same length, so offsets stay)."""
+    blank = lambda m: re.sub(r"[^\n]", " ", m.group(0))                                 # noqa: E731
+    return re.sub(r"`[^`\n]*`", blank, re.sub(r"(?ms)^```.*?^```", blank, text))
+
+
+def unlinked_first_uses(text: str) -> list[str]:
+    """The glossary terms whose first use in ``text`` is not inside a link to the glossary."""
+    prose = prose_only(text)
+    links = [(m.start(), m.end()) for m in GLOSSARY_LINK.finditer(prose)]
+    missing = []
+    for anchor, pattern in GLOSSED.items():
+        first = re.search(pattern, prose)
+        if first and not any(start <= first.start() < end for start, end in links):
+            line = prose.count("\n", 0, first.start()) + 1
+            missing.append(f"line {line}: '{first.group(0)}' (glossary.md#{anchor})")
+    return missing
+
+
+@pytest.mark.parametrize("stem", GLOSSED_CHAPTERS)
+def test_a_glossary_term_is_linked_where_a_chapter_first_uses_it(stem):
+    english = (CHAPTERS / f"{stem}.md").read_text(encoding="utf-8")
+    assert not unlinked_first_uses(english), f"{stem}.md: " + "; ".join(unlinked_first_uses(english))
+    japanese = (JA / f"{stem}.md").read_text(encoding="utf-8")
+    anchors = lambda text: {m.group(2) for m in GLOSSARY_LINK.finditer(prose_only(text))}   # noqa: E731
+    assert anchors(japanese) == anchors(english), f"ja/{stem}.md links other glossary entries than {stem}.md"
+    glossary = {"en": (CHAPTERS / "glossary.md").read_text(encoding="utf-8"), "ja": GLOSSARY.read_text(encoding="utf-8")}
+    for language, text in glossary.items():
+        headings = {re.sub(r"[^\w -]", "", h).strip().lower().replace(" ", "-") for h in re.findall(r"(?m)^### (.+)$", text)}
+        assert anchors(english) <= headings, f"{language} glossary lacks {sorted(anchors(english) - headings)}"
+
+
+def test_the_first_use_check_finds_an_unlinked_term():                       # planted: the check can fail
+    text = "Each output is one GEMV.\n\nA [GEMV](glossary.md#gemv) again, and `GEMM` in code.\n"
+    assert unlinked_first_uses(text) == ["line 1: 'GEMV' (glossary.md#gemv)"]
+    assert unlinked_first_uses("A [GEMV](glossary.md#gemv), then GEMV.\n") == []
