@@ -68,7 +68,7 @@ def long_sequences_figures() -> None:
 
 def notebooks_with_figures() -> list[Path]:
     return [p for p in sorted((ROOT / "notebooks" / "src").glob("*.py"))
-            if "../chapters/figures/" in p.read_text(encoding="utf-8")]
+            if any(s in p.read_text(encoding="utf-8") for s in ("../chapters/figures/", "save_figure("))]
 
 
 NOTEBOOK_RUNNER = """\

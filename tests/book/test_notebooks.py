@@ -156,3 +156,22 @@ def test_every_exercise_says_how_to_check_it(stem, language, check):
     assert items, f"{stem} ({language}): no numbered exercises"
     missing = [item.strip().split("\n")[0][:60] for item in items if check not in item]
     assert not missing, f"{stem} ({language}): exercises without '{check}': {missing}"
+
+
+def test_save_figure_writes_the_books_figure_only_when_asked(tmp_path, monkeypatch):
+    """notebook_support.save_figure: nothing without MT_SAVE_FIGURES=1, chapters/figures/NAME with it."""
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from minitransformer import notebook_support
+
+    monkeypatch.setattr(notebook_support, "FIGURES", tmp_path)
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [1, 0])
+    monkeypatch.setattr(notebook_support, "SAVE_FIGURES", False)
+    assert notebook_support.save_figure(fig, "99-check.png") is None and not list(tmp_path.iterdir())
+    monkeypatch.setattr(notebook_support, "SAVE_FIGURES", True)
+    assert notebook_support.save_figure(fig, "99-check.png", dpi=20) == tmp_path / "99-check.png"
+    assert (tmp_path / "99-check.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    plt.close(fig)
