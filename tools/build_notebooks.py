@@ -176,7 +176,7 @@ def split_languages(cells: list[dict], name: str = "source") -> dict[str, list[d
 
 MAX_CELL_LINES = 30          # non-blank lines: a code cell longer than this teaches more than one step
 SETTING_CALLS = {"setdefault", "filterwarnings", "simplefilter", "set_printoptions", "seterr", "use",
-                 "set_default_dtype", "update"}          # calls that only configure (os.environ.update, rcParams.update, ...)
+                 "set_default_dtype", "update"}     # calls that only configure (os.environ.update, rcParams.update)
 SETTING_NAMES = {"QUICK", "SAVE_FIGURES"}
 
 
@@ -213,8 +213,8 @@ def cell_problems(cells: list[dict], name: str = "source") -> list[str]:
         where = f"{name}:{cell['line']}"
         lines = sum(1 for line in cell["source"].split("\n") if line.strip())     # blank lines are free
         if lines > MAX_CELL_LINES:
-            problems.append(f"{where}: a code cell of {lines} lines (non-blank; at most {MAX_CELL_LINES}: split it into steps, "
-                            f"or move what is not the lesson into minitransformer/notebook_support.py)")
+            problems.append(f"{where}: a code cell of {lines} lines (non-blank; at most {MAX_CELL_LINES}: split it into "
+                            f"steps, or move what is not the lesson into minitransformer/notebook_support.py)")
         try:
             body = ast.parse(cell["source"]).body
         except SyntaxError:
