@@ -41,6 +41,7 @@ STOP_AFTER_TIMEOUTS = 2    # after this many cases in a row ran out of time, the
 # the exercises whose solutions the package must hold for an exercise's cases to run (besides its own):
 # unbroadcast (2.1) in backwards that broadcast, masking (6.1) in attention and in flash attention's
 # causal tiles, the online softmax (13.1) in the flash forward. Everything else in the graded package is the student edition's stub.
+
 NEEDS = {"2.2": {"2.1"}, "6.2": {"2.1", "6.1"}, "6.3": {"6.1"}, "13.2": {"2.1", "6.1", "13.1"}}
 
 
@@ -412,11 +413,31 @@ def probe_flops(rng, sizes) -> dict:
     return {"flops": np.asarray([float(encoder_layer_flops(*size)) for size in sizes])}
 
 
-def probe_online_softmax(rng, rows: int, length: int, d_v: int, cuts, scale: float = 4.0, scores=None,
-                         masked=None) -> dict:
-    """Exercise 13.1: block-by-block softmax (online_softmax_step over ``cuts``) finished by finish_rows."""
-    from minitransformer.functional.flash_attention import finish_rows, online_softmax_step
+def _call_here(module: str, function: str, *arguments) -> tuple:
+    """Call ``module.function(*arguments)`` in this process; its results as a tuple."""
+    import importlib
 
+    result = getattr(importlib.import_module(module), function)(*arguments)
+    return tuple(result) if isinstance(result, tuple) else (result,)
+
+
+def probe_call(rng, module: str, function: str, arguments) -> dict:
+    """One call of a staged case (STAGED): ``module.function`` of the package on the given arrays, alone in its
+    process (``result 0``, ``result 1``... are what it returned)."""
+    if not module.startswith("minitransformer."):
+        raise ValueError(f"a staged call runs the package's functions only, not {module}")
+    values = [np.asarray(a, dtype=float) for a in arguments]
+    return {f"result {i}": np.asarray(r) for i, r in enumerate(_call_here(module, function, *values))}
+
+
+FLASH = "minitransformer.functional.flash_attention"
+
+
+def staged_online_softmax(rng, rows: int, length: int, d_v: int, cuts, scale: float = 4.0, scores=None,
+                          masked=None):
+    """Exercise 13.1 as a staged probe: yields each call (module, function, arguments), is sent its results,
+    and returns the outputs. The grader runs each call in a fresh sandbox, which sees that block and the
+    running state and nothing of the blocks before it: only the state can carry the past (online means online)."""
     if scores is None:
         scores = scale * rng.standard_normal((rows, length))
         if masked is not None:                       # −∞ at a random share of positions (whole blocks sometimes)
@@ -430,9 +451,27 @@ def probe_online_softmax(rng, rows: int, length: int, d_v: int, cuts, scale: flo
     state = (np.full((scores.shape[0], 1), -np.inf), np.zeros((scores.shape[0], 1)),
              np.zeros((scores.shape[0], d_v)))
     for start, stop in zip(cuts[:-1], cuts[1:]):
-        state = online_softmax_step(*state, scores[:, start:stop], values[start:stop])
-    out, log_sum_exp = finish_rows(*state)
+        state = yield FLASH, "online_softmax_step", (*state, scores[:, start:stop], values[start:stop])
+        if len(state) != 3:
+            raise ValueError(f"online_softmax_step must return 3 arrays (row_max, row_sum, weighted), not {len(state)}")
+    out, log_sum_exp = yield FLASH, "finish_rows", state
     return {"out": np.asarray(out), "log_sum_exp": np.asarray(log_sum_exp)}
+
+
+def probe_online_softmax(rng, **params) -> dict:
+    """Exercise 13.1 in one process (the teacher's casebook): staged_online_softmax with every call made here."""
+    return drive(staged_online_softmax(rng, **params))
+
+
+def drive(probe) -> dict:
+    """Run a staged probe's calls in this process; its outputs."""
+    try:
+        call = next(probe)
+        while True:
+            module, function, arguments = call
+            call = probe.send(_call_here(module, function, *arguments))
+    except StopIteration as finished:
+        return finished.value
 
 
 def probe_flash_delta(rng, batch: int, queries: int, keys: int, d_v: int) -> dict:
@@ -508,6 +547,8 @@ def probe_longformer(rng, length: int, window: int, dilation: int, global_tokens
 
 
 PROBES = {name.removeprefix("probe_"): value for name, value in list(globals().items()) if name.startswith("probe_")}
+# probes the grader runs itself, each call of the student's function in a fresh sandbox (sandbox.run_cases)
+STAGED = {"online_softmax": staged_online_softmax}
 
 # -- the public cases: the inputs of the public tests --------------------------------------------------------------
 def _case(exercise: str, name: str, probe: str, **params) -> dict:
@@ -827,7 +868,11 @@ def _on_alarm(signum, frame):
 
 def run_case(spec: dict) -> dict[str, np.ndarray]:
     """The outputs of one case from the package on the import path (plain arrays only)."""
-    outputs = PROBES[spec["probe"]](np.random.default_rng(spec["seed"]), **spec["params"])
+    return plain_outputs(PROBES[spec["probe"]](np.random.default_rng(spec["seed"]), **spec["params"]))
+
+
+def plain_outputs(outputs: dict) -> dict[str, np.ndarray]:
+    """A probe's outputs as plain arrays of numbers (TypeError for anything else)."""
     plain = {}
     for name, value in outputs.items():
         array = np.asarray(value)
@@ -881,8 +926,9 @@ def record(case_id: str, outputs: dict | None, error: dict | None, seconds: floa
 def run_all(specs: list[dict], stream, case_seconds: float = CASE_SECONDS) -> None:
     """Run every case in order, writing each one's record to the binary ``stream`` as soon as it is done.
 
-    After STOP_AFTER_TIMEOUTS cases in a row ran out of time the rest are recorded as not run: an
-    endless loop costs seconds, not minutes.
+    After STOP_AFTER_TIMEOUTS cases in a row ran out of time the rest are recorded as not run. ``case_seconds``
+    0: no alarm here (the sandbox's grader kills a case's process from outside, sandbox.py); the alarm serves
+    the teacher's own runs (the casebook), which the student's code never reaches.
     """
     signal.signal(signal.SIGALRM, _on_alarm)
     timeouts = 0
@@ -894,7 +940,8 @@ def run_all(specs: list[dict], stream, case_seconds: float = CASE_SECONDS) -> No
             stream.flush()
             continue
         try:
-            signal.setitimer(signal.ITIMER_REAL, case_seconds)
+            if case_seconds:
+                signal.setitimer(signal.ITIMER_REAL, case_seconds)
             try:
                 outputs = run_case(spec)
             finally:

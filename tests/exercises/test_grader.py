@@ -229,3 +229,69 @@ def test_no_hidden_case_of_the_online_softmax_is_answered_by_a_step_that_does_no
         found = probe_online_softmax(rng, rows=int(rng.integers(1, 5)), length=length, d_v=2, cuts=[0, length],
                                      scale=10.0, masked=0.7)
         assert np.isfinite(found["log_sum_exp"]).all(), seed
+
+
+# -- a hard limit: a case past its time is killed from outside, whatever the student's code catches ---------------
+@NEEDS_BWRAP
+def test_a_hang_that_catches_every_exception_is_killed_from_outside_and_named(tmp_path, cases_dir):
+    hang = """
+        import signal, time
+        signal.signal(signal.SIGALRM, signal.SIG_IGN)
+        while True:
+            try:
+                time.sleep(1000)
+            except BaseException:
+                pass
+    """
+    limits = sandbox.Limits(case_seconds=1, wall_seconds=60)
+    [score] = grade_submission("10.1", make_submission(tmp_path / "hang", "10.1", hang), ROOT, cases_dir,
+                               limits=limits).scores
+    assert score.points == 0
+    # two cases ran to their limit and were killed; the others were not run: the hang costs two case limits
+    assert score.timed_out == ["public-01", "public-02"], score.text()
+    assert "ran past the case's time limit of 1 s and was stopped" in score.cases[0].why
+    assert all(c.why.startswith("not run: the 2 cases before it") for c in score.cases[2:] if c.kind == "public")
+    assert "timed out (stopped from outside at the case's time limit): public-01, public-02" in score.text()
+
+
+def test_the_exercises_wall_clock_limit_stops_the_cases_after_it():
+    clock = sandbox._Clock(sandbox.Limits(wall_seconds=0))
+    assert "wall-clock limit of 0 s" in clock.stopped()["error"]["message"]
+    clock = sandbox._Clock(sandbox.Limits())
+    assert clock.stopped() is None
+    clock.count(True), clock.count(True)
+    assert "the 2 cases before it ran past" in clock.stopped()["error"]["message"]
+
+
+# -- feedback that teaches without leaking: a hidden case says what is wrong, never what is right ------------------
+@NEEDS_BWRAP
+def test_a_hidden_case_names_what_is_wrong_and_the_known_mistake_but_no_value(tmp_path, cases_dir):
+    grade = grade_submission("10.1", make_submission(tmp_path / "wrong", "10.1", NOAM["wrong"]), ROOT, cases_dir)
+    [score] = grade.scores
+    book = casebook.read(cases_dir, "10.1")
+    hidden = [c for c in score.cases if c.kind == "hidden" and not c.passed]    # (a draw with factor 1 passes)
+    assert hidden
+    for case in hidden:
+        values = {judge._number(v) for array in book.expected[case.id]["outputs"].values()
+                  for v in np.asarray(array, dtype=float).ravel()}
+        assert not any(v in case.why for v in values), case.why
+        assert ", expected " not in case.why and "yours " not in case.why
+        assert "the rate: wrong values" in case.why and "a hidden case" in case.why
+        if CATALOGUE_HERE:
+            assert case.mistake == "factor forgotten" and "A known mistake — " in case.why
+    public = [c for c in score.cases if c.kind == "public" and not c.passed]
+    assert public and "expected" in public[0].why          # the public cases keep their full feedback
+    tests = gradescope_results(grade)["tests"]
+    assert {t["visibility"] for t in tests if "hidden" in t["tags"]} == {"after_published"}
+    assert {t["visibility"] for t in tests if "public" in t["tags"]} == {"visible"}
+
+
+def test_a_hidden_cases_exception_shows_its_type_and_line_but_not_its_message():
+    error = {"type": "ValueError", "message": "the input was [0.123, 4.56]", "exercise": None, "frames": [
+        {"file": "minitransformer/optim.py", "line": 42, "function": "rate", "code": "raise ValueError(x)"}]}
+    verdict = judge.judge_case({"probe": "noam"}, {"outputs": {"rate": np.ones(2)}, "error": None},
+                               {"outputs": {}, "error": error}, "10.1", own={"minitransformer/optim.py": (40, 44)},
+                               hidden=True)
+    assert not verdict.passed and "0.123" not in verdict.why
+    assert "your code raised ValueError (its message is not shown for a hidden case)" in verdict.why
+    assert "minitransformer/optim.py:42" in verdict.why
