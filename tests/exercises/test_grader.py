@@ -295,3 +295,91 @@ def test_a_hidden_cases_exception_shows_its_type_and_line_but_not_its_message():
     assert not verdict.passed and "0.123" not in verdict.why
     assert "your code raised ValueError (its message is not shown for a hidden case)" in verdict.why
     assert "minitransformer/optim.py:42" in verdict.why
+
+
+# -- limits per submission: a case is one process (seccomp refuses new ones), so its memory limit is the submission's --
+@NEEDS_BWRAP
+def test_a_case_cannot_start_another_process(tmp_path, cases_dir):
+    forks = """
+        import os, subprocess
+        try:
+            pid = os.fork()
+        except OSError as error:
+            raise RuntimeError(f"fork refused: {error}") from None
+        if pid == 0:
+            os._exit(0)
+        return self.factor * self.d_model ** -0.5 * min(step ** -0.5, step * self.warmup ** -1.5)
+    """
+    spawns = """
+        import subprocess
+        subprocess.run(["/bin/true"], check=True)
+        return self.factor * self.d_model ** -0.5 * min(step ** -0.5, step * self.warmup ** -1.5)
+    """
+    threads = """
+        import threading
+        box = []
+        worker = threading.Thread(target=lambda: box.append(self.factor * self.d_model ** -0.5 * min(
+            step ** -0.5, step * self.warmup ** -1.5)))
+        worker.start(), worker.join()
+        return box[0]
+    """
+    for name, code in (("forks", forks), ("spawns", spawns)):
+        [score] = grade_submission("10.1", make_submission(tmp_path / name, "10.1", code), ROOT, cases_dir).scores
+        assert score.points == 0, score.text()
+        assert "fork refused" in score.cases[0].why or "PermissionError" in score.cases[0].why, score.cases[0].why
+    # threads stay: they are not processes, and a case's one memory limit covers them
+    [score] = grade_submission("10.1", make_submission(tmp_path / "threads", "10.1", threads), ROOT, cases_dir).scores
+    assert score.points == score.max_points, score.text()
+
+
+def test_the_seccomp_filter_is_a_program_bwrap_reads():
+    program = sandbox.bwrap.seccomp_program()
+    if program is None:
+        pytest.skip("an architecture the filter does not know")
+    assert len(program) % 8 == 0 and 8 < len(program) // 8 < 64
+    codes = [int.from_bytes(program[i:i + 2], "little") for i in range(0, len(program), 8)]
+    assert codes[0] == 0x20 and codes[-1] == 0x06          # loads the architecture first, ends with a verdict
+
+
+# -- the sandbox sees only what grading needs: the standard library, NumPy, the graded package --------------------
+@NEEDS_BWRAP
+def test_a_package_installed_in_the_base_interpreter_is_unreachable(tmp_path, cases_dir, monkeypatch):
+    base = tmp_path / "base-python"
+    site = base / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
+    (site / "decoy_answer").mkdir(parents=True)
+    (site / "decoy_answer" / "__init__.py").write_text(
+        "def rate(factor, d_model, warmup, step):\n"
+        "    return factor * d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)\n")
+    info = site / "decoy_answer-1.0.dist-info"          # as pip leaves a non-editable install
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: decoy-answer\nVersion: 1.0\n")
+    (info / "RECORD").write_text("decoy_answer/__init__.py,,\n")
+    monkeypatch.setattr(sys, "base_prefix", str(base))       # a base interpreter behind this environment ...
+    monkeypatch.setattr(sys, "path", [*sys.path, str(site)])  # ... whose site-packages it sees
+    uses = f"""
+        import importlib.util, sys
+        try:
+            import decoy_answer
+        except ImportError:
+            spec = importlib.util.spec_from_file_location("decoy_answer", {str(site / 'decoy_answer/__init__.py')!r})
+            decoy_answer = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(decoy_answer)
+        return decoy_answer.rate(self.factor, self.d_model, self.warmup, step)
+    """
+    submission = make_submission(tmp_path / "decoy", "10.1", uses)
+    [unsandboxed] = grade_submission("10.1", submission, ROOT, cases_dir, unsafe=True).scores
+    assert unsandboxed.points == unsandboxed.max_points      # the decoy answers, where it can be reached
+    [score] = grade_submission("10.1", submission, ROOT, cases_dir).scores
+    assert score.points == 0 and "FileNotFoundError" in score.cases[0].why, score.text()
+    others = """
+        import sys
+        for name in ("sacrebleu", "torch", "pytest", "matplotlib"):
+            try:
+                __import__(name)
+            except ImportError:
+                continue
+            raise RuntimeError(f"{name} can be imported")
+        return self.factor * self.d_model ** -0.5 * min(step ** -0.5, step * self.warmup ** -1.5)
+    """
+    [score] = grade_submission("10.1", make_submission(tmp_path / "others", "10.1", others), ROOT, cases_dir).scores
+    assert score.points == score.max_points, score.text()
