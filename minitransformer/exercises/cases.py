@@ -19,6 +19,7 @@ as base64 ``.npy``, saved without pickle), or the error and where in the package
 from __future__ import annotations
 
 import base64
+import contextlib
 import io
 import json
 import math
@@ -72,15 +73,52 @@ def _central_values(fn, arrays, which: int, upstream) -> np.ndarray:
     return values
 
 
+class GraphInBackward(Exception):
+    """A graded backward built a graph: it answered with the engine's autograd instead of the derivation."""
+
+
+GRAPH_IN_BACKWARD = ("your backward built a graph: it ran the engine's autograd (operations on tensors that "
+                     "require a gradient, or a second backward) instead of computing the gradient from its formula, "
+                     "on arrays")
+
+
+@contextlib.contextmanager
+def no_graph_building():
+    """Inside the block (a graded backward) recording a graph or starting a second backward raises
+    GraphInBackward. A guard in the student's own process: it stops the plain route (the engine's autograd called
+    from a backward), not code that takes the guard apart; a teacher reads the code for that (TEACHING.md)."""
+    from minitransformer import tensor as engine
+
+    record, backward = engine.Function.__call__, engine.Tensor.backward
+
+    def guarded_call(self, *inputs):
+        output = record(self, *inputs)
+        if output.creator is self:
+            raise GraphInBackward(GRAPH_IN_BACKWARD)
+        return output
+
+    def guarded_backward(self, *args, **kwargs):
+        raise GraphInBackward(GRAPH_IN_BACKWARD)
+
+    engine.Function.__call__, engine.Tensor.backward = guarded_call, guarded_backward
+    try:
+        yield
+    finally:
+        engine.Function.__call__, engine.Tensor.backward = record, backward
+
+
 def _gradient_case(rng, fn, arrays, needs, central: bool = True) -> dict:
-    """The forward's output, backward's gradient of each input that needs one, and the central values."""
+    """The forward's output, backward's gradient of each input that needs one, and the central values
+    (``central`` False: a large case, where numerical differentiation cannot finish in the case's time)."""
     import minitransformer as mt
 
     tensors = [mt.Tensor(a.copy(), requires_grad=bool(n)) for a, n in zip(arrays, needs)]
     out = fn(*tensors)
     upstream = rng.standard_normal(np.shape(out.data))
     outputs = {"out": np.asarray(out.data)}
-    out.backward(upstream)
+    backward = type(out).backward
+    with no_graph_building():
+        backward(out, upstream)
     for i, tensor in enumerate(tensors):
         if not needs[i]:
             continue
@@ -141,14 +179,14 @@ def probe_gradcheck_verdicts(rng, shape) -> dict:
     return {"passes a right backward": np.asarray(verdict(2.0)), "passes a wrong backward": np.asarray(verdict(3.0))}
 
 
-def probe_gradient(rng, operation: str, shapes, needs=None, low=None, axis=None) -> dict:
+def probe_gradient(rng, operation: str, shapes, needs=None, low=None, axis=None, central: bool = True) -> dict:
     """A backward exercise: ``operation`` on random inputs of ``shapes`` (``low``: per input, entries in [low, low+1))."""
     lows = low if isinstance(low, list) else [low] * len(shapes)
     arrays = [_arrays(rng, [shape], lo)[0] for shape, lo in zip(shapes, lows)]
     function = _operation(operation)
     if axis is not None:
         base, function = function, (lambda t: base(t, axis=axis))
-    return _gradient_case(rng, function, arrays, needs or [True] * len(shapes))
+    return _gradient_case(rng, function, arrays, needs or [True] * len(shapes), central)
 
 
 def probe_unbroadcast(rng, shape, target) -> dict:
@@ -158,14 +196,14 @@ def probe_unbroadcast(rng, shape, target) -> dict:
     return {"reduced": np.asarray(unbroadcast(rng.standard_normal(target), tuple(shape)))}
 
 
-def probe_reduction(rng, reduction: str, shape, axis=None, keepdims=False, ties=None) -> dict:
+def probe_reduction(rng, reduction: str, shape, axis=None, keepdims=False, ties=None, central: bool = True) -> dict:
     """Exercise 2.3: sum or max over ``axis``; ``ties``: a matrix with tied maxima (no central values there)."""
     data = np.asarray(ties, dtype=float) if ties is not None else rng.permutation(np.prod(shape)).reshape(shape) \
         + 0.1 * rng.random(shape)
     axis = tuple(axis) if isinstance(axis, list) else axis
     function = (lambda t: t.sum(axis=axis, keepdims=keepdims)) if reduction == "sum" else \
         (lambda t: t.max(axis=axis, keepdims=keepdims))
-    return _gradient_case(rng, function, [data], [True], central=ties is None)
+    return _gradient_case(rng, function, [data], [True], central=ties is None and central)
 
 
 def _index(spec):
@@ -179,31 +217,31 @@ def _index(spec):
     return tuple(one(p) for p in spec) if isinstance(spec, list) else one(spec)
 
 
-def probe_getitem(rng, shape, index) -> dict:
+def probe_getitem(rng, shape, index, central: bool = True) -> dict:
     """Exercise 2.4: x[index] and its backward (a scatter-add where positions repeat)."""
     where = _index(index)
-    return _gradient_case(rng, lambda t: t[where], [rng.standard_normal(shape)], [True])
+    return _gradient_case(rng, lambda t: t[where], [rng.standard_normal(shape)], [True], central)
 
 
-def probe_cross_entropy(rng, shape, targets, smoothing: float, ignore_index=None) -> dict:
+def probe_cross_entropy(rng, shape, targets, smoothing: float, ignore_index=None, central: bool = True) -> dict:
     """Exercise 4.3: the label-smoothed, padding-aware cross-entropy and its backward."""
     import minitransformer.functional as F
 
     ids = np.asarray(targets)
     return _gradient_case(rng, lambda t: F.cross_entropy(t, ids, label_smoothing=smoothing,
                                                          ignore_index=ignore_index),
-                          [rng.standard_normal(shape)], [True])
+                          [rng.standard_normal(shape)], [True], central)
 
 
-def probe_layer_norm(rng, shape, affine: bool = True) -> dict:
+def probe_layer_norm(rng, shape, affine: bool = True, central: bool = True) -> dict:
     """Exercise 5.1: layer norm over the last axis, with or without γ and β."""
     import minitransformer.functional as F
 
     dim = shape[-1]
     if affine:
         arrays = [rng.standard_normal(shape), rng.standard_normal(dim), rng.standard_normal(dim)]
-        return _gradient_case(rng, lambda a, w, b: F.layer_norm(a, w, b), arrays, [True] * 3)
-    return _gradient_case(rng, lambda a: F.layer_norm(a), [rng.standard_normal(shape)], [True])
+        return _gradient_case(rng, lambda a, w, b: F.layer_norm(a, w, b), arrays, [True] * 3, central)
+    return _gradient_case(rng, lambda a: F.layer_norm(a), [rng.standard_normal(shape)], [True], central)
 
 
 def _mask(rng, kind: str, batch: int, queries: int, keys: int, lengths=None):
@@ -239,7 +277,7 @@ def probe_attention(rng, batch, heads, queries, keys, d_k, d_v=None, mask=None, 
     return {"out": np.asarray(out.data), "weights": np.asarray(weights.data)}
 
 
-def probe_attention_backward(rng, q_shape, k_shape, v_shape, mask_shape=None) -> dict:
+def probe_attention_backward(rng, q_shape, k_shape, v_shape, mask_shape=None, central: bool = True) -> dict:
     """Exercise 6.2: the attention backward to Q, K (and V) through an optional boolean mask."""
     import minitransformer.functional as F
 
@@ -249,7 +287,7 @@ def probe_attention_backward(rng, q_shape, k_shape, v_shape, mask_shape=None) ->
         mask[..., 0] = True                       # every row keeps a key: a fully masked row has no gradient
     arrays = [rng.standard_normal(q_shape), rng.standard_normal(k_shape), rng.standard_normal(v_shape)]
     return _gradient_case(rng, lambda a, b, c: F.scaled_dot_product_attention(a, b, c, mask=mask), arrays,
-                          [True] * 3)
+                          [True] * 3, central)
 
 
 def probe_causal_mask(rng, size: int) -> dict:
@@ -262,13 +300,14 @@ def probe_causal_mask(rng, size: int) -> dict:
     return {"mask": mask, "out": np.asarray(F.scaled_dot_product_attention(q, k, v, mask=mask).data)}
 
 
-def probe_additive_score(rng, batch: int, queries: int, keys: int, hidden: int, scale: float = 1.0) -> dict:
+def probe_additive_score(rng, batch: int, queries: int, keys: int, hidden: int, scale: float = 1.0,
+                         central: bool = True) -> dict:
     """Exercise 6.4: the backward of Bahdanau's scores vᵀ tanh(q_t + k_j) to the queries, the keys and v."""
     import minitransformer.functional as F
 
     arrays = [rng.standard_normal((batch, queries, hidden)), scale * rng.standard_normal((batch, keys, hidden)),
               rng.standard_normal(hidden)]
-    return _gradient_case(rng, F.additive_score, arrays, [True] * 3)
+    return _gradient_case(rng, F.additive_score, arrays, [True] * 3, central)
 
 
 def probe_heads(rng, batch, length, heads, d_k) -> dict:
@@ -686,12 +725,43 @@ def _broadcast_pair(rng) -> tuple[list[int], list[int]]:
     return small, target
 
 
+# A backward exercise's large hidden case: numerical differentiation (one or two forwards per input element,
+# about 10⁵ elements here, a millisecond or more a forward) cannot finish in the case's time; the derived
+# backward takes milliseconds. No central values there (the grader's own would not finish either).
+LARGE = {
+    "1.2": lambda r: _case("1.2", "large", "gradient", operation="div", shapes=[[512, 256], [512, 256]],
+                           low=[None, 0.5], central=False),
+    "2.2": lambda r: _case("2.2", "large", "gradient", operation="matmul", shapes=[[256, 256], [256, 256]],
+                           central=False),
+    "2.3": lambda r: _case("2.3", "large", "reduction", reduction=["sum", "max"][int(r.integers(0, 2))],
+                           shape=[1024, 256], axis=int(r.integers(0, 2)), central=False),
+    "2.4": lambda r: _case("2.4", "large", "getitem", shape=[1024, 256],
+                           index={"array": [int(x) for x in r.integers(0, 1024, 2048)]}, central=False),
+    "4.1": lambda r: _case("4.1", "large", "gradient", operation="softmax", shapes=[[512, 256]], axis=-1,
+                           central=False),
+    "4.2": lambda r: _case("4.2", "large", "gradient", operation="log-softmax", shapes=[[512, 256]], axis=-1,
+                           central=False),
+    "4.3": lambda r: _case("4.3", "large", "cross_entropy", shape=[2048, 64],
+                           targets=[int(x) for x in r.integers(0, 64, 2048)], smoothing=0.1, ignore_index=0,
+                           central=False),
+    # long rows: perturbing one column of every row at once (rows are independent) still takes 2·d forwards
+    "5.1": lambda r: _case("5.1", "large", "layer_norm", shape=[16, 16384], central=False),
+    "6.2": lambda r: _case("6.2", "large", "attention_backward", q_shape=[1, 1, 256, 64], k_shape=[1, 1, 256, 64],
+                           v_shape=[1, 1, 256, 64], central=False),
+    "6.4": lambda r: _case("6.4", "large", "additive_score", batch=1, queries=64, keys=64, hidden=128,
+                           central=False),
+}
+
+
 def hidden_cases(exercise_id: str, rng, count: int = 8) -> list[dict]:
-    """``count`` hidden cases of an exercise drawn with ``rng`` (the teacher's), without ids or seeds."""
+    """``count`` hidden cases of an exercise drawn with ``rng`` (the teacher's), without ids or seeds; a backward
+    exercise's next-to-last one is large (LARGE)."""
     e, made = exercise_id, []
     for n in range(count):
         r = np.random.default_rng(rng.integers(2 ** 32))
-        if e == "1.1":
+        if e in LARGE and n == count - 2:
+            made.append(LARGE[e](r))
+        elif e == "1.1":
             function = ["cube", "mul", "div", "tanh-mul", "matmul"][n % 5]
             if function == "cube":
                 made.append(_case(e, "t·t·t", "numerical_gradient", function=function, shapes=[_shape(r, 2)], which=0))

@@ -206,7 +206,26 @@ def grade_exercise(root: Path, exercise: Exercise, submission: Path, book: caseb
                              titles, hidden=spec["kind"] == "hidden")
         score.cases.append(CaseResult(spec["id"], spec["kind"], spec["name"], verdict.passed, verdict.why,
                                       verdict.mistake, got.get("seconds") if got else None))
+    _numerics_gate(score, book.specs, results)
     return score
+
+
+NUMERICS = ("the large case ran past its time limit: a derived backward takes milliseconds there, numerical "
+            "differentiation (one or two forward passes per input element) cannot finish. A backward exercise asks "
+            "for the derivation, so this exercise scores 0")
+
+
+def _numerics_gate(score: Score, specs: list[dict], results: dict[str, dict]) -> None:
+    """A backward exercise whose large case (cases.LARGE) ran out of time scores 0: its gradients came from
+    numerical differentiation, not from a derivation (on the small cases the two look alike)."""
+    large = [s["id"] for s in specs if s["name"] == "large"]
+    errors = [(results.get(i) or {}).get("error") or {} for i in large]
+    if score.note or not any(e.get("type") == "CaseTimeout" and not e.get("message", "").startswith("not run")
+                             for e in errors):
+        return
+    score.note = NUMERICS
+    for case in score.cases:
+        case.passed, case.why = False, NUMERICS
 
 
 def grade_submission(exercise_ids, submission: str | Path, root: Path, cases_dir: str | Path | None = None, *,

@@ -1,11 +1,15 @@
 """The cheat suite: every cheat in tests/cheats.py scores 0 with ``grade`` and touches none of the grader's files,
-while correct, wrong, blank and syntax-error submissions score full, partial, 0 and 0. One exercise each from
-chapters 2, 12 and 13. (The nbgrader route's cheats: tests/exercises/test_nbgrader.py.)"""
+while correct, wrong, blank and syntax-error submissions score full, partial, 0 and 0. Exercises 2.2 and 5.1
+(backwards), 11.2, 12.1 and 13.1; a hang costs at most two case limits. (The nbgrader route's cheats:
+tests/exercises/test_nbgrader.py.)"""
 from __future__ import annotations
+
+import json
+import os
 
 import pytest
 
-from cheats import CHEATS, TARGETS, cheat_code
+from cheats import CONSTANT, GRADE_TARGETS, cheat_code, cheats_for
 from minitransformer.exercises import sandbox
 from submissions import REQUIRE_SANDBOX
 from minitransformer.exercises.registry import get_exercise, load_exercises
@@ -24,6 +28,10 @@ pytestmark = [pytest.mark.later,
 LIMITS = sandbox.Limits(cpu_seconds=15, case_seconds=3, wall_seconds=60, memory_bytes=2 * 2 ** 30)
 
 
+def casebook_specs(cases_dir, exercise_id: str) -> list[dict]:
+    return json.loads((cases_dir / exercise_id / "cases.json").read_text(encoding="utf-8"))["specs"]
+
+
 def honest_submissions(exercise_id: str) -> dict:
     """correct, wrong (the first catalogued mistake), blank and syntax-error bodies for the exercise's stubs."""
     exercise = get_exercise(exercise_id, ROOT)
@@ -38,9 +46,9 @@ def cases_dir(tmp_path_factory):
     return tmp_path_factory.mktemp("casebook")
 
 
-@pytest.mark.parametrize("exercise_id", sorted(TARGETS))
+@pytest.mark.parametrize("exercise_id", sorted(GRADE_TARGETS))
 def test_every_cheat_scores_zero_and_honest_submissions_score_as_they_should(exercise_id, tmp_path, cases_dir):
-    target = TARGETS[exercise_id]
+    target = GRADE_TARGETS[exercise_id]
     sentinel = tmp_path / "written-by-a-submission"
     scores = {}
     for kind, code in honest_submissions(exercise_id).items():
@@ -48,12 +56,26 @@ def test_every_cheat_scores_zero_and_honest_submissions_score_as_they_should(exe
                                    limits=LIMITS).scores
         scores[kind] = (score.points, score.max_points)
     before = fingerprint_of_files(ROOT, cases_dir)
-    for name in CHEATS:
+    for name in cheats_for(exercise_id):
         code = cheat_code(name, target, ROOT, cases_dir, sentinel)
-        submission = make_submission(tmp_path / name.replace(" ", "-"), exercise_id, code)
+        submission = make_submission(tmp_path / name.replace(" ", "-").replace("'", ""), exercise_id, code)
         grade = grade_submission(exercise_id, submission, ROOT, cases_dir, limits=LIMITS)
+        [score] = grade.scores
         scores[name] = (grade.points, grade.max_points)
+        assert len(score.timed_out) <= 2, f"{name}: a hang cost more than two case limits: {score.text()}"
+        if name == "keeps the earlier blocks in module state":
+            # a case of one block is the whole row: there online and offline are the same computation
+            single = {c["id"] for c in casebook_specs(cases_dir, exercise_id) if len(c["params"]["cuts"]) == 2}
+            assert {c.id for c in score.cases if c.passed} <= single and score.count("hidden")[0] == 0, score.text()
+            continue
         assert grade.points == 0, f"{name}: {grade.text()}"
+    [score] = grade_submission(exercise_id, make_submission(tmp_path / "constant", exercise_id, CONSTANT[exercise_id]),
+                               ROOT, cases_dir, limits=LIMITS).scores
+    scores["returns what a degenerate case accepts"] = (score.points, score.max_points)
+    assert score.count("hidden")[0] == 0, score.text()
+    if os.environ.get("MT_CHEAT_TABLE"):
+        with open(os.environ["MT_CHEAT_TABLE"], "a", encoding="utf-8") as table:
+            table.write(json.dumps({"exercise": exercise_id, "scores": scores}, ensure_ascii=False) + "\n")
     assert fingerprint_of_files(ROOT, cases_dir) == before, "a submission changed the grader's files"
     assert not sentinel.exists(), "a submission wrote outside the sandbox"
     full = scores["correct"][1]
