@@ -151,7 +151,7 @@ def choose_hidden(specs: list[dict], expected: dict[str, dict]) -> list[dict]:
                 break
             reasons.append(why)
         else:
-            raise ExerciseError(f"Exercise {specs[0]['exercise']}: every draw of hidden case {slot} is degenerate "
+            raise ExerciseError(f"Exercise {draws[0].get('exercise', '?')}: every draw of hidden case {slot} is degenerate "
                                 f"({'; '.join(reasons)}); make its generator in cases.hidden_cases draw better")
     return chosen
 

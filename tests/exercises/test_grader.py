@@ -383,3 +383,36 @@ def test_a_package_installed_in_the_base_interpreter_is_unreachable(tmp_path, ca
     """
     [score] = grade_submission("10.1", make_submission(tmp_path / "others", "10.1", others), ROOT, cases_dir).scores
     assert score.points == score.max_points, score.text()
+
+
+# -- no degenerate hidden cases: no draw that zeros, one repeated value or a step that does nothing would answer ----
+def test_a_draw_that_a_constant_answers_is_refused_and_the_next_draw_kept():
+    one_source = {"aer": np.zeros(20)}                 # 12.1's heads over one source token: AER 0, always
+    assert casebook.degenerate(one_source, "alignment_error_rate") == "every answer is zero"
+    assert casebook.degenerate({"aer": np.full(20, 0.5)}, "alignment_error_rate") == "every answer is one value repeated"
+    assert casebook.degenerate({"aer": np.linspace(0, 1, 20)}, "alignment_error_rate") is None
+    assert casebook.degenerate({"out": np.ones(3), "grad:0": np.zeros((2, 2))}, "gradient") == "every answer is zero"
+    assert casebook.degenerate({"out": np.ones(3), "grad:0": np.full((2, 2), 0.7)}, "gradient") is None   # upstream
+    assert casebook.degenerate({"mask": np.ones((1, 1), bool), "out": np.arange(6.0)}, "causal_mask") is not None
+    specs = [{"id": "public-01", "kind": "public", "probe": "alignment_error_rate"},
+             *({"id": f"draw{k}-01", "kind": "hidden", "slot": 1, "probe": "alignment_error_rate", "seed": k,
+                "params": {}} for k in range(3))]
+    expected = {"public-01": {"outputs": one_source, "error": None},      # a public case stays as it is
+                "draw0-01": {"outputs": one_source, "error": None},
+                "draw1-01": {"outputs": {"aer": np.linspace(0, 1, 20)}, "error": None},
+                "draw2-01": {"outputs": {"aer": np.linspace(0, 1, 20)}, "error": None}}
+    chosen = casebook.choose_hidden(specs, expected)
+    assert [(s["id"], s.get("seed")) for s in chosen] == [("public-01", None), ("hidden-01", 1)]
+    with pytest.raises(casebook.ExerciseError, match="every draw of hidden case 1 is degenerate"):
+        casebook.choose_hidden(specs, {**expected, "draw1-01": expected["draw0-01"],
+                                       "draw2-01": expected["draw0-01"]})
+
+
+@pytest.mark.later
+@pytest.mark.parametrize("exercise_id", [e.id for e in load_exercises(ROOT)])
+def test_no_hidden_case_of_any_exercise_is_answered_by_zeros_or_one_value(exercise_id, tmp_path):
+    [book] = casebook.load(ROOT, tmp_path, [get_exercise(exercise_id, ROOT)]).values()
+    hidden = [s for s in book.specs if s["kind"] == "hidden"]
+    assert len(hidden) == casebook.HIDDEN_PER_EXERCISE
+    for spec in hidden:
+        assert casebook.degenerate(book.expected[spec["id"]]["outputs"], spec["probe"]) is None, spec
