@@ -79,5 +79,6 @@ def test_every_cheat_scores_zero_and_honest_submissions_score_as_they_should(exe
     assert fingerprint_of_files(ROOT, cases_dir) == before, "a submission changed the grader's files"
     assert not sentinel.exists(), "a submission wrote outside the sandbox"
     full = scores["correct"][1]
-    assert scores["correct"] == (full, full) and 0 < scores["wrong"][0] < full, scores
+    # the first catalogued mistake loses marks (5.1's forgotten mean(g) term loses every case)
+    assert scores["correct"] == (full, full) and scores["wrong"][0] < full, scores
     assert scores["blank"][0] == scores["syntax-error"][0] == 0, scores
