@@ -90,8 +90,9 @@ def specs_for(exercise_id: str, seed: int, hidden: int = HIDDEN_PER_EXERCISE) ->
 
 
 def candidate_specs(exercise_id: str, seed: int, hidden: int = HIDDEN_PER_EXERCISE) -> list[dict]:
-    """The public cases and DRAWS draws for each of the ``hidden`` hidden cases (the first draw is specs_for's):
-    ids ``draw1-03``..., each with its ``slot`` (03), for the casebook to keep one per slot."""
+    """The public cases and DRAWS draws for each of the ``hidden`` hidden cases (the first draw is specs_for's,
+    but for a backward exercise's large case, cases.LARGE): ids ``draw1-03``..., each with its ``slot`` (03), for
+    the casebook to keep one per slot."""
     import numpy as np
 
     public = numbered(public_cases(exercise_id), "public", _exercise_seed(0, exercise_id, "public"))
@@ -99,7 +100,7 @@ def candidate_specs(exercise_id: str, seed: int, hidden: int = HIDDEN_PER_EXERCI
     for k in range(DRAWS):
         suffix = "" if k == 0 else f"-{k}"
         drawn = hidden_cases(exercise_id, np.random.default_rng(_exercise_seed(seed, exercise_id, "hidden" + suffix)),
-                             hidden)
+                             hidden, large=True)
         for slot, spec in enumerate(numbered(drawn, f"draw{k}", _exercise_seed(seed, exercise_id, "seeds" + suffix)), 1):
             draws.append(dict(spec, kind="hidden", slot=slot))
     return public + draws

@@ -753,13 +753,13 @@ LARGE = {
 }
 
 
-def hidden_cases(exercise_id: str, rng, count: int = 8) -> list[dict]:
-    """``count`` hidden cases of an exercise drawn with ``rng`` (the teacher's), without ids or seeds; a backward
-    exercise's next-to-last one is large (LARGE)."""
+def hidden_cases(exercise_id: str, rng, count: int = 8, large: bool = False) -> list[dict]:
+    """``count`` hidden cases of an exercise drawn with ``rng`` (the teacher's), without ids or seeds; with
+    ``large`` (the casebook's), a backward exercise's next-to-last one is large (LARGE)."""
     e, made = exercise_id, []
     for n in range(count):
         r = np.random.default_rng(rng.integers(2 ** 32))
-        if e in LARGE and n == count - 2:
+        if e in LARGE and large and n == count - 2:
             made.append(LARGE[e](r))
         elif e == "1.1":
             function = ["cube", "mul", "div", "tanh-mul", "matmul"][n % 5]
