@@ -231,7 +231,7 @@ def _run_staged(run: Run, specs: list[dict], batch, clock: _Clock) -> None:
         for case_id in current:
             result = found[case_id]
             if result.get("error"):
-                if timed_out and not result["error"]["message"].startswith("not run"):
+                if result["error"]["type"] == "CaseTimeout" and not result["error"]["message"].startswith("not run"):
                     run.timed_out.append(f"{case_id} (call {step})")
                 run.results[case_id] = result
                 continue
