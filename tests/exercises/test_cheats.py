@@ -28,6 +28,14 @@ pytestmark = [pytest.mark.later,
 LIMITS = sandbox.Limits(cpu_seconds=15, case_seconds=3, wall_seconds=60, memory_bytes=2 * 2 ** 30)
 
 
+def nothing_before_the_last_block(spec: dict) -> bool:
+    """A case of Exercise 13.1 whose blocks before the last are all −∞ (or that has one block)."""
+    cuts, scores = spec["params"]["cuts"], spec["params"].get("scores")
+    if len(cuts) == 2:
+        return True
+    return scores is not None and all(value == float("-inf") for row in scores for value in row[:cuts[-2]])
+
+
 def casebook_specs(cases_dir, exercise_id: str) -> list[dict]:
     return json.loads((cases_dir / exercise_id / "cases.json").read_text(encoding="utf-8"))["specs"]
 
@@ -64,8 +72,9 @@ def test_every_cheat_scores_zero_and_honest_submissions_score_as_they_should(exe
         scores[name] = (grade.points, grade.max_points)
         assert len(score.timed_out) <= 2, f"{name}: a hang cost more than two case limits: {score.text()}"
         if name == "keeps the earlier blocks in module state":
-            # a case of one block is the whole row: there online and offline are the same computation
-            single = {c["id"] for c in casebook_specs(cases_dir, exercise_id) if len(c["params"]["cuts"]) == 2}
+            # where nothing comes before the last block (one block, or earlier blocks all masked) online and offline
+            # are the same computation
+            single = {c["id"] for c in casebook_specs(cases_dir, exercise_id) if nothing_before_the_last_block(c)}
             assert {c.id for c in score.cases if c.passed} <= single and score.count("hidden")[0] == 0, score.text()
             continue
         assert grade.points == 0, f"{name}: {grade.text()}"
