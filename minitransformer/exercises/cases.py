@@ -481,10 +481,12 @@ def staged_online_softmax(rng, rows: int, length: int, d_v: int, cuts, scale: fl
         scores = scale * rng.standard_normal((rows, length))
         if masked is not None:                       # −∞ at a random share of positions (whole blocks sometimes)
             scores[rng.random((rows, length)) < masked] = -np.inf
-            # but each row keeps one finite score: a row masked everywhere has the state it started with as
-            # its answer, so a case made only of such rows would pass a step that does nothing at all
-            empty = np.flatnonzero(np.isneginf(scores).all(axis=1))
-            scores[empty, rng.integers(0, length, empty.size)] = scale * rng.standard_normal(empty.size)
+            # but each row keeps a finite score in its first block: a row masked everywhere has the state it
+            # started with as its answer (a step that does nothing would pass), and a row whose first blocks are
+            # all masked brings no past to the next one (a step that ignores the state would pass)
+            first = np.isneginf(scores[:, cuts[0]:cuts[1]]).all(axis=1)
+            empty = np.flatnonzero(first)
+            scores[empty, rng.integers(cuts[0], cuts[1], empty.size)] = scale * rng.standard_normal(empty.size)
     scores = np.asarray(scores, dtype=float)
     values = rng.standard_normal((scores.shape[1], d_v))
     state = (np.full((scores.shape[0], 1), -np.inf), np.zeros((scores.shape[0], 1)),

@@ -231,6 +231,24 @@ def test_no_hidden_case_of_the_online_softmax_is_answered_by_a_step_that_does_no
         assert np.isfinite(found["log_sum_exp"]).all(), seed
 
 
+def test_every_hidden_case_of_the_online_softmax_brings_a_past_to_its_later_blocks():
+    """A row whose earlier blocks are all masked brings no past: a step that ignores the state (the plain softmax of
+    the blocks it has seen, kept offline) would pass it. Every row of every hidden draw has a finite score in its
+    first block, so each later call must use the state."""
+    from minitransformer.exercises.cases import STAGED, _call_here, hidden_cases
+
+    for seed in range(30):
+        for spec in hidden_cases("13.1", np.random.default_rng(seed)):
+            probe = STAGED[spec["probe"]](np.random.default_rng(seed), **spec["params"])
+            call, steps = next(probe), 0
+            while call[1] == "online_softmax_step":
+                if steps:
+                    assert np.isfinite(call[2][0]).all(), spec      # the running maximum of every row
+                steps += 1
+                call = probe.send(_call_here(call[0], call[1], *call[2]))
+            assert steps >= 2, spec
+
+
 # -- a hard limit: a case past its time is killed from outside, whatever the student's code catches ---------------
 @NEEDS_BWRAP
 def test_a_hang_that_catches_every_exception_is_killed_from_outside_and_named(tmp_path, cases_dir):
