@@ -242,7 +242,7 @@ def hidden_why(spec: dict, want: dict, got: dict | None, exercise_id: str, verdi
         why = "no result came back for this case"
     elif got.get("error"):
         error = got["error"]
-        kept = error.get("type") in ("Stopped", "GradingError", "CaseTimeout") or error.get("exercise")
+        kept = error.get("type") in ("Stopped", "GradingError", "CaseTimeout", "GraphInBackward") or error.get("exercise")
         why = explain_error(error if kept else dict(error, message=""), exercise_id, own, titles)
         if not kept and error.get("message"):
             why = why.replace(f"your code raised {error.get('type')}",
