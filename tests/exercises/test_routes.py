@@ -54,6 +54,12 @@ ROUTES = {
                 from minitransformer.nn import LayerNorm
                 x = mt.Tensor(np.random.default_rng(0).standard_normal((2, 4)), requires_grad=True)
                 LayerNorm(4)(x).backward(np.ones((2, 4)))
+            """,
+            "the fast form (fast/normalization.py)": """
+                import minitransformer as mt
+                from minitransformer.fast.normalization import layer_norm
+                x = mt.Tensor(np.random.default_rng(0).standard_normal((2, 4)), requires_grad=True)
+                layer_norm(x).backward(np.ones((2, 4)))
             """},
 }
 
