@@ -101,7 +101,20 @@ class AlignmentTally:
         if not self.rows:
             return {"accuracy": float("nan"), "mass": float("nan"), "aer": float("nan"), "rows": 0}
         return {"accuracy": self.hits / self.rows, "mass": self.mass / self.rows,
-                "aer": 1.0 - (self.sure_hits + self.hits) / (self.rows + self.sure), "rows": self.rows}
+                "aer": alignment_error_rate(*self.as_one_sentence()), "rows": self.rows}
+
+    def as_one_sentence(self) -> tuple[np.ndarray, list[tuple[int, int]]]:
+        """A sentence with the same counts as everything added, whose AER is the corpus AER: so the one formula,
+        alignment_error_rate's, computes both. Each row is sure (one gold partner, column 0) or possible (partners
+        0 and 1), and its argmax is on column 0 (a hit) or 2 (a miss)."""
+        possible_hits = self.hits - self.sure_hits
+        kinds = ([(True, True)] * self.sure_hits + [(True, False)] * (self.sure - self.sure_hits)
+                 + [(False, True)] * possible_hits + [(False, False)] * (self.rows - self.sure - possible_hits))
+        weights, links = np.zeros((self.rows, 3)), []
+        for t, (sure, hit) in enumerate(kinds):
+            weights[t, 0 if hit else 2] = 1.0
+            links += [(0, t)] if sure else [(0, t), (1, t)]
+        return weights, links
 
 
 def relation_accuracy(weights, pairs: Iterable[tuple[int, int]]) -> tuple[int, int]:

@@ -135,7 +135,7 @@ def command_grade(args) -> int:
     from .submission import grade_submission, write_reports
 
     root = _root(args.root)
-    limits = Limits(cpu_seconds=args.cpu_seconds, wall_seconds=args.wall_seconds,
+    limits = Limits(cpu_seconds=args.cpu_seconds, case_seconds=args.case_seconds, wall_seconds=args.wall_seconds,
                     memory_bytes=args.memory_mb * 2 ** 20)
     try:
         grade = grade_submission(_ids(args.exercise), args.submission, root, args.cases,
@@ -213,9 +213,12 @@ def main(argv: list[str] | None = None) -> int:
     grader.add_argument("--gradescope", help="also write Gradescope's results.json here")
     grader.add_argument("--unsafe-no-sandbox", action="store_true",
                         help="run the student's code without bubblewrap (it then sees this machine and your files)")
-    grader.add_argument("--cpu-seconds", type=int, default=120, help="CPU time of one exercise's run (default 120)")
-    grader.add_argument("--wall-seconds", type=float, default=300, help="wall-clock time of one run (default 300)")
-    grader.add_argument("--memory-mb", type=int, default=3072, help="memory of one run (default 3072)")
+    grader.add_argument("--cpu-seconds", type=int, default=60, help="CPU time of one case's process (default 60)")
+    grader.add_argument("--case-seconds", type=float, default=10,
+                        help="wall-clock time of one case, killed from outside past it (default 10)")
+    grader.add_argument("--wall-seconds", type=float, default=60,
+                        help="wall-clock time of one exercise's grading; the cases after it are not run (default 60)")
+    grader.add_argument("--memory-mb", type=int, default=3072, help="memory of one case's process (default 3072)")
     cases = commands.add_parser("cases", help="(re)make the teacher's casebook: public and hidden cases with the "
                                               "reference's outputs, and what each known mistake gives")
     cases.add_argument("exercise", nargs="*", help="exercise ids (default: all)")

@@ -37,7 +37,8 @@ from .registry import Exercise, ExerciseError, load_exercises
 from .judge import decode_result
 
 HIDDEN_PER_EXERCISE = 8
-VERSION = 1
+DRAWS = 4              # draws per hidden case: the first that is not degenerate is kept (degenerate())
+VERSION = 2
 
 
 @dataclass
@@ -86,6 +87,74 @@ def specs_for(exercise_id: str, seed: int, hidden: int = HIDDEN_PER_EXERCISE) ->
     public = numbered(public_cases(exercise_id), "public", _exercise_seed(0, exercise_id, "public"))
     drawn = hidden_cases(exercise_id, np.random.default_rng(_exercise_seed(seed, exercise_id, "hidden")), hidden)
     return public + numbered(drawn, "hidden", _exercise_seed(seed, exercise_id, "seeds"))
+
+
+def candidate_specs(exercise_id: str, seed: int, hidden: int = HIDDEN_PER_EXERCISE) -> list[dict]:
+    """The public cases and DRAWS draws for each of the ``hidden`` hidden cases (the first draw is specs_for's,
+    but for a backward exercise's large case, cases.LARGE): ids ``draw1-03``..., each with its ``slot`` (03), for
+    the casebook to keep one per slot."""
+    import numpy as np
+
+    public = numbered(public_cases(exercise_id), "public", _exercise_seed(0, exercise_id, "public"))
+    draws = []
+    for k in range(DRAWS):
+        suffix = "" if k == 0 else f"-{k}"
+        drawn = hidden_cases(exercise_id, np.random.default_rng(_exercise_seed(seed, exercise_id, "hidden" + suffix)),
+                             hidden, large=True)
+        for slot, spec in enumerate(numbered(drawn, f"draw{k}", _exercise_seed(seed, exercise_id, "seeds" + suffix)), 1):
+            draws.append(dict(spec, kind="hidden", slot=slot))
+    return public + draws
+
+
+def answers(outputs: dict) -> dict:
+    """The outputs that are the student's answer: a backward's gradients (``grad:i``) when there are any, else
+    every output but the central values and the inputs after the call."""
+    grads = {n: a for n, a in outputs.items() if n.startswith("grad:")}
+    return grads or {n: a for n, a in outputs.items() if not n.startswith(("fd:", "input:"))}
+
+
+def degenerate(outputs: dict, probe: str) -> str | None:
+    """Why a trivial answer would pass a case whose right outputs are ``outputs`` (None when none would): every
+    answer all zeros (``return 0``), or, beside a backward (whose upstream gradient is random), every answer one
+    value repeated (``return 0.0`` for 12.1's AER of heads over one source token)."""
+    import numpy as np
+
+    shown = {n: np.asarray(a, dtype=float) for n, a in answers(outputs).items()}
+    if probe == "causal_mask":
+        shown = {"mask": shown["mask"]}           # the attention output is the package's, from the student's mask
+    if not shown:
+        return None
+    if all(a.size and not np.any(a) for a in shown.values()):
+        return "every answer is zero"
+    gradient = any(n.startswith("grad:") for n in shown)
+    if not gradient and all(a.size and np.all(a == a.reshape(-1)[0]) for a in shown.values()):
+        return "every answer is one value repeated"
+    return None
+
+
+def choose_hidden(specs: list[dict], expected: dict[str, dict]) -> list[dict]:
+    """Public cases as they are; for each hidden slot the first draw that is not degenerate (renamed ``hidden-03``).
+
+    ``expected``: case id -> the reference's result. A slot with no usable draw is an ExerciseError: its
+    generator (cases.hidden_cases) must draw better."""
+    chosen = [s for s in specs if s["kind"] == "public"]
+    slots: dict[int, list[dict]] = {}
+    for spec in specs:
+        if spec["kind"] == "hidden":
+            slots.setdefault(spec["slot"], []).append(spec)
+    for slot, draws in sorted(slots.items()):
+        reasons = []
+        for spec in draws:
+            outcome = expected[spec["id"]]
+            why = None if outcome.get("error") else degenerate(outcome["outputs"], spec["probe"])
+            if why is None:
+                chosen.append({k: v for k, v in spec.items() if k != "slot"} | {"id": f"hidden-{slot:02d}"})
+                break
+            reasons.append(why)
+        else:
+            raise ExerciseError(f"Exercise {draws[0].get('exercise', '?')}: every draw of hidden case {slot} is degenerate "
+                                f"({'; '.join(reasons)}); make its generator in cases.hidden_cases draw better")
+    return chosen
 
 
 def kept_exercises(exercise_id: str) -> set[str]:
@@ -146,7 +215,7 @@ def _mutants(package: Path, exercise: Exercise) -> dict[str, list[dict]]:
 def generate(root: Path, cases_dir: Path, exercise: Exercise, seed: int, hidden: int) -> Casebook:
     """Run the reference and every catalogued mistake on the exercise's cases; write and return the casebook."""
     CATALOGUE, _ = _catalogue()
-    specs = specs_for(exercise.id, seed, hidden)
+    specs = candidate_specs(exercise.id, seed, hidden)
     with tempfile.TemporaryDirectory(prefix="mt-casebook-") as scratch:
         package = graded_package(root, Path(scratch) / "edition", exercise, keep_own=True) / "minitransformer"
         (Path(scratch) / "specs.json").write_text(json.dumps(specs), encoding="utf-8")
@@ -159,11 +228,13 @@ def generate(root: Path, cases_dir: Path, exercise: Exercise, seed: int, hidden:
         if result.returncode != 0:
             raise ExerciseError(f"Exercise {exercise.id}: the reference could not run its cases:\n"
                                 f"{result.stderr.decode('utf-8', 'replace')[-3000:]}")
-    book = Casebook(exercise.id, specs, verdicts={m.name: m.verdict for m in CATALOGUE.get(exercise.id, [])})
+    verdicts = {m.name: m.verdict for m in CATALOGUE.get(exercise.id, [])}
     expected_lines, mistake_lines = [], []
     for line in result.stdout.decode("utf-8").splitlines():
         entry = json.loads(line)
-        if entry["mistake"] is None:
+        if "chosen" in entry:
+            specs = entry["chosen"]
+        elif entry["mistake"] is None:
             expected_lines.append(line)
             case_id, outcome = decode_result(entry["record"])
             if outcome["error"]:
@@ -179,7 +250,7 @@ def generate(root: Path, cases_dir: Path, exercise: Exercise, seed: int, hidden:
     (target / "expected.jsonl").write_text("\n".join(expected_lines) + "\n", encoding="utf-8")
     (target / "mistakes.jsonl").write_text("\n".join(mistake_lines) + "\n", encoding="utf-8")
     (target / "cases.json").write_text(json.dumps({"fingerprint": fingerprint(root, exercise, seed, hidden),
-                                                   "specs": specs, "verdicts": book.verdicts}, indent=1,
+                                                   "specs": specs, "verdicts": verdicts}, indent=1,
                                                   ensure_ascii=False) + "\n", encoding="utf-8")
     return read(cases_dir, exercise.id)
 
@@ -225,19 +296,38 @@ def main(argv: list[str] | None = None) -> int:
     specs = json.loads(Path(spec_file).read_text(encoding="utf-8"))
     mutants = json.loads(Path(mutant_file).read_text(encoding="utf-8"))
 
-    def emit(mistake: str | None) -> None:
+    def records(chosen: list[dict]) -> list[dict]:
         buffer = io.BytesIO()
-        run_all(specs, buffer)
-        for line in buffer.getvalue().decode("utf-8").splitlines():
-            print(json.dumps({"mistake": mistake, "record": json.loads(line)}), flush=True)
+        run_all(chosen, buffer)
+        return [json.loads(line) for line in buffer.getvalue().decode("utf-8").splitlines()]
 
-    emit(None)
+    def emit(mistake: str | None, found: list[dict]) -> None:
+        for record in found:
+            print(json.dumps({"mistake": mistake, "record": record}), flush=True)
+
+    # the reference on every draw; the hidden cases kept (not degenerate), renamed; the mistakes on those only
+    reference = records(specs)
+    by_id = {r["id"]: r for r in reference}
+    chosen = choose_hidden(specs, {r["id"]: decode_result(r)[1] for r in reference})
+    print(json.dumps({"chosen": chosen}), flush=True)
+    renamed = {spec["id"]: spec for spec in chosen}
+    originals = {s["id"]: s for s in specs}
+    emit(None, [dict(by_id[_draw_id(spec, originals)], id=case_id) for case_id, spec in renamed.items()])
+    specs = chosen
     for name, files in mutants.items():
         with contextlib.ExitStack() as stack:
             for f in files:
                 stack.enter_context(swapped(f["module"], f["text"], f["functions"]))
-            emit(name)
+            emit(name, records(specs))
     return 0
+
+
+def _draw_id(spec: dict, originals: dict[str, dict]) -> str:
+    """The id a kept case had among the draws (the same seed and parameters)."""
+    if spec["kind"] == "public":
+        return spec["id"]
+    return next(i for i, o in originals.items() if o["kind"] == "hidden" and o["seed"] == spec["seed"]
+                and o["params"] == spec["params"])
 
 
 if __name__ == "__main__":

@@ -160,7 +160,7 @@ class JudgeCases(NbGraderPreprocessor):
             try:
                 _, got = decode_result(records[0])
                 verdict = judge_case(specs[case_id], expected[case_id], got, exercise, mistakes.get(case_id, {}),
-                                     own={NOTEBOOK_CELL: (1, 10 ** 9)})
+                                     own={NOTEBOOK_CELL: (1, 10 ** 9)}, hidden=case_id.startswith("hidden"))
                 passed, why = verdict.passed, verdict.why
             except Exception as error:          # a record that does not decode counts for nothing
                 passed, why = False, f"the result of this case could not be read ({type(error).__name__})"

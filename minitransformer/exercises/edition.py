@@ -153,8 +153,56 @@ def stub_notes(text: str, begin: int, end: int, exercise_id: str | None) -> tupl
     return tuple(notes)
 
 
+# A fast form (minitransformer/fast/) that computes what an exercise computes would answer it in the student
+# edition. Its lines sit between these two markers, and the edition replaces them by a `pass` under the class,
+# which then inherits the plain form: the student's own code is what every model runs.
+FAST_FORM = "### BEGIN FAST " + "FORM OF"       # written in two parts, so that this file holds no marker
+FAST_BEGIN = re.compile(r"^(?P<indent>[ \t]*)" + FAST_FORM + r" (?P<id>\d+\.\d+)[ \t]*\r?$")
+FAST_END = re.compile(r"^[ \t]*### END FAST " + r"FORM[ \t]*\r?$")
+
+
+def fast_form_blocks(text: str, path: str) -> list[tuple[str, int, int, str]]:
+    """(exercise id, first line, last line, indent) of each fast form's block, lines counted from 1."""
+    blocks, open_at = [], None
+    for number, line in enumerate(text.splitlines(), start=1):
+        begin, end = FAST_BEGIN.match(line), FAST_END.match(line)
+        if begin:
+            if open_at is not None:
+                raise ExerciseError(f"{path}:{number}: a fast form begins inside the one begun at line {open_at[1]}")
+            open_at = (begin["id"], number, begin["indent"])
+        elif end:
+            if open_at is None:
+                raise ExerciseError(f"{path}:{number}: ### END FAST FORM without a BEGIN above it")
+            blocks.append((open_at[0], open_at[1], number, open_at[2]))
+            open_at = None
+    if open_at is not None:
+        raise ExerciseError(f"{path}:{open_at[1]}: {FAST_FORM} {open_at[0]} is never closed")
+    return blocks
+
+
+def strip_fast_forms(text: str, path: str, remove: set[str] | None = None, report: Edition | None = None) -> str:
+    """The student version of a file with fast forms: each one of a removed exercise becomes a `pass`."""
+    if FAST_FORM not in text:
+        return text
+    lines = text.splitlines(keepends=True)
+    newline = "\r\n" if lines[0].endswith("\r\n") else "\n"
+    out, cursor = [], 0
+    for exercise_id, begin, end, indent in fast_form_blocks(text, path):
+        if not _wanted(exercise_id, remove):
+            continue
+        out.extend(lines[cursor:begin - 1])
+        out.append(f"{indent}pass  # the plain form of Exercise {exercise_id} runs here: its fast form would "
+                   f"answer the exercise{newline}")
+        cursor = end
+        if report is not None:
+            report.replaced.append((exercise_id, path, begin))
+    out.extend(lines[cursor:])
+    return "".join(out)
+
+
 def strip_python(text: str, path: str, remove: set[str] | None = None, report: Edition | None = None) -> str:
     """The student version of one Python file (package code or a notebook's percent source)."""
+    text = strip_fast_forms(text, path, remove, report)
     if BEGIN not in text:
         return text
     lines = text.splitlines(keepends=True)

@@ -197,7 +197,9 @@ def explain_error(error: dict, exercise_id: str, own: dict[str, tuple[int, int]]
     if kind in ("Stopped", "GradingError"):
         return message
     if kind == "CaseTimeout":
-        return "it ran past its time limit (an endless loop?)"
+        if message.startswith("not run"):
+            return message
+        return (message or "it ran past its time limit") + " (an endless loop?)"
     if kind == "MemoryError":
         return "it ran out of memory"
     first = message.splitlines()[0][:300] if message else ""
@@ -218,12 +220,61 @@ def _same_error(a: dict | None, b: dict | None) -> bool:
 
 def judge_case(spec: dict, want: dict, got: dict | None, exercise_id: str,
                mistakes: dict[str, tuple[str, dict]] | None = None, own: dict[str, tuple[int, int]] | None = None,
-               titles: dict[str, str] | None = None) -> CaseVerdict:
+               titles: dict[str, str] | None = None, hidden: bool = False) -> CaseVerdict:
     """Is ``got`` (the student's record for the case) right, compared with ``want`` (the reference's)?
 
     ``mistakes``: name -> (verdict, the record that mistake gives for this case); a wrong result that
-    equals one of them is named.
+    equals one of them is named. ``hidden``: a hidden case, whose verdict says what went wrong and which
+    known mistake it is, never a value of the case (hidden_why).
     """
+    verdict = _judge(spec, want, got, exercise_id, mistakes, own, titles)
+    if hidden and not verdict.passed:
+        verdict.why = hidden_why(spec, want, got, exercise_id, verdict, own, titles)
+    return verdict
+
+
+def hidden_why(spec: dict, want: dict, got: dict | None, exercise_id: str, verdict: CaseVerdict,
+               own: dict[str, tuple[int, int]] | None = None, titles: dict[str, str] | None = None) -> str:
+    """Why a hidden case failed, without anything that gives the case away: which outputs are wrong and how (their
+    values, shape or dtype), the type of an exception and the line of the student's code that raised it (not its
+    message, which may print the case's inputs), a time-out, and the catalogued mistake it matches."""
+    if got is None:
+        why = "no result came back for this case"
+    elif got.get("error"):
+        error = got["error"]
+        kept = error.get("type") in ("Stopped", "GradingError", "CaseTimeout", "GraphInBackward") or error.get("exercise")
+        why = explain_error(error if kept else dict(error, message=""), exercise_id, own, titles)
+        if not kept and error.get("message"):
+            why = why.replace(f"your code raised {error.get('type')}",
+                              f"your code raised {error.get('type')} (its message is not shown for a hidden case)", 1)
+    elif want.get("error"):
+        why = f"it should raise {want['error']['type']}, and it does not"
+    else:
+        reasons = []
+        for name, wanted in want["outputs"].items():
+            if name.startswith("fd:"):
+                continue
+            mine = got["outputs"].get(name)
+            label = _label(name, spec["probe"])
+            if mine is None:
+                reasons.append(f"{label}: missing")
+            elif mine.shape != wanted.shape:
+                reasons.append(f"{label}: wrong shape")
+            elif mine.dtype.kind != wanted.dtype.kind or (mine.dtype.kind == "f" and
+                                                          mine.dtype.itemsize != wanted.dtype.itemsize):
+                reasons.append(f"{label}: wrong dtype")
+            elif not _close(mine, wanted, GRAD_ATOL if name.startswith("grad:") else ATOL).all():
+                reasons.append(f"{label}: wrong values")
+        why = "; ".join(reasons) or "wrong"
+    why += "\n(a hidden case: its inputs and expected outputs are not shown; the public cases show the details)"
+    if verdict.mistake:
+        why += f"\nA known mistake — {verdict.why.split('A known mistake — ', 1)[-1]}"
+    return why
+
+
+def _judge(spec: dict, want: dict, got: dict | None, exercise_id: str,
+           mistakes: dict[str, tuple[str, dict]] | None = None, own: dict[str, tuple[int, int]] | None = None,
+           titles: dict[str, str] | None = None) -> CaseVerdict:
     if got is None:
         return CaseVerdict(False, "no result came back for this case (the run ended before it)")
     if got.get("error"):

@@ -45,6 +45,7 @@ class Score:
     exercise: Exercise
     cases: list[CaseResult] = field(default_factory=list)
     note: str = ""             # a problem that failed every case (code that does not compile, a lost header, a crash)
+    timed_out: list[str] = field(default_factory=list)    # the cases stopped from outside at their time limit
 
     @property
     def points(self) -> int:
@@ -65,6 +66,8 @@ class Score:
                  f"(public {pp} of {pn}, hidden {hp} of {hn})"]
         if self.note:
             lines.append("  " + self.note.replace("\n", "\n  "))
+        if self.timed_out:
+            lines.append(f"  timed out (stopped from outside at the case's time limit): {', '.join(self.timed_out)}")
         shown = set()
         for case in self.cases:
             lines.append(f"  {'✓' if case.passed else '✗'} {case.title}")
@@ -191,25 +194,38 @@ def grade_exercise(root: Path, exercise: Exercise, submission: Path, book: caseb
             run = sandbox.run_cases(edition / "minitransformer", book.specs, unsafe=unsafe, secrets=list(secrets),
                                     limits=limits)
             results = run.results
-            if not results:
+            score.timed_out = list(run.timed_out)
+            if not run.records and not run.timed_out:     # no case's process wrote a result: the code never ran
                 score.note = _crash_note(run)
-            elif run.ending():
-                missing = [s["id"] for s in book.specs if s["id"] not in results]
-                if missing:
-                    for case_id in missing:
-                        results[case_id] = {"outputs": {}, "seconds": None, "error": {
-                            "type": "Stopped", "message": f"the run stopped before this case: {run.ending()}",
-                            "exercise": None, "frames": []}}
     for spec in book.specs:
         if score.note:
             score.cases.append(CaseResult(spec["id"], spec["kind"], spec["name"], False, score.note))
             continue
         got = results.get(spec["id"])
         verdict = judge_case(spec, book.expected[spec["id"]], got, exercise.id, book.mistakes_for(spec["id"]), own,
-                             titles)
+                             titles, hidden=spec["kind"] == "hidden")
         score.cases.append(CaseResult(spec["id"], spec["kind"], spec["name"], verdict.passed, verdict.why,
                                       verdict.mistake, got.get("seconds") if got else None))
+    _numerics_gate(score, book.specs, results)
     return score
+
+
+NUMERICS = ("the large case ran past its time limit: a derived backward takes milliseconds there, numerical "
+            "differentiation (one or two forward passes per input element) cannot finish. A backward exercise asks "
+            "for the derivation, so this exercise scores 0")
+
+
+def _numerics_gate(score: Score, specs: list[dict], results: dict[str, dict]) -> None:
+    """A backward exercise whose large case (cases.LARGE) ran out of time scores 0: its gradients came from
+    numerical differentiation, not from a derivation (on the small cases the two look alike)."""
+    large = [s["id"] for s in specs if s["name"] == "large"]
+    errors = [(results.get(i) or {}).get("error") or {} for i in large]
+    if score.note or not any(e.get("type") == "CaseTimeout" and not e.get("message", "").startswith("not run")
+                             for e in errors):
+        return
+    score.note = NUMERICS
+    for case in score.cases:
+        case.passed, case.why = False, NUMERICS
 
 
 def grade_submission(exercise_ids, submission: str | Path, root: Path, cases_dir: str | Path | None = None, *,
@@ -270,7 +286,9 @@ def gradescope_results(grade: Grade) -> dict:
         for number, case in enumerate(score.cases, 1):
             tests.append({"name": f"Exercise {e.id}: {case.title}", "number": f"{e.id}.{number}",
                           "score": int(case.passed), "max_score": 1, "status": "passed" if case.passed else "failed",
-                          "output": case.why, "tags": [f"exercise {e.id}", case.kind]})
+                          "output": case.why, "tags": [f"exercise {e.id}", case.kind],
+                          # a hidden case's test (its output too) shows once the teacher publishes the grades
+                          "visibility": "after_published" if case.kind == "hidden" else "visible"})
     return {"score": grade.points, "max_score": grade.max_points, "output": grade.text(), "tests": tests}
 
 

@@ -18,6 +18,8 @@ from ..functional.normalization import LayerNormFunction, check_layer_norm
 class LayerNormGEMV(LayerNormFunction):
     """``LayerNormFunction`` with the row means and sums as matrix–vector products."""
 
+    # the student edition keeps the class and drops these lines, so that Exercise 5.1's own backward runs
+    ### BEGIN FAST FORM OF 5.1
     def forward(self, x, weight, bias):
         xp = xp_of(x)
         self.x_shape = x.shape
@@ -47,6 +49,7 @@ class LayerNormGEMV(LayerNormFunction):
         gx -= x_hat * mean_g_x_hat
         gx *= inv_std                                                # (1/σ)(g − mean(g) − x̂ ⊙ mean(g ⊙ x̂))
         return gx.reshape(self.x_shape), g_weight, g_bias
+    ### END FAST FORM
 
 
 def layer_norm(x, weight=None, bias=None, eps: float = 1e-5):

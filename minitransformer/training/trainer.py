@@ -364,14 +364,39 @@ def _saved_field(checkpoint: ckpt.Checkpoint, name: str, kind, what: str):
 
 
 # -- step 2: the loop -----------------------------------------------------------------------------
-def train_loop(run: Run) -> dict:
-    """Optimizer steps until a stopping rule holds; returns this invocation's losses, tokens and time.
+def train_step(run: Run, batch, cooldown: float = 1.0) -> tuple[float, float]:
+    """One update: loss, backward, clip, the rate of eq. 3 (times ``cooldown``, see --cooldown), Adam.
+    Returns (loss, learning rate).
 
-    The batches come from ``iterate_batches``: epochs of length-bucketed batches, each epoch a pure
-    function of (seed, epoch), started at the saved (epoch, position) when resuming.
+    Under MPI (chapter 14) one all-reduce between backward and clip makes this rank's gradient the
+    gradient of every rank's batch, and the loss the mean over all their tokens; ``batch`` is None on
+    a rank that the last, short step of an epoch leaves without one.
     """
-    opts, state, model, tokenizer, world = run.options, run.state, run.model, run.tokenizer, run.world
-    pad = model.config.pad_id
+    run.optimizer.zero_grad()
+    value = 0.0
+    if batch is not None:
+        loss = batch_loss(run.model, batch)
+        loss.backward()
+        value = float(loss.item())
+    if run.world.comm is not None:
+        value = all_reduce_step(run, value, batch)
+    clip_grad_norm(run.optimizer.params, CLIP_NORM)
+    lr = run.schedule.step()                    # eq. 3 sets the rate of this update
+    if cooldown != 1.0:                         # ... and the end of a run that cools down lowers it
+        lr = run.optimizer.lr = lr * cooldown
+    run.optimizer.step()
+    if not math.isfinite(value):
+        raise TrainingError(f"the loss became {value} at step {run.state.step + 1}; lower the learning rate "
+                            f"(factor) or raise the warm-up")
+    return value, lr
+
+
+def train_loop(run: Run) -> dict:
+    """Optimizer steps until a stopping rule holds; returns this invocation's losses, seconds and epochs.
+    Chapter 10 quotes it whole: what is not the loop (several processes, the clock, the progress bar,
+    checkpoints) joins it through a named call."""
+    opts, state, tokenizer, world = run.options, run.state, run.tokenizer, run.world
+    pad = run.model.config.pad_id
     per_epoch = math.ceil(len(epoch_batches(run.train_examples, opts.max_tokens, pad, opts.seed, 0,
                                             tokenizer.bos_id, tokenizer.eos_id)) / world.size)
     stream = iterate_batches(run.train_examples, opts.max_tokens, pad, opts.seed, state.epoch, state.position,
@@ -379,50 +404,41 @@ def train_loop(run: Run) -> dict:
     if world.comm is not None:
         stream = distributed.shard(stream, world)   # chapter 14: one batch per rank and step
     losses: list[float] = []
-    started = time.monotonic()
-    run.loop_started = started
+    reason, tokens = None, 0
     last_saved = state.step if state.step > 0 else -1    # a resumed run starts at a saved step
+    run.loop_started = started = time.monotonic()
     bar = ProgressBar(planned_steps(opts, state.step, per_epoch, 0.0, 0), initial=state.step,
                       enabled=not opts.quiet and world.is_root)
-    model.train()
+    run.model.train()
     with interruption_notice(run), bar:        # Ctrl-C: the bar closes first, then the notice says how to resume
-        reason, tokens, last_saved = _steps(run, stream, bar, per_epoch, losses, started, last_saved)
+        for epoch, position, batch in stream:
+            if epoch != state.epoch:           # the previous epoch is complete: score it on dev
+                if world.is_root:
+                    end_of_epoch(run, losses, time.monotonic() - started)
+                state.epoch, state.position = epoch, 0
+            # --minutes is read after a step, never before the first: the setup of the first batch takes
+            # time too, and under MPI the clock only travels with a step's all-reduce
+            elapsed = elapsed_seconds(run) if losses else 0.0
+            reason = stop_reason(opts, state, elapsed)
+            if reason is not None:
+                break
+            loss, lr = train_step(run, batch, cooldown_factor(run_progress(opts, state, per_epoch, elapsed),
+                                                              opts.cooldown))
+            state.step, state.position = state.step + 1, position + 1
+            losses.append(loss)
+            tokens += run.step_totals.tokens if run.step_totals else batch.n_tgt_tokens
+            if state.step % opts.save_every == 0:
+                save_checkpoint(run)
+                last_saved = state.step
+            elapsed = time.monotonic() - started
+            bar.update(state.step, planned_steps(opts, state.step, per_epoch, elapsed, len(losses)),
+                       state.epoch + 1, _mean_tail(losses), tokens / max(elapsed, 1e-9), lr)
     seconds = time.monotonic() - started
-    if state.step != last_saved:
+    if state.step != last_saved:                # the steps after the last checkpoint are kept too
         save_checkpoint(run)
     run.say(f"stopped after {reason}: step {state.step}, {seconds:.0f} s of training, "
             f"{tokens / max(seconds, 1e-9):,.0f} target tokens/s")
     return {"losses": losses, "seconds": seconds, "epochs": state.epoch + state.position / max(per_epoch, 1)}
-
-
-def _steps(run: Run, stream, bar: ProgressBar, per_epoch: int, losses: list[float], started: float,
-           last_saved: int) -> tuple[str | None, int, int]:
-    """The steps of ``train_loop`` until a stopping rule holds or the batches end: (the rule that held, target
-    tokens trained, the step of the last checkpoint saved)."""
-    opts, state, world = run.options, run.state, run.world
-    reason, tokens = None, 0
-    for epoch, position, batch in stream:
-        if epoch != state.epoch:                   # the previous epoch is complete: score it on dev
-            if world.is_root:
-                end_of_epoch(run, losses, time.monotonic() - started)
-            state.epoch, state.position = epoch, 0
-        # --minutes is read after a step, never before the first: the setup of the first batch takes
-        # time too, and under MPI the clock only travels with a step's all-reduce
-        reason = stop_reason(opts, state, elapsed_seconds(run) if losses else 0.0)
-        if reason is not None:
-            break
-        loss, lr = train_step(run, batch, cooldown_factor(
-            run_progress(opts, state, per_epoch, elapsed_seconds(run) if losses else 0.0), opts.cooldown))
-        state.step, state.position = state.step + 1, position + 1
-        losses.append(loss)
-        tokens += run.step_totals.tokens if run.step_totals else batch.n_tgt_tokens
-        if state.step % opts.save_every == 0:
-            save_checkpoint(run)
-            last_saved = state.step
-        elapsed = time.monotonic() - started
-        bar.update(state.step, planned_steps(opts, state.step, per_epoch, elapsed, len(losses)), state.epoch + 1,
-                   _mean_tail(losses), tokens / max(elapsed, 1e-9), lr)
-    return reason, tokens, last_saved
 
 
 @contextlib.contextmanager
@@ -460,33 +476,6 @@ def resume_command(opts: TrainOptions, ranks: int = 1) -> str:
         words += [flag] if isinstance(value, bool) else [flag, f"{value:g}" if isinstance(value, float) else
                                                          str(value)]
     return shlex.join(words)
-
-
-def train_step(run: Run, batch, cooldown: float = 1.0) -> tuple[float, float]:
-    """One update: loss, backward, clip, the rate of eq. 3 (times ``cooldown``, see --cooldown), Adam.
-    Returns (loss, learning rate).
-
-    Under MPI (chapter 14) one all-reduce between backward and clip makes this rank's gradient the
-    gradient of every rank's batch, and the loss the mean over all their tokens; ``batch`` is None on
-    a rank that the last, short step of an epoch leaves without one.
-    """
-    run.optimizer.zero_grad()
-    value = 0.0
-    if batch is not None:
-        loss = batch_loss(run.model, batch)
-        loss.backward()
-        value = float(loss.item())
-    if run.world.comm is not None:
-        value = all_reduce_step(run, value, batch)
-    clip_grad_norm(run.optimizer.params, CLIP_NORM)
-    lr = run.schedule.step()                    # eq. 3 sets the rate of this update
-    if cooldown != 1.0:                         # ... and the end of a run that cools down lowers it
-        lr = run.optimizer.lr = lr * cooldown
-    run.optimizer.step()
-    if not math.isfinite(value):
-        raise TrainingError(f"the loss became {value} at step {run.state.step + 1}; lower the learning rate "
-                            f"(factor) or raise the warm-up")
-    return value, lr
 
 
 def all_reduce_step(run: Run, loss: float, batch) -> float:

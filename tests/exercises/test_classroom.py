@@ -29,8 +29,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from minitransformer.exercises.edition import (TEACHER_ONLY, repository_files, shipped, strip_notebook, strip_python,
-                                              write_edition)
+from minitransformer.exercises.edition import (FAST_FORM, TEACHER_ONLY, repository_files, shipped, strip_notebook,
+                                              strip_python, write_edition)
 from minitransformer.exercises.grading import GRADING_FILE, SUITE_ARGS, explain_failure, grading_tests, run_pytest
 from minitransformer.exercises.pytest_support import load_map
 from minitransformer.exercises.registry import (BEGIN, END, RAISED, ExerciseError, find_blocks, load_exercises,
@@ -151,6 +151,17 @@ def test_malformed_blocks_are_refused_with_file_and_line(text, complaint):
     assert "minitransformer/fake.py:" in str(error.value)
 
 
+def test_a_fast_form_of_an_exercise_leaves_the_student_edition_and_its_class_inherits_the_plain_form():
+    text = ("class Fast(Plain):\n    \"\"\"doc\"\"\"\n\n    " + FAST_FORM + " 5.1\n    def backward(self, gy):\n"
+            "        return gy\n    ### END FAST " + "FORM\n\n\nx = 1\n")
+    student = strip_python(text, "minitransformer/fast/x.py")
+    assert "def backward" not in student and FAST_FORM not in student
+    assert "    pass  # the plain form of Exercise 5.1 runs here" in student and student.endswith("\n\n\nx = 1\n")
+    assert strip_python(text, "minitransformer/fast/x.py", remove={"4.1"}) == text   # another exercise's edition
+    with pytest.raises(ExerciseError, match="never closed"):
+        strip_python(text.replace("    ### END FAST " + "FORM\n", ""), "minitransformer/fast/x.py")
+
+
 def test_marker_lines_inside_strings_are_not_blocks():
     text = f'def f():\n    """Example:\n\n    {BEGIN}\n    {END}\n    """\n    return 1\n'
     assert find_blocks(text) == []
@@ -231,7 +242,11 @@ def test_the_student_edition_has_every_solution_replaced_and_everything_else_ide
             assert BEGIN.encode() not in copy and END.encode() not in copy, name
     marked_books = {name for name in files if name.endswith(".md") and
                     "\n<!-- BEGIN SOLUTION" in (ROOT / name).read_text(encoding="utf-8")}
-    assert changed == {block.path for e in EXERCISES for block in e.blocks} | marked_books
+    fast_forms = {name for name in files if name.endswith(".py") and
+                  FAST_FORM in (ROOT / name).read_text(encoding="utf-8")}
+    assert changed == {block.path for e in EXERCISES for block in e.blocks} | marked_books | fast_forms
+    for name in fast_forms:
+        assert FAST_FORM not in (student_edition / name).read_text(encoding="utf-8"), name
     for name in marked_books:
         assert "<!-- BEGIN SOLUTION" not in (student_edition / name).read_text(encoding="utf-8"), name
     for exercise in EXERCISES:

@@ -229,3 +229,208 @@ def test_no_hidden_case_of_the_online_softmax_is_answered_by_a_step_that_does_no
         found = probe_online_softmax(rng, rows=int(rng.integers(1, 5)), length=length, d_v=2, cuts=[0, length],
                                      scale=10.0, masked=0.7)
         assert np.isfinite(found["log_sum_exp"]).all(), seed
+
+
+def test_every_hidden_case_of_the_online_softmax_brings_a_past_to_its_later_blocks():
+    """A row whose earlier blocks are all masked brings no past: a step that ignores the state (the plain softmax of
+    the blocks it has seen, kept offline) would pass it. Every row of every hidden draw has a finite score in its
+    first block, so each later call must use the state."""
+    from minitransformer.exercises.cases import STAGED, _call_here, hidden_cases
+
+    for seed in range(30):
+        for spec in hidden_cases("13.1", np.random.default_rng(seed)):
+            probe = STAGED[spec["probe"]](np.random.default_rng(seed), **spec["params"])
+            call, steps = next(probe), 0
+            while call[1] == "online_softmax_step":
+                if steps:
+                    assert np.isfinite(call[2][0]).all(), spec      # the running maximum of every row
+                steps += 1
+                call = probe.send(_call_here(call[0], call[1], *call[2]))
+            assert steps >= 2, spec
+
+
+# -- a hard limit: a case past its time is killed from outside, whatever the student's code catches ---------------
+@NEEDS_BWRAP
+def test_a_hang_that_catches_every_exception_is_killed_from_outside_and_named(tmp_path, cases_dir):
+    hang = """
+        import signal, time
+        signal.signal(signal.SIGALRM, signal.SIG_IGN)
+        while True:
+            try:
+                time.sleep(1000)
+            except BaseException:
+                pass
+    """
+    limits = sandbox.Limits(case_seconds=1, wall_seconds=60)
+    [score] = grade_submission("10.1", make_submission(tmp_path / "hang", "10.1", hang), ROOT, cases_dir,
+                               limits=limits).scores
+    assert score.points == 0
+    # two cases ran to their limit and were killed; the others were not run: the hang costs two case limits
+    assert score.timed_out == ["public-01", "public-02"], score.text()
+    assert "ran past the case's time limit of 1 s and was stopped" in score.cases[0].why
+    assert all(c.why.startswith("not run: the 2 cases before it") for c in score.cases[2:] if c.kind == "public")
+    assert "timed out (stopped from outside at the case's time limit): public-01, public-02" in score.text()
+
+
+def test_the_exercises_wall_clock_limit_stops_the_cases_after_it():
+    clock = sandbox._Clock(sandbox.Limits(wall_seconds=0))
+    assert "wall-clock limit of 0 s" in clock.stopped()["error"]["message"]
+    clock = sandbox._Clock(sandbox.Limits())
+    assert clock.stopped() is None
+    clock.count(True), clock.count(True)
+    assert "the 2 cases before it ran past" in clock.stopped()["error"]["message"]
+
+
+# -- feedback that teaches without leaking: a hidden case says what is wrong, never what is right ------------------
+@NEEDS_BWRAP
+def test_a_hidden_case_names_what_is_wrong_and_the_known_mistake_but_no_value(tmp_path, cases_dir):
+    grade = grade_submission("10.1", make_submission(tmp_path / "wrong", "10.1", NOAM["wrong"]), ROOT, cases_dir)
+    [score] = grade.scores
+    book = casebook.read(cases_dir, "10.1")
+    hidden = [c for c in score.cases if c.kind == "hidden" and not c.passed]    # (a draw with factor 1 passes)
+    assert hidden
+    for case in hidden:
+        values = {judge._number(v) for array in book.expected[case.id]["outputs"].values()
+                  for v in np.asarray(array, dtype=float).ravel()}
+        assert not any(v in case.why for v in values), case.why
+        assert ", expected " not in case.why and "yours " not in case.why
+        assert "the rate: wrong values" in case.why and "a hidden case" in case.why
+        if CATALOGUE_HERE:
+            assert case.mistake == "factor forgotten" and "A known mistake — " in case.why
+    public = [c for c in score.cases if c.kind == "public" and not c.passed]
+    assert public and "expected" in public[0].why          # the public cases keep their full feedback
+    tests = gradescope_results(grade)["tests"]
+    assert {t["visibility"] for t in tests if "hidden" in t["tags"]} == {"after_published"}
+    assert {t["visibility"] for t in tests if "public" in t["tags"]} == {"visible"}
+
+
+def test_a_hidden_cases_exception_shows_its_type_and_line_but_not_its_message():
+    error = {"type": "ValueError", "message": "the input was [0.123, 4.56]", "exercise": None, "frames": [
+        {"file": "minitransformer/optim.py", "line": 42, "function": "rate", "code": "raise ValueError(x)"}]}
+    verdict = judge.judge_case({"probe": "noam"}, {"outputs": {"rate": np.ones(2)}, "error": None},
+                               {"outputs": {}, "error": error}, "10.1", own={"minitransformer/optim.py": (40, 44)},
+                               hidden=True)
+    assert not verdict.passed and "0.123" not in verdict.why
+    assert "your code raised ValueError (its message is not shown for a hidden case)" in verdict.why
+    assert "minitransformer/optim.py:42" in verdict.why
+
+
+# -- limits per submission: a case is one process (seccomp refuses new ones), so its memory limit is the submission's --
+@NEEDS_BWRAP
+def test_a_case_cannot_start_another_process(tmp_path, cases_dir):
+    forks = """
+        import os, subprocess
+        try:
+            pid = os.fork()
+        except OSError as error:
+            raise RuntimeError(f"fork refused: {error}") from None
+        if pid == 0:
+            os._exit(0)
+        return self.factor * self.d_model ** -0.5 * min(step ** -0.5, step * self.warmup ** -1.5)
+    """
+    spawns = """
+        import subprocess
+        subprocess.run(["/bin/true"], check=True)
+        return self.factor * self.d_model ** -0.5 * min(step ** -0.5, step * self.warmup ** -1.5)
+    """
+    threads = """
+        import threading
+        box = []
+        worker = threading.Thread(target=lambda: box.append(self.factor * self.d_model ** -0.5 * min(
+            step ** -0.5, step * self.warmup ** -1.5)))
+        worker.start(), worker.join()
+        return box[0]
+    """
+    for name, code in (("forks", forks), ("spawns", spawns)):
+        [score] = grade_submission("10.1", make_submission(tmp_path / name, "10.1", code), ROOT, cases_dir).scores
+        assert score.points == 0, score.text()
+        assert "fork refused" in score.cases[0].why or "PermissionError" in score.cases[0].why, score.cases[0].why
+    # threads stay: they are not processes, and a case's one memory limit covers them
+    [score] = grade_submission("10.1", make_submission(tmp_path / "threads", "10.1", threads), ROOT, cases_dir).scores
+    assert score.points == score.max_points, score.text()
+
+
+def test_the_seccomp_filter_is_a_program_bwrap_reads():
+    program = sandbox.bwrap.seccomp_program()
+    if program is None:
+        pytest.skip("an architecture the filter does not know")
+    assert len(program) % 8 == 0 and 8 < len(program) // 8 < 64
+    codes = [int.from_bytes(program[i:i + 2], "little") for i in range(0, len(program), 8)]
+    assert codes[0] == 0x20 and codes[-1] == 0x06          # loads the architecture first, ends with a verdict
+
+
+# -- the sandbox sees only what grading needs: the standard library, NumPy, the graded package --------------------
+@NEEDS_BWRAP
+def test_a_package_installed_in_the_base_interpreter_is_unreachable(tmp_path, cases_dir, monkeypatch):
+    base = tmp_path / "base-python"
+    site = base / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
+    (site / "decoy_answer").mkdir(parents=True)
+    (site / "decoy_answer" / "__init__.py").write_text(
+        "def rate(factor, d_model, warmup, step):\n"
+        "    return factor * d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)\n")
+    info = site / "decoy_answer-1.0.dist-info"          # as pip leaves a non-editable install
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: decoy-answer\nVersion: 1.0\n")
+    (info / "RECORD").write_text("decoy_answer/__init__.py,,\n")
+    monkeypatch.setattr(sys, "base_prefix", str(base))       # a base interpreter behind this environment ...
+    monkeypatch.setattr(sys, "path", [*sys.path, str(site)])  # ... whose site-packages it sees
+    uses = f"""
+        import importlib.util, sys
+        try:
+            import decoy_answer
+        except ImportError:
+            spec = importlib.util.spec_from_file_location("decoy_answer", {str(site / 'decoy_answer/__init__.py')!r})
+            decoy_answer = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(decoy_answer)
+        return decoy_answer.rate(self.factor, self.d_model, self.warmup, step)
+    """
+    submission = make_submission(tmp_path / "decoy", "10.1", uses)
+    [unsandboxed] = grade_submission("10.1", submission, ROOT, cases_dir, unsafe=True).scores
+    assert unsandboxed.points == unsandboxed.max_points      # the decoy answers, where it can be reached
+    [score] = grade_submission("10.1", submission, ROOT, cases_dir).scores
+    assert score.points == 0 and "FileNotFoundError" in score.cases[0].why, score.text()
+    others = """
+        import sys
+        for name in ("sacrebleu", "torch", "pytest", "matplotlib"):
+            try:
+                __import__(name)
+            except ImportError:
+                continue
+            raise RuntimeError(f"{name} can be imported")
+        return self.factor * self.d_model ** -0.5 * min(step ** -0.5, step * self.warmup ** -1.5)
+    """
+    [score] = grade_submission("10.1", make_submission(tmp_path / "others", "10.1", others), ROOT, cases_dir).scores
+    assert score.points == score.max_points, score.text()
+
+
+# -- no degenerate hidden cases: no draw that zeros, one repeated value or a step that does nothing would answer ----
+def test_a_draw_that_a_constant_answers_is_refused_and_the_next_draw_kept():
+    one_source = {"aer": np.zeros(20)}                 # 12.1's heads over one source token: AER 0, always
+    assert casebook.degenerate(one_source, "alignment_error_rate") == "every answer is zero"
+    assert casebook.degenerate({"aer": np.full(20, 0.5)}, "alignment_error_rate") == "every answer is one value repeated"
+    assert casebook.degenerate({"aer": np.linspace(0, 1, 20)}, "alignment_error_rate") is None
+    assert casebook.degenerate({"out": np.ones(3), "grad:0": np.zeros((2, 2))}, "gradient") == "every answer is zero"
+    assert casebook.degenerate({"out": np.ones(3), "grad:0": np.full((2, 2), 0.7)}, "gradient") is None   # upstream
+    assert casebook.degenerate({"mask": np.ones((1, 1), bool), "out": np.arange(6.0)}, "causal_mask") is not None
+    specs = [{"id": "public-01", "kind": "public", "probe": "alignment_error_rate"},
+             *({"id": f"draw{k}-01", "kind": "hidden", "slot": 1, "probe": "alignment_error_rate", "seed": k,
+                "params": {}} for k in range(3))]
+    expected = {"public-01": {"outputs": one_source, "error": None},      # a public case stays as it is
+                "draw0-01": {"outputs": one_source, "error": None},
+                "draw1-01": {"outputs": {"aer": np.linspace(0, 1, 20)}, "error": None},
+                "draw2-01": {"outputs": {"aer": np.linspace(0, 1, 20)}, "error": None}}
+    chosen = casebook.choose_hidden(specs, expected)
+    assert [(s["id"], s.get("seed")) for s in chosen] == [("public-01", None), ("hidden-01", 1)]
+    with pytest.raises(casebook.ExerciseError, match="every draw of hidden case 1 is degenerate"):
+        casebook.choose_hidden(specs, {**expected, "draw1-01": expected["draw0-01"],
+                                       "draw2-01": expected["draw0-01"]})
+
+
+@pytest.mark.later
+@pytest.mark.parametrize("exercise_id", [e.id for e in load_exercises(ROOT)])
+def test_no_hidden_case_of_any_exercise_is_answered_by_zeros_or_one_value(exercise_id, tmp_path):
+    [book] = casebook.load(ROOT, tmp_path, [get_exercise(exercise_id, ROOT)]).values()
+    hidden = [s for s in book.specs if s["kind"] == "hidden"]
+    assert len(hidden) == casebook.HIDDEN_PER_EXERCISE
+    for spec in hidden:
+        assert casebook.degenerate(book.expected[spec["id"]]["outputs"], spec["probe"]) is None, spec

@@ -396,3 +396,36 @@ def test_a_run_saved_under_an_old_preset_name_still_resumes(tmp_path):
     config["training"]["preset"] = "tiny"                    # what earlier versions wrote for this model
     (out / "config.json").write_text(json.dumps(config))
     assert train(_options(out, steps=3, preset=None, resume=True))["steps"] == 3
+
+
+LOOP_LINES = 80     # issue 46: the loop chapter 10 quotes is read whole, top to bottom
+
+
+@pytest.mark.parametrize("chapter", ["chapters/10-training.md", "chapters/ja/10-training.md"])
+def test_chapter_10_quotes_the_loop_that_runs_whole_and_it_stays_short(chapter):
+    """The loop chapter 10 quotes is the function ``train`` calls, quoted whole (every line, no elision), and at most
+    LOOP_LINES lines: the several processes, the clock, the bar and the checkpoints join it through named calls,
+    so it cannot grow back silently nor the chapter quote a loop that no longer runs."""
+    import ast
+    import inspect
+    import sys
+    from pathlib import Path
+
+    from minitransformer.training import trainer
+
+    root = Path(__file__).resolve().parents[2]
+    sys.path.insert(0, str(root / "tools"))
+    import listings
+
+    quoted = [listing for listing in listings.listings_in(root / chapter)
+              if listing.file.endswith("training/trainer.py") and listing.name == "train_loop"]
+    assert len(quoted) == 1, f"{chapter} quotes train_loop {len(quoted)} times, not once"
+    called = {node.func.id for node in ast.walk(ast.parse(inspect.getsource(trainer._train)))
+              if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)}
+    assert "train_loop" in called                                  # the loop quoted is the loop that runs
+    source = inspect.getsource(trainer.train_loop).rstrip("\n").split("\n")
+    assert len(source) <= LOOP_LINES, f"train_loop has grown to {len(source)} lines (at most {LOOP_LINES})"
+    shown = [line.rstrip() for line in quoted[0].lines]
+    while shown and not shown[-1]:
+        shown.pop()
+    assert shown == [line.rstrip() for line in source]             # whole: every line, in order, nothing left out
