@@ -149,6 +149,7 @@ def _train(options: TrainOptions, log: Callable[[str], None] | None, world: Worl
     _check_model_config(opts)
     if options.distributed and world.size == 1:
         say("--distributed: this process is the only rank (mpirun -n P starts P of them), so it trains alone")
+    world.barrier()                     # every rank has checked --out before rank 0 locks it (else it sees the lock)
     with run_folder.lock(out) if world.is_root else contextlib.nullcontext():   # one writer: rank 0
         if world.is_root:               # again, now that no other process can write in --out
             opts, saved = run_folder.open_run_folder(options)

@@ -391,12 +391,24 @@ def _equality(out: Path) -> None:
 
 
 def _fail(out: Path) -> None:
-    """The real command, with rank 1's loss raising at one step."""
+    """The real command, with rank 1's loss raising at one step. Rank 1 is also slow to look at --out, so
+    rank 0 reaches its lock first: rank 1 must not take rank 0's lock for another run's (it did, at random)."""
+    import time
+
+    import minitransformer.training.run_folder as run_folder
     import minitransformer.training.trainer as training
     from minitransformer.__main__ import main
     from minitransformer.training.distributed import init_world
 
     rank, calls, real = init_world().rank, [0], training.batch_loss
+    real_open = run_folder.open_run_folder
+
+    def slow_open(options):
+        if rank == 1:
+            time.sleep(1.0)
+        return real_open(options)
+
+    run_folder.open_run_folder = slow_open
 
     def failing(model, batch, *args, **kwargs):
         calls[0] += 1
