@@ -252,7 +252,7 @@ def main() -> int:
     if args.worker:
         worker(args)
         return 0
-    from common import machine_record
+    from common import machine_record, write_results
 
     _, val, vocab = encoded(read_text(args.text))
     record = {"recipe": {**RECIPE, "iters": args.iters}, "eval_batches": args.eval_batches, "threads": args.threads,
@@ -268,10 +268,7 @@ def main() -> int:
             record["positional"] = {"learned": record["libraries"].get("minitransformer")}
             for kind in args.positionals.split(","):
                 record["positional"][kind] = run_worker(args, "minitransformer", kind, weights, env)
-    out = Path(args.results) if args.results else Path(__file__).parent / "results" / "tinyshakespeare.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(record, indent=2) + "\n")
-    print(f"wrote {out}")
+    write_results(record, args.results, Path(__file__).parent / "results" / "tinyshakespeare.json")
     return 0
 
 
