@@ -104,6 +104,9 @@ STEPS = [
                "--out {tmp}/distributed.json"),
     Step("fused_vs_composed", "{python} benchmarks/speed/fused_vs_composed.py", "fused_vs_composed.json", 2, timing=True,
          quick="{python} benchmarks/speed/fused_vs_composed.py --repeats 1 --results {tmp}/fused_vs_composed.json"),
+    Step("plain_vs_fast", "{python} benchmarks/speed/plain_vs_fast.py",
+         "plain_vs_fast.json (each plain form of chapters 5 and 6 against its fast twin)", 0.1, timing=True,
+         quick="{python} benchmarks/speed/plain_vs_fast.py --blocks 1 --calls 1 --results {tmp}/plain_vs_fast.json"),
     Step("overhead", "{python} benchmarks/speed/overhead.py --rounds 9 --baseline /tmp/mt-before --results "
          "benchmarks/speed/results/speed_overhead_quiet.json && {python} benchmarks/speed/overhead.py",
          "speed_overhead_quiet.json, overhead.json", 8, timing=True, needs=("torch",),
