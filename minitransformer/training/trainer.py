@@ -46,7 +46,6 @@ from .. import checkpoint as ckpt
 from .. import models
 from ..bleu import tokenization_for
 from ..chrf import corpus_chrf_score
-from ..decode import check_beam_width
 from ..data import fingerprint, run_data
 from ..data.batching import epoch_batches, iterate_batches
 from ..data.corpus import Corpus
@@ -54,6 +53,7 @@ from ..data.raw_bpe import choose_tokenizer
 from ..data.tokenizer import TOKENIZERS, Tokenizer
 from ..data.unigram import MAX_TEXT_LENGTH
 from ..data.loaders import CorpusError
+from ..decode import check_beam_width
 from ..functional.dropout import Generator
 from ..nn.seq2seq import Seq2Seq, Seq2SeqConfig
 from ..nn.transformer import Transformer, TransformerConfig
