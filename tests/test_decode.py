@@ -217,7 +217,15 @@ def test_a_beam_wider_than_the_outputs_that_exist_finds_what_the_widest_beam_fin
     the search finds with that beam, and what an uncut wider beam finds: every output, each scored the same."""
     model = _tiny_transformer(vocab=3)                   # pad 0, bos 1, eos 2
     src = np.array([[1, 1, 2], [2, 1, 0]], dtype=np.int64)
+    rows, state = [], decode._DecoderState
+
+    def rows_per_sentence(*args, repeat=1, **kwargs):    # fail here, before a billion rows are allocated
+        rows.append(repeat)
+        assert repeat <= 1000, f"the search made {repeat} rows per sentence"
+        return state(*args, repeat=repeat, **kwargs)
+    monkeypatch.setattr(decode, "_DecoderState", rows_per_sentence)
     huge = beam_search(model, src, BOS, EOS, beam_size=10 ** 9, max_len=3, n_best=10 ** 9)
+    assert rows == [15]
     cap = beam_search(model, src, BOS, EOS, beam_size=15, max_len=3, n_best=15)
     assert [[(h.tokens, h.score) for h in hs] for hs in huge] == [[(h.tokens, h.score) for h in hs] for hs in cap]
     monkeypatch.setattr(decode, "distinct_outputs", lambda limit, vocab, at_most: at_most)   # no cut
