@@ -171,6 +171,10 @@ STEPS = [
          "tinyshakespeare.json", 40, timing=True, needs=("torch", "data"),
          quick="{python} benchmarks/quality/tinyshakespeare.py --iters 5 --eval-batches 2 --positionals rope "
                "--results {tmp}/tinyshakespeare.json"),
+    Step("japanese_lm", "OPENBLAS_NUM_THREADS=1 {python} benchmarks/quality/japanese_lm.py", "japanese_lm.json "
+         "(the Shakespeare recipe on small_parallel_enja's Japanese side, raw-text BPE; its samples)", 10, timing=True,
+         needs=("data",), quick="OPENBLAS_NUM_THREADS=1 {python} benchmarks/quality/japanese_lm.py --quick "
+                                "--results {tmp}/japanese_lm.json"),
     Step("figures", "{python} chapters/figures/make_02.py && {python} chapters/figures/make_04_05.py && "
          "{python} chapters/figures/make_measured.py && {python} chapters/figures/make_10_11.py " + RUN +
          " && {python} chapters/figures/make_12.py " + RUN + " && {python} chapters/figures/make_ja.py --run " + RUN,
