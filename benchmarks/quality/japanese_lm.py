@@ -99,9 +99,11 @@ def prepare(sentences: list[str], bpe_vocab: int):
 
 
 def shown(text: str) -> str:
-    """A sample one sentence a line, the last (unfinished) sentence left out when a finished one precedes it."""
-    sentences = text.split(SEPARATOR)
-    return "\n".join(sentences[:-1] if len(sentences) > 1 else sentences)
+    """A sample one sentence a line, the last (unfinished) sentence left out when a finished one precedes it
+    (and an empty one, where the model wrote two separators in a row)."""
+    parts = text.lstrip(SEPARATOR).split(SEPARATOR)
+    finished = [part for part in parts[:-1] if part]
+    return "\n".join(finished or parts[-1:])
 
 
 def sample(model, tokenizer, prompt: str, tokens: int, seed: int) -> dict:

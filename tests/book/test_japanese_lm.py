@@ -66,6 +66,7 @@ def test_a_sample_is_shown_one_sentence_a_line_without_its_unfinished_end():
     shown = script().shown
     assert shown("私は学生です。 彼は先生です。 猫が") == "私は学生です。\n彼は先生です。"
     assert shown("猫が") == "猫が"
+    assert shown(" 私は学生です。  彼は先生です。 ") == "私は学生です。\n彼は先生です。"
 
 
 def test_the_bpe_learns_from_the_training_sentences_alone():
