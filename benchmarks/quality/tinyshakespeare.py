@@ -44,7 +44,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))          # common.py
-from common import ISA_CAPS  # noqa: E402
+from common import ISA_CAPS, apply_isa  # noqa: E402
 DEFAULT_TEXT = ROOT.parent / "shared" / "data" / "tinyshakespeare" / "input.txt.gz"
 URL = "https://raw.githubusercontent.com/karpathy/char-rnn/6f9487a6fe5b420b7ca9afb0d7c078e37c1d1b4e/data/tinyshakespeare/input.txt"
 SHA256 = "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"
@@ -259,10 +259,11 @@ def main() -> int:
     if args.worker:
         worker(args)
         return 0
-    from common import apply_isa, machine_record
+    from common import machine_record
 
-    if args.isa != "native":
-        apply_isa(args.isa)              # in this process's environment: the workers inherit the caps
+    if args.isa != "native":             # the caps go into this process's environment: the workers inherit them
+        apply_isa(args.isa)
+        args.results = args.results or str(Path(__file__).parent / "results" / f"tinyshakespeare_{args.isa}.json")
     _, val, vocab = encoded(read_text(args.text))
     record = {"recipe": {**RECIPE, "iters": args.iters}, "eval_batches": args.eval_batches, "threads": args.threads,
               "isa": args.isa,
@@ -278,8 +279,7 @@ def main() -> int:
             record["positional"] = {"learned": record["libraries"].get("minitransformer")}
             for kind in args.positionals.split(","):
                 record["positional"][kind] = run_worker(args, "minitransformer", kind, weights, env)
-    name = "tinyshakespeare.json" if args.isa == "native" else f"tinyshakespeare_{args.isa}.json"
-    out = Path(args.results) if args.results else Path(__file__).parent / "results" / name
+    out = Path(args.results) if args.results else Path(__file__).parent / "results" / "tinyshakespeare.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(record, indent=2) + "\n")
     print(f"wrote {out}")
