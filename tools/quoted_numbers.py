@@ -250,8 +250,17 @@ def update(root: Path = ROOT, results: Path = RESULTS) -> list[str]:
     return changed
 
 
+def _this_machine() -> dict:
+    """benchmarks/common.py's record of this machine (CPU, OpenBLAS kernel, load). record-run runs right after
+    the training it records (tools/regenerate.py's default_run step), so this is the machine that trained."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from common import machine_record  # noqa: PLC0415 - only record-run needs the benchmarks' helpers
+
+    return machine_record()
+
+
 def record_run(run: Path, results: Path = RUN_RESULTS) -> dict:
-    """Copy the quoted fields of RUN/results.json into default_run.json."""
+    """Copy the quoted fields of RUN/results.json into default_run.json, with this machine's record."""
     source = run / "results.json"
     if not source.is_file():
         raise FigureError(f"{source}: no results.json (is {run} a finished training run?)")
@@ -259,6 +268,7 @@ def record_run(run: Path, results: Path = RUN_RESULTS) -> dict:
     record = {"source": f"python tools/quoted_numbers.py record-run {run}",
               "command": f"python -m minitransformer train --out {run}"}
     record.update({k: summary[k] for k in RUN_FIELDS if k in summary})
+    record["machine"] = _this_machine()      # the README names the BLAS kernel its figures come from
     record["epochs"] = round(summary["epochs"], 1)
     record["step_seconds"] = round(summary["train_seconds"] / summary["steps"], 3)
     record["history"] = [{"epoch": h["epoch"], "step": h["step"], "dev_bleu_greedy": round(h["dev_bleu_greedy"], 1)}

@@ -111,6 +111,7 @@ def test_record_run_copies_the_quoted_fields_of_a_run(tmp_path):
     assert saved == record
     assert record["test_bleu"] == 96.3 and record["step_seconds"] == 0.07 and record["epochs"] == 5.3
     assert record["history"] == [{"epoch": 1, "step": 265, "dev_bleu_greedy": 58.8}] and "losses" not in record
+    assert {"cpu", "openblas_kernel", "load_average"} <= set(record["machine"])   # what the README's prose names
 
 
 def test_record_run_refuses_a_folder_without_results(tmp_path):
