@@ -52,12 +52,12 @@ def test_a_quick_run_must_name_its_results_file(tmp_path):
 
 
 def test_the_segmentation_spaces_are_taken_out_and_empty_lines_dropped(tmp_path):
-    folder = corpus_folder(tmp_path / "c", ["私 は 学生 で す 。", "", "彼 は  先生 だ 。"] * 5)
+    folder = corpus_folder(tmp_path / "c", ["私 は 学生 で す 。", "", "彼 は  先生 だ 。"] * 6)
     module = script()
     assert module.corpus_file(str(folder)) == folder / "train.ja.gz"
     sentences = module.read_sentences(folder / "train.ja.gz")
-    assert sentences == ["私は学生です。", "彼は先生だ。"] * 5
-    assert module.read_sentences(folder / "train.ja.gz", limit=3) == ["私は学生です。", "彼は先生だ。", "私は学生です。"]
+    assert sentences == ["私は学生です。", "彼は先生だ。"] * 6
+    assert module.read_sentences(folder / "train.ja.gz", limit=11) == sentences[:11]
     with pytest.raises(SystemExit, match="sentences"):
         module.read_sentences(corpus_folder(tmp_path / "short", ["私 は 学生 で す 。"] * 3) / "train.ja.gz")
 
