@@ -35,7 +35,8 @@ or, for a string of several lines, as a fenced block whose lines are the string'
     ```
     <!-- end quote -->
 
-Code is skipped (fenced or indented blocks, `inline code`): a `fig` marker there would print. tests/book/test_quoted_numbers.py runs `check`; the command line's `check` also runs the generated tables
+Code is skipped (fenced or indented blocks, `inline code`): a `fig` marker there would print.
+tests/book/test_quoted_numbers.py runs `check`; the command line's `check` also runs the generated tables
 (tools/regions.py), the unmarked-number check (tools/unmarked.py) and the captions (tools/captions.py).
 
 A results file is found by its name alone (`results_path`): the tools never build a path to one.
