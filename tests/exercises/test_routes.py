@@ -291,7 +291,7 @@ def test_no_code_of_the_student_edition_reproduces_a_solution_block():
 
 def test_the_static_proof_finds_copies_planted_in_another_module_renamed_or_not(tmp_path):
     edition = tmp_path / "edition"
-    write_edition(ROOT, edition, only="minitransformer/")
+    write_edition(ROOT, edition, only=("minitransformer/",))
     blocks = solution_blocks(ROOT)
     assert reproductions(blocks, edition_package(ROOT, edition)) == {}
     texts = {path: (ROOT / path).read_text(encoding="utf-8") for path in ("minitransformer/functional/normalization.py",
