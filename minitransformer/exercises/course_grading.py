@@ -67,6 +67,7 @@ class SandboxedKernelManager(AsyncKernelManager):
 
     async def _async_launch_kernel(self, kernel_cmd, **kw):
         folder = os.path.realpath(kw.get("cwd") or os.getcwd())
+        seccomp_fd = None
         command = bwrap.limited(kernel_cmd, self.cpu_seconds, self.memory_mb * 2 ** 20, 64 * 2 ** 20)
         if not self.unsafe:
             problem = bwrap.problem()
@@ -82,13 +83,11 @@ class SandboxedKernelManager(AsyncKernelManager):
                                       environment=environment, chdir=folder, seccomp_fd=seccomp_fd) + command
             if seccomp_fd is not None:
                 kw["pass_fds"] = (*kw.get("pass_fds", ()), seccomp_fd)
-            try:
-                await super()._async_launch_kernel(command, **kw)
-            finally:
-                if seccomp_fd is not None:
-                    os.close(seccomp_fd)
-            return
-        await super()._async_launch_kernel(command, **kw)
+        try:
+            await super()._async_launch_kernel(command, **kw)
+        finally:
+            if seccomp_fd is not None:
+                os.close(seccomp_fd)
 
     async def cleanup_resources(self, restart: bool = False) -> None:
         await super().cleanup_resources(restart)
