@@ -150,7 +150,6 @@ def test_the_corpus_aer_is_the_aer_of_one_sentence_with_the_same_counts():
         assert tally.scores()["aer"] == pytest.approx(direct, abs=1e-12)
 
 
-
 # -- the static proof: no code of the student edition reproduces a solution block ---------------------------------
 SMALLEST = 8        # forms of fewer AST nodes (``x = a + b``) are too common to say anything
 SHARE = 0.75        # a function that holds this share of a block's forms (at least one) reproduces the block
