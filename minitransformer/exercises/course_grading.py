@@ -111,8 +111,9 @@ class SandboxedExecute(Execute):
         super().__init__(*args, **kwargs)
 
     send_seconds = Integer(10, config=True, help="how long a request to the kernel may wait to be sent")
-    # nbgrader's default interrupts the kernel at a time-out (SIGINT, which the student's code can catch, and which
-    # does not reach a kernel in its own session inside bubblewrap): a time-out here ends the notebook instead
+    # nbgrader's default sends the kernel's process group SIGINT at a time-out and goes on with the next cell (the
+    # student's code may catch or ignore it; here it reaches bwrap, whose end happened to end the kernel): a time-out
+    # here ends the notebook, and the kernel is killed, on purpose
     interrupt_on_timeout = Bool(False, config=True, help="interrupt the kernel at a time-out and go on (unsafe)")
     shutdown_kernel = Enum(["graceful", "immediate"], default_value="immediate", config=True,
                            help="how the kernel ends after the notebook: killed at once by default")
