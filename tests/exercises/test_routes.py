@@ -286,7 +286,7 @@ def reproductions(blocks: dict[str, list], package: dict[str, str]) -> dict[str,
 
 def test_every_solution_block_has_forms_to_look_for():
     blocks = solution_blocks(ROOT)
-    assert set(blocks) == {e.id for e in load_exercises(ROOT)}
+    assert set(blocks) == {e.id for e in load_exercises(ROOT) if e.has_solution}    # (an edition may lack some)
     empty = [f"{i} ({path}:{begin})" for i, found in blocks.items() for path, begin, forms in found if not forms]
     assert not empty, f"blocks too small for the static proof (fewer than {SMALLEST} AST nodes a statement): {empty}"
 
