@@ -159,8 +159,8 @@ def call_here(module: str, function: str, *arguments) -> tuple:
 
 
 def probe_call(rng, module: str, function: str, arguments) -> dict:
-    """One call of a staged case (a spec's ``staged``): ``module.function`` of the package on the given arrays, alone in its
-    process (``result 0``, ``result 1``... are what it returned)."""
+    """One call of a staged case (a spec's ``staged``): ``module.function`` of the package on the given arrays,
+    alone in its process (``result 0``, ``result 1``... are what it returned)."""
     if not module.startswith("minitransformer."):
         raise ValueError(f"a staged call runs the package's functions only, not {module}")
     values = [np.asarray(a, dtype=float) for a in arguments]
@@ -176,7 +176,6 @@ def drive(probe) -> dict:
             call = probe.send(call_here(module, function, *arguments))
     except StopIteration as finished:
         return finished.value
-
 
 
 # probes several exercises use, by name (``probe_gradient`` is "gradient"); an exercise's own are in its spec

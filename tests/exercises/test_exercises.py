@@ -29,6 +29,10 @@ def collected(test, exercise_id: str):
     return getattr(pytest.mark, grading_marker(exercise_id))(copy)
 
 
-for _spec in load_specs().values():
-    for _test in _spec.tests:
-        globals()[_test.__name__] = collected(_test, _spec.id)
+def _collect_every_spec() -> None:
+    for spec in load_specs().values():
+        for test in spec.tests:
+            globals()[test.__name__] = collected(test, spec.id)
+
+
+_collect_every_spec()
