@@ -113,10 +113,11 @@ def answers(outputs: dict) -> dict:
     return grads or {n: a for n, a in outputs.items() if not n.startswith(("fd:", "input:"))}
 
 
-def degenerate(outputs: dict, probe: str) -> str | None:
+def degenerate(outputs: dict, probe: str, public: bool = False) -> str | None:
     """Why a trivial answer would pass a case whose right outputs are ``outputs`` (None when none would): every
     answer all zeros (``return 0``), or, beside a backward (whose upstream gradient is random), every answer one
-    value repeated (``return 0.0`` for 12.1's AER of heads over one source token)."""
+    value repeated (``return 0.0`` for 12.1's AER of heads over one source token). ``public``: a public case may
+    be one worked example whose answer is one number (the FLOPs of one layer), which no constant guesses."""
     import numpy as np
 
     shown = {n: np.asarray(a, dtype=float) for n, a in answers(outputs).items()}
@@ -127,6 +128,8 @@ def degenerate(outputs: dict, probe: str) -> str | None:
     if all(a.size and not np.any(a) for a in shown.values()):
         return "every answer is zero"
     gradient = any(n.startswith("grad:") for n in shown)
+    if public and all(a.size == 1 for a in shown.values()):
+        return None
     if not gradient and all(a.size and np.all(a == a.reshape(-1)[0]) for a in shown.values()):
         return "every answer is one value repeated"
     return None

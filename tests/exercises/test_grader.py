@@ -428,6 +428,10 @@ def test_a_draw_that_a_constant_answers_is_refused_and_the_next_draw_kept():
     assert casebook.degenerate({"out": np.ones(3), "grad:0": np.zeros((2, 2))}, "gradient") == "every answer is zero"
     assert casebook.degenerate({"out": np.ones(3), "grad:0": np.full((2, 2), 0.7)}, "gradient") is None   # upstream
     assert casebook.degenerate({"mask": np.ones((1, 1), bool), "out": np.arange(6.0)}, "causal_mask") is not None
+    # a public case may be one worked example with one number for its answer, but not zero
+    assert casebook.degenerate({"flops": np.array([304.0])}, "flops", public=True) is None
+    assert casebook.degenerate({"flops": np.array([304.0])}, "flops") == "every answer is one value repeated"
+    assert casebook.degenerate({"aer": np.array([0.0])}, "alignment_error_rate", public=True) == "every answer is zero"
     specs = [{"id": "public-01", "kind": "public", "probe": "alignment_error_rate"},
              *({"id": f"draw{k}-01", "kind": "hidden", "slot": 1, "probe": "alignment_error_rate", "seed": k,
                 "params": {}} for k in range(3))]
@@ -442,15 +446,6 @@ def test_a_draw_that_a_constant_answers_is_refused_and_the_next_draw_kept():
                                        "draw2-01": expected["draw0-01"]})
 
 
-def public_degenerate(outputs: dict, probe: str) -> str | None:
-    """casebook.degenerate for a public case, which may be one worked example with one number for its answer
-    (12.2's FLOPs of one layer): a constant cannot guess that, so one number counts as one value repeated only
-    when it is zero."""
-    why = casebook.degenerate(outputs, probe)
-    single = all(np.asarray(a).size == 1 for a in casebook.answers(outputs).values())
-    return None if why == "every answer is one value repeated" and single else why
-
-
 @pytest.mark.later
 @pytest.mark.parametrize("exercise_id", [e.id for e in load_exercises(ROOT)])
 def test_no_hidden_case_of_any_exercise_is_answered_by_zeros_or_one_value(exercise_id, tmp_path):
@@ -460,7 +455,7 @@ def test_no_hidden_case_of_any_exercise_is_answered_by_zeros_or_one_value(exerci
     for spec in hidden:
         assert casebook.degenerate(book.expected[spec["id"]]["outputs"], spec["probe"]) is None, spec
     for spec in (s for s in book.specs if s["kind"] == "public"):
-        assert public_degenerate(book.expected[spec["id"]]["outputs"], spec["probe"]) is None, spec
+        assert casebook.degenerate(book.expected[spec["id"]]["outputs"], spec["probe"], public=True) is None, spec
 
 
 @pytest.mark.parametrize("exercise_id", [e.id for e in load_exercises(ROOT)])
@@ -471,4 +466,4 @@ def test_no_public_case_of_any_exercise_is_answered_by_zeros_or_one_value(exerci
 
     for spec in casebook.specs_for(exercise_id, seed=0)[:len(casebook.public_cases(exercise_id))]:
         assert spec["kind"] == "public"
-        assert public_degenerate(run_case(spec), spec["probe"]) is None, spec
+        assert casebook.degenerate(run_case(spec), spec["probe"], public=True) is None, spec

@@ -123,7 +123,8 @@ def probe_beam_search(rng, rows=None, vocab: int = 6, sources=((7, 7),), beam_si
 PUBLIC = ([case(f"the greedy trap, α = {a}", "beam_search", rows={BOS: {3: 0.6, 4: 0.4}, 3: {5: 0.4, 3: 0.3, 4: 0.3},
                                                                 4: {EOS: 0.9, 5: 0.1}, 5: {EOS: 0.9, 5: 0.1}},
                 alpha=a) for a in (0.0, 0.6)]
-          + [case("a beam of one", "beam_search", vocab=6, sources=[[7, 7, 7], [7, 0, 0]], beam_size=1, max_len=6),
+          # 7 tokens: with 6, this case's table repeats one token to the end, which a constant would answer
+          + [case("a beam of one", "beam_search", vocab=7, sources=[[7, 7, 7], [7, 0, 0]], beam_size=1, max_len=6),
              case("three best, sorted", "beam_search", rows={BOS: {3: 0.5, 4: 0.3, EOS: 0.2}, 3: {EOS: 1.0},
                                                              4: {EOS: 1.0}}, sources=[[7]], beam_size=3, n_best=3),
              case("an early eos does not cost a live beam", "beam_search",
