@@ -357,7 +357,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    # run as the package's module, not as a second copy named __main__ (the specs import the package's)
-    from minitransformer.exercises.cases import main as package_main
-
-    sys.exit(package_main())
+    sys.exit(main())
