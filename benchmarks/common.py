@@ -447,3 +447,13 @@ def median(values) -> float:
     import statistics
 
     return statistics.median(values)
+
+
+def write_results(record: dict, results: str | None, default: Path) -> Path:
+    """Write a benchmark's ``record`` as indented JSON to ``results`` (its --results option) or, when that is
+    None, to ``default`` (its file under results/), making the folder; say where, and return the path."""
+    out = Path(results) if results else default
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(record, indent=2) + "\n")
+    print(f"wrote {out}")
+    return out

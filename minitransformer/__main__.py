@@ -170,6 +170,16 @@ def _beam_size(args) -> int:
     return 1 if args.greedy else args.beam or DEFAULT_BEAM
 
 
+def _check_beam(beam: int, translator) -> None:
+    """A beam no wider than the model's vocabulary (decode.check_beam_width says why)."""
+    from .decode import check_beam_width  # noqa: PLC0415
+
+    try:
+        check_beam_width(beam, translator.model.config.tgt_vocab_size, "--beam")
+    except ValueError as error:
+        raise _Refusal(str(error)) from None
+
+
 def cmd_train(args) -> int:
     from .training.trainer import TrainOptions, train  # noqa: PLC0415
 
@@ -209,6 +219,7 @@ def _alpha(args, translator) -> float:
 def cmd_translate(args) -> int:
     beam = _beam_size(args)
     translator = _load_translator(args)
+    _check_beam(beam, translator)
     alpha = _alpha(args, translator)
 
     def run(sentences: list[str]) -> None:
@@ -270,6 +281,7 @@ def cmd_evaluate(args) -> int:
 
     beam = _beam_size(args)
     translator = _load_translator(args)
+    _check_beam(beam, translator)
     state = load_checkpoint(args.checkpoint, with_optimizer=False).state
     settings = state.get("training") or {}
     if not settings and args.data is None:

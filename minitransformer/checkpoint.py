@@ -34,7 +34,6 @@ model at hand (a checkpoint of another configuration).
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -45,6 +44,8 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 import numpy as np
+
+from .data.digest import sha256_file
 
 FORMAT = "minitransformer-checkpoint"
 VERSION = 1
@@ -186,15 +187,7 @@ def _write_npz(path: Path, arrays: Mapping[str, np.ndarray]) -> str:
         np.savez(f, **arrays)
         f.flush()
         os.fsync(f.fileno())
-    return _sha256(path)
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+    return sha256_file(path)
 
 
 CHECKPOINT_NAME = re.compile(r"step-[0-9]{6,}")
@@ -248,7 +241,7 @@ def _write_tokenizer(folder: Path, tokenizer: Mapping[str, Any]) -> str:
     """folder/tokenizer.json, and its SHA-256: state.json records it, so that a tokenizer of another run
     (the same size, other words) cannot pass for this model's."""
     write_json_atomic(folder / TOKENIZER_FILE, tokenizer)
-    return _sha256(folder / TOKENIZER_FILE)
+    return sha256_file(folder / TOKENIZER_FILE)
 
 
 def _publish_folder(staging: Path, final: Path) -> None:
@@ -382,7 +375,7 @@ def read_npz(path: str | Path, sha256: str | None = None) -> dict[str, np.ndarra
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"{path}: file missing")
-    if sha256 is not None and _sha256(path) != sha256:
+    if sha256 is not None and sha256_file(path) != sha256:
         raise CheckpointError(f"{path}: checksum mismatch, the file was truncated or changed after it was saved")
     try:
         with np.load(path, allow_pickle=False) as archive:
@@ -419,7 +412,7 @@ def load_checkpoint(path: str | Path, with_optimizer: bool = True, prefer_final:
     tokenizer = None
     if (folder / TOKENIZER_FILE).is_file() or TOKENIZER_FILE in hashes:
         if TOKENIZER_FILE in hashes and (not (folder / TOKENIZER_FILE).is_file()
-                                         or _sha256(folder / TOKENIZER_FILE) != hashes[TOKENIZER_FILE]):
+                                         or sha256_file(folder / TOKENIZER_FILE) != hashes[TOKENIZER_FILE]):
             raise CheckpointError(f"{folder / TOKENIZER_FILE} is not the tokenizer this model was saved with "
                                   f"({folder / STATE_FILE} records its SHA-256, and the file is missing or differs); "
                                   f"a tokenizer of another run would turn the model's ids into other words")

@@ -97,6 +97,18 @@ def check_alpha(alpha: float, name: str = "alpha") -> float:
     return float(alpha)
 
 
+def check_beam_width(beam_size: int, vocab: int, name: str = "beam_size") -> int:
+    """``beam_size`` if it is no wider than the model's vocabulary of ``vocab`` tokens; else a ValueError that
+    names the limit. The commands (translate, evaluate, train's test BLEU) hold their beams to it: a beam of
+    100,000 seemed to hang, each step scoring 100,000·V continuations of each sentence and holding 100,000
+    copies of its encoding. (beam_search itself loses nothing by cutting a beam to the outputs that exist,
+    ``distinct_outputs``, but for a real vocabulary and length those are astronomically many.)"""
+    if beam_size > vocab:
+        raise ValueError(f"{name} {beam_size} is wider than the model's vocabulary ({vocab:,} tokens); the widest "
+                         f"beam searched is {vocab:,} (§6.1 used 4)")
+    return beam_size
+
+
 def length_penalty(length: int, alpha: float) -> float:
     """GNMT's lp(Y) = ((5 + |Y|) / 6)^α; 1 for α = 0. Computed as exp(α·log((5 + |Y|)/6)) with the exponent
     held within ±700, so that no α and no length can overflow it or round it to 0 (a score divides by it)."""
@@ -239,6 +251,31 @@ def _model_max_len(model) -> int | None:
     return int(value) if value is not None else None
 
 
+def _model_vocab(model) -> int | None:
+    value = getattr(getattr(model, "config", None), "tgt_vocab_size", None)
+    return int(value) if value is not None else None
+
+
+def distinct_outputs(limit: int, vocab: int, at_most: int) -> int:
+    """How many different outputs a search can end with for a sentence allowed ``limit`` tokens (eos
+    included) from a vocabulary of ``vocab``, counted up to ``at_most``: the finished ones (t < limit other
+    tokens, then eos) and those cut at the limit (``limit`` other tokens): Σ_{t<limit} (V−1)^t + (V−1)^limit.
+
+    A beam at least this wide is exhaustive: step s has at most V·(V−1)^(s−1) extensions, no more than
+    this count, so every one of them is kept (an eos among them finishes), and fewer than this count
+    finish before the limit, so the search never stops early. Every wider beam therefore finds exactly
+    the same hypotheses, and beam search caps its beam here.
+    """
+    others = vocab - 1
+    count, term = 0, 1
+    for _ in range(limit):
+        count += term                  # the outputs of t = 0, 1, ... other tokens and then eos
+        if count >= at_most:
+            return at_most
+        term *= others
+    return min(count + term, at_most)  # + those cut at the limit
+
+
 def _top_candidates(scores, k: int) -> tuple[np.ndarray, np.ndarray]:
     """The k best entries of each row of a (B, N) device array, best first (ties: lower index first).
 
@@ -280,7 +317,8 @@ def beam_search(model: Decodable, src_ids, bos_id: int, eos_id: int, beam_size: 
     length penalty), the best ``beam_size`` others stay live. A sentence stops
     when it has ``beam_size`` finished hypotheses or reaches its length limit
     (then its live hypotheses count as results). With beam_size = 1 this is
-    exactly greedy search.
+    exactly greedy search. A beam wider than the outputs a sentence can have (``distinct_outputs``) is
+    cut to that number, which finds the same hypotheses.
     """
     if beam_size < 1:
         raise ValueError(f"beam_size must be >= 1, got {beam_size}")
@@ -290,6 +328,9 @@ def beam_search(model: Decodable, src_ids, bos_id: int, eos_id: int, beam_size: 
     src_ids = asnumpy(src_ids)  # host bookkeeping; the model runs on its device
     n_sentences, k = len(src_ids), beam_size
     limits = output_limits(src_ids, _pad_id(model), _model_max_len(model), extra_length, max_len)
+    vocab = _model_vocab(model)
+    if vocab is not None and n_sentences:     # no more beams than outputs: the same result, not beam_size rows
+        k = distinct_outputs(int(limits.max()), vocab, beam_size)
     finished: list[list[Hypothesis]] = [[] for _ in range(n_sentences)]
     if n_sentences == 0:
         return []
@@ -404,5 +445,5 @@ def decode_sentences(model, sources: Sequence[Sequence[int]], bos_id: int, eos_i
 
 
 __all__ = ["Decodable", "Hypothesis", "length_penalty", "check_alpha", "MAX_ABS_ALPHA", "greedy_decode",
-           "beam_search", "decode_sentences",
+           "beam_search", "decode_sentences", "distinct_outputs", "check_beam_width",
            "output_limits", "EXTRA_LENGTH"]

@@ -369,3 +369,9 @@ def saving_chapter_figures(language: str, strict: bool | None = None):
         yield
     finally:
         uninstall()
+
+
+def save_chapter_figure(fig, path, language: str = "en", **options) -> None:
+    """``fig.savefig(path, **options)``: as drawn for "en", else through ``saving_chapter_figures(language)``."""
+    with contextlib.nullcontext() if language == "en" else saving_chapter_figures(language):
+        fig.savefig(path, **options)

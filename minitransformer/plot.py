@@ -92,10 +92,16 @@ def drawable_labels(labels: Sequence[str], ids: Sequence[int] | None = None) -> 
     return readable, None
 
 
-def _in_language(fig, language: str) -> None:
-    """The figure's own labels in ``language``; texts the table does not know (tokens, a caller's title) stay."""
+def _finish(fig, path: str | Path | None, language: str):
+    """The figure's own labels in ``language`` (texts the table does not know, tokens and a caller's title, stay),
+    laid out, and saved to ``path`` when given (its folder made); returns ``fig``."""
     if language != "en":
         localize(fig, language)
+    fig.tight_layout()
+    if path is not None:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path)
+    return fig
 
 
 # -- figures --------------------------------------------------------------------------------------------
@@ -131,12 +137,7 @@ def attention_heatmap(weights, src_labels: Sequence[str], tgt_labels: Sequence[s
     note = "\n(no CJK font: kana romanized, kanji tokens as #id)" if romanized else ""
     ax.set_title((title or "encoder–decoder attention") + note, fontsize=9)
     fig.colorbar(image, ax=ax, fraction=0.04, pad=0.02)
-    _in_language(fig, language)
-    fig.tight_layout()
-    if path is not None:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path)
-    return fig
+    return _finish(fig, path, language)
 
 
 def attention_grid(weights, src_labels: Sequence[str], tgt_labels: Sequence[str],
@@ -181,12 +182,7 @@ def attention_grid(weights, src_labels: Sequence[str], tgt_labels: Sequence[str]
     note = " (no CJK font: kana romanized, kanji tokens as #id)" if romanized else ""
     fig.suptitle((title or "attention") + note, fontsize=9, **({"fontfamily": x_font or y_font}
                                                                 if (x_font or y_font) else {}))
-    _in_language(fig, language)
-    fig.tight_layout()
-    if path is not None:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path)
-    return fig
+    return _finish(fig, path, language)
 
 
 def learning_rate_curves(schedules: Sequence[tuple[str, Sequence[float]]], path: str | Path | None = None,
@@ -210,8 +206,4 @@ def loss_curves(curves: Sequence[tuple[str, Sequence[float], Sequence[float]]], 
     ax.set_title(title)
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
-    _in_language(fig, language)
-    fig.tight_layout()
-    if path is not None:
-        fig.savefig(path)
-    return fig
+    return _finish(fig, path, language)

@@ -147,9 +147,9 @@ CHEATS = {
     """,
 }
 
-# the grade route's own (issue 47): a hang that ignores every signal, helpers forked beside the case (each case is
-# one process there), installed packages reached by path. Not handed to the nbgrader route, whose kernels have a
-# time-out per cell but neither a seccomp filter nor a sandbox per case.
+# issue 47's: a hang that ignores every signal, helpers forked beside the case (a case, or a notebook's kernel, is
+# one process), installed packages reached by path. The nbgrader route gets them too (its kernels have the same
+# seccomp filter and are killed from outside at a case cell's time-out).
 GRADE_CHEATS = {
     "ignores the alarm and sleeps": """
         import signal, time
@@ -224,13 +224,12 @@ SPECIFIC = {
     """,
     ("calls the engine's autograd", "5.1"): """
         import minitransformer as mt
-        rows = mt.Tensor(x_hat / inv_std, requires_grad=True)
+        x = mt.Tensor(x_hat / inv_std, requires_grad=True)      # x − μ: layer norm does not see the shift
         gamma = mt.Tensor(weight, requires_grad=True)
-        beta = mt.Tensor(0 * weight, requires_grad=True)
-        centered = rows - rows.mean(axis=1, keepdims=True)
-        y = centered / ((centered * centered).mean(axis=1, keepdims=True) + self.eps) ** 0.5 * gamma + beta
-        y.backward(gy)
-        return rows.grad.reshape(self.x_shape), gamma.grad, beta.grad
+        centered = x - x.mean(axis=-1, keepdims=True)
+        y = centered / ((centered * centered).mean(axis=-1, keepdims=True) + self.eps) ** 0.5 * gamma
+        y.backward(gy)                                          # right, where the engine's other backwards are
+        return x.grad, gamma.grad, gy.sum(axis=leading)
     """,
     ("keeps the earlier blocks in module state", "13.1"): """
         import sys

@@ -79,6 +79,12 @@ def pytest_runtest_makereport(item, call):
     classroom.explain_unsolved(item, call, outcome.get_result())
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    with classroom.graded_backwards_guarded(item):   # a grading test: no graph built inside a graded backward
+        yield
+
+
 @pytest.fixture
 def rng():
     """A seeded generator, so every test draws the same numbers on every run."""

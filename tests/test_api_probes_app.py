@@ -7,6 +7,7 @@ import dataclasses
 import json
 import math
 import re
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -281,6 +282,8 @@ def test_greedy_and_beam_that_agree_keep_working(flags, beam, monkeypatch, capsy
     searched = []
 
     class Recorder:
+        model = SimpleNamespace(config=SimpleNamespace(tgt_vocab_size=100))   # the beam is held to its vocabulary
+
         def translate(self, sentences, beam_size, alpha):
             searched.append(beam_size)
             return ["x"] * len(sentences)

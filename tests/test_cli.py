@@ -105,6 +105,29 @@ def test_greedy_with_another_beam_is_refused_in_one_line(command, tmp_path):
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
 
 
+@pytest.mark.parametrize("command", ["translate", "evaluate"])
+def test_a_beam_wider_than_the_vocabulary_is_refused_naming_the_limit(command, run_dir):
+    """--beam 100000 seemed to hang (every step scored 100,000 × V continuations); the vocabulary is the limit."""
+    from minitransformer.translator import Translator
+
+    vocab = Translator.load(run_dir).model.config.tgt_vocab_size
+    sentence = ["the cat"] if command == "translate" else ["--limit", "2"]
+    result = run_cli(command, "--checkpoint", run_dir, "--beam", "100000", *sentence, timeout=60)
+    refused(result, f"--beam 100000 is wider than the model's vocabulary ({vocab:,} tokens)",
+            f"the widest beam searched is {vocab:,}")
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    if command == "translate":       # the limit itself is searched
+        result = run_cli(command, "--checkpoint", run_dir, "--beam", str(vocab), *sentence)
+        assert result.returncode == 0 and len(result.stdout.splitlines()) == 1, result.stderr
+
+
+def test_train_refuses_a_beam_wider_than_its_vocabulary_before_the_run_starts(tmp_path):
+    out = tmp_path / "run"
+    result = run_cli("train", "--out", out, "--steps", "1", "--beam", "100000", *TINY_RUN)
+    refused(result, "--beam 100000 is wider than the model's vocabulary (", "the widest beam searched is ")
+    assert not (out / "config.json").exists() and not (out / "results.json").exists()
+
+
 def test_a_missing_checkpoint_is_refused(tmp_path):
     refused(run_cli("translate", "--checkpoint", tmp_path / "nothing", "hello"), "no such file or directory")
     refused(run_cli("evaluate", "--checkpoint", tmp_path), "no checkpoint here")

@@ -8,7 +8,9 @@ import numpy as np
 import pytest
 
 import minitransformer as mt
-from minitransformer.decode import _top_candidates, beam_search, decode_sentences, greedy_decode, length_penalty
+from minitransformer import decode
+from minitransformer.decode import (_top_candidates, beam_search, decode_sentences, distinct_outputs, greedy_decode,
+                                     length_penalty)
 
 PAD, BOS, EOS, A, B, C = 0, 1, 2, 3, 4, 5
 
@@ -198,6 +200,44 @@ def test_decode_sentences_keeps_order_and_handles_empty_sources(tiny_model, sour
     assert len(out) == 5 and out[-1] == []
     direct = beam_search(tiny_model, sources, BOS, EOS, beam_size=2)
     assert out[:4] == [h[0].tokens for h in direct]
+
+
+# -- a beam wider than the outputs that exist ---------------------------------------------------------------
+def test_distinct_outputs_counts_the_finished_and_the_cut_ones():
+    # V = 3 (two tokens besides eos), at most 3 tokens: 1 + 2 + 4 finished, 8 cut at the limit
+    assert distinct_outputs(3, 3, 10 ** 9) == 15
+    assert distinct_outputs(3, 2, 10 ** 9) == 4          # "", "x", "xx" and the cut "xxx"
+    assert distinct_outputs(5, 1, 10 ** 9) == 1          # eos alone
+    assert distinct_outputs(60, 37000, 4) == 4           # a real vocabulary: the beam is far below the cap
+    assert distinct_outputs(3, 3, 15) == 15 and distinct_outputs(3, 3, 14) == 14
+
+
+def test_a_beam_wider_than_the_outputs_that_exist_finds_what_the_widest_beam_finds(monkeypatch):
+    """A beam of a billion rows would not fit in memory: it is cut to the 15 outputs that exist, and finds what
+    the search finds with that beam, and what an uncut wider beam finds: every output, each scored the same."""
+    model = _tiny_transformer(vocab=3)                   # pad 0, bos 1, eos 2
+    src = np.array([[1, 1, 2], [2, 1, 0]], dtype=np.int64)
+    rows, state = [], decode._DecoderState
+
+    def rows_per_sentence(*args, repeat=1, **kwargs):    # fail here, before a billion rows are allocated
+        rows.append(repeat)
+        assert repeat <= 1000, f"the search made {repeat} rows per sentence"
+        return state(*args, repeat=repeat, **kwargs)
+    monkeypatch.setattr(decode, "_DecoderState", rows_per_sentence)
+    huge = beam_search(model, src, BOS, EOS, beam_size=10 ** 9, max_len=3, n_best=10 ** 9)
+    assert rows == [15]
+    cap = beam_search(model, src, BOS, EOS, beam_size=15, max_len=3, n_best=15)
+    assert [[(h.tokens, h.score) for h in hs] for hs in huge] == [[(h.tokens, h.score) for h in hs] for hs in cap]
+    monkeypatch.setattr(decode, "distinct_outputs", lambda limit, vocab, at_most: at_most)   # no cut
+    wider = beam_search(model, src, BOS, EOS, beam_size=40, max_len=3, n_best=40)
+    every = {(), *((a,) for a in (0, 1)), *((a, b) for a in (0, 1) for b in (0, 1)),
+             *((a, b, c) for a in (0, 1) for b in (0, 1) for c in (0, 1))}
+    for found, widest in zip(cap, wider):
+        assert {tuple(h.tokens) for h in found} == every and len(found) == 15     # exhaustive: each output once
+        scores = {(tuple(h.tokens), h.finished): h.score for h in widest}
+        assert len(widest) == 15
+        for h in found:
+            assert h.score == pytest.approx(scores[tuple(h.tokens), h.finished], rel=1e-5)
 
 
 # -- decoding switches dropout off, and gives the caller's mode back ---------------------------------

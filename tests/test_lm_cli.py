@@ -181,3 +181,18 @@ def test_sample_without_a_prompt_starts_from_a_character_the_model_knows(tmp_pat
     assert train(tmp_path / "run", "--data", str(one_line)) == 0
     assert main(["lm", "sample", "--checkpoint", str(tmp_path / "run"), "--tokens", "10"]) == 0
     assert capsys.readouterr().out.startswith(" ")                     # " " sorts first of " abc"
+
+
+@pytest.mark.parametrize("text", [TEXT, "吾輩は猫である。\n名前はまだ無い。\n\nどこで生れたか とんと見当がつかぬ。\n",
+                                  "\n two  spaces\n\n leading\nlast line without a break"])
+def test_a_text_is_encoded_line_by_line_as_it_would_be_at_once(text):
+    """encode_text encodes a raw-text BPE's text a line at a time (a text without spaces would otherwise be one
+    piece of the whole text): the same ids as the tokenizer's encode of the whole, decoded back to the text."""
+    from minitransformer.data.raw_bpe import RawBPETokenizer
+    from minitransformer.training.lm import encode_text
+
+    tokenizer = RawBPETokenizer.train((TEXT + "吾輩は猫である。名前はまだ無い。吾輩は猫。").splitlines(), 400)
+    assert len(tokenizer.merges) > 20
+    ids = encode_text(tokenizer, text)
+    assert ids.tolist() == tokenizer.encode(text)
+    assert tokenizer.decode(ids.tolist()) == text

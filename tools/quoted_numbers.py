@@ -19,8 +19,24 @@ of bytes in MiB). The quoted text must equal the value rounded to as many decima
 
 Numbers may be written in scientific form, `4e-11` or `8.03·10¹²`, and a marker may follow a hexadecimal
 digest instead of a number (`a3f09c1d2e4b<!-- fig heads.json:run.weights -->`): the text must then equal
-the string in the file. Code is skipped (fenced or indented blocks, `inline code`): a marker there would
-print. tests/book/test_quoted_numbers.py runs `check`; the command line's `check` also runs the generated tables
+the string in the file. A KEY of the form A/B quotes the ratio of two values of the file
+(`libraries.minitransformer.seconds_per_iter/libraries.pytorch.seconds_per_iter`).
+
+Any other string of a results file (a machine's name, a generated sample) is quoted between two comments,
+and the text between them must equal the string: on one line,
+
+    <!-- quote tinyshakespeare.json:machine.kind -->AVX-512 CPU; NumPy's OpenBLAS kernel SkylakeX<!-- end quote -->
+
+or, for a string of several lines, as a fenced block whose lines are the string's:
+
+    <!-- quote japanese_lm.json:samples.0.text -->
+    ```text
+    私は学生です。
+    ```
+    <!-- end quote -->
+
+Code is skipped (fenced or indented blocks, `inline code`): a `fig` marker there would print.
+tests/book/test_quoted_numbers.py runs `check`; the command line's `check` also runs the generated tables
 (tools/regions.py), the unmarked-number check (tools/unmarked.py) and the captions (tools/captions.py).
 
 A results file is found by its name alone (`results_path`): the tools never build a path to one.
@@ -84,6 +100,13 @@ def quotes_in(path: Path, text: str | None = None) -> list[Quote]:
 
 
 def lookup(file: str, key: str, results: Path = RESULTS) -> object:
+    if "/" in key:                            # A/B: the ratio of two numbers of the file
+        numerator, denominator = (lookup(file, part, results) for part in key.split("/", 1))
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (numerator, denominator)):
+            raise FigureError(f"{file}: {key}: a ratio needs two numbers, got {numerator!r} and {denominator!r}")
+        if denominator == 0:
+            raise FigureError(f"{file}: {key}: the denominator is 0")
+        return numerator / denominator
     value = load_results(file, results)
     parts = key.split(".")
     while parts:
@@ -122,6 +145,57 @@ def render(value: object, like: str, scale: str | bool | None) -> str:
     return f"{value:,.{decimals}f}" if "," in like else f"{value:.{decimals}f}"
 
 
+QUOTE = re.compile(r"<!-- quote (?P<file>[\w.-]+\.json):(?P<key>[^\s>]+) -->(?P<body>.*?)<!-- end quote -->", re.DOTALL)
+FENCED_BODY = re.compile(r"\n```[^\n`]*\n(?P<text>.*?)\n?```\n\Z", re.DOTALL)
+
+
+@dataclass
+class StringQuote:
+    path: Path
+    line: int
+    text: str                      # as the document writes it (a fenced block: its lines)
+    file: str
+    key: str
+    span: tuple[int, int]          # of the text in the document
+
+    @property
+    def where(self) -> str:
+        return f"{self.path.relative_to(ROOT) if self.path.is_relative_to(ROOT) else self.path}:{self.line}"
+
+
+def string_quotes_in(path: Path, text: str | None = None) -> list[StringQuote]:
+    """The `<!-- quote FILE.json:KEY -->…<!-- end quote -->` regions of one document: on one line, the text
+    between the comments; over several, the lines of the fenced block between them."""
+    text = path.read_text(encoding="utf-8") if text is None else text
+    found = []
+    for m in QUOTE.finditer(text):
+        line = text.count("\n", 0, m.start()) + 1
+        start, body = m.start("body"), m["body"]
+        if "\n" in body:
+            fenced = FENCED_BODY.fullmatch(body)
+            if not fenced:
+                raise FigureError(f"{path.name}:{line}: a quote of several lines must be one fenced block "
+                                  f"(```) between `<!-- quote {m['file']}:{m['key']} -->` and `<!-- end quote -->`, "
+                                  f"each on a line of its own")
+            span = (start + fenced.start("text"), start + fenced.end("text"))
+        else:
+            span = (start, m.end("body"))
+        found.append(StringQuote(path, line, text[span[0]:span[1]], m["file"], m["key"], span))
+    if text.count("<!-- quote ") != len(found):
+        raise FigureError(f"{path.name}: a `<!-- quote FILE.json:KEY -->` without its `<!-- end quote -->`, "
+                          f"or malformed")
+    return found
+
+
+def quoted_string(file: str, key: str, results: Path = RESULTS) -> str:
+    value = lookup(file, key, results)
+    if not isinstance(value, str):
+        raise FigureError(f"{file}: {key} is {value!r}, not a string; quote a number with `<!-- fig -->`")
+    if "```" in value:
+        raise FigureError(f"{file}: {key} holds ```, which would end its fenced block")
+    return value
+
+
 def check(root: Path = ROOT, results: Path = RESULTS) -> list[str]:
     """One line per quoted figure that does not match its source."""
     problems = []
@@ -139,6 +213,19 @@ def check(root: Path = ROOT, results: Path = RESULTS) -> list[str]:
                 continue
             if expected != quote.text:
                 problems.append(f"{quote.where}: quotes {quote.text}, {quote.file}:{quote.key} says {expected}")
+        try:
+            strings = string_quotes_in(path)
+        except FigureError as error:
+            problems.append(str(error))
+            continue
+        for quote in strings:
+            try:
+                expected = quoted_string(quote.file, quote.key, results)
+            except FigureError as error:
+                problems.append(f"{quote.where}: {error}")
+                continue
+            if expected != quote.text:
+                problems.append(f"{quote.where}: quotes {quote.text!r}, {quote.file}:{quote.key} says {expected!r}")
     return problems
 
 
@@ -153,6 +240,11 @@ def update(root: Path = ROOT, results: Path = RESULTS) -> list[str]:
             if new != quote.text:
                 edits.append((quote.span, new))
                 changed.append(f"{quote.where}: {quote.text} -> {new} ({quote.file}:{quote.key})")
+        for quote in string_quotes_in(path, text):
+            new = quoted_string(quote.file, quote.key, results)
+            if new != quote.text:
+                edits.append((quote.span, new))
+                changed.append(f"{quote.where}: {quote.text!r} -> {new!r} ({quote.file}:{quote.key})")
         for (start, end), new in sorted(edits, reverse=True):
             text = text[:start] + new + text[end:]
         if edits:
@@ -160,8 +252,17 @@ def update(root: Path = ROOT, results: Path = RESULTS) -> list[str]:
     return changed
 
 
+def _this_machine() -> dict:
+    """benchmarks/common.py's record of this machine (CPU, OpenBLAS kernel, load). record-run runs right after
+    the training it records (tools/regenerate.py's default_run step), so this is the machine that trained."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from common import machine_record  # noqa: PLC0415 - only record-run needs the benchmarks' helpers
+
+    return machine_record()
+
+
 def record_run(run: Path, results: Path = RUN_RESULTS) -> dict:
-    """Copy the quoted fields of RUN/results.json into default_run.json."""
+    """Copy the quoted fields of RUN/results.json into default_run.json, with this machine's record."""
     source = run / "results.json"
     if not source.is_file():
         raise FigureError(f"{source}: no results.json (is {run} a finished training run?)")
@@ -169,6 +270,7 @@ def record_run(run: Path, results: Path = RUN_RESULTS) -> dict:
     record = {"source": f"python tools/quoted_numbers.py record-run {run}",
               "command": f"python -m minitransformer train --out {run}"}
     record.update({k: summary[k] for k in RUN_FIELDS if k in summary})
+    record["machine"] = _this_machine()      # the README names the BLAS kernel its figures come from
     record["epochs"] = round(summary["epochs"], 1)
     record["step_seconds"] = round(summary["train_seconds"] / summary["steps"], 3)
     record["history"] = [{"epoch": h["epoch"], "step": h["step"], "dev_bleu_greedy": round(h["dev_bleu_greedy"], 1)}
@@ -199,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "where":
             file, _, key = args.source.partition(":")
             for path in documents():
-                for q in quotes_in(path):
+                for q in [*quotes_in(path), *string_quotes_in(path)]:
                     if q.file == file and (not key or q.key == key or q.key.startswith(key + ".")):
                         print(f"{q.where}: {q.text} ({q.file}:{q.key})")
             return 0

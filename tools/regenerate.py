@@ -104,6 +104,9 @@ STEPS = [
                "--out {tmp}/distributed.json"),
     Step("fused_vs_composed", "{python} benchmarks/speed/fused_vs_composed.py", "fused_vs_composed.json", 2, timing=True,
          quick="{python} benchmarks/speed/fused_vs_composed.py --repeats 1 --results {tmp}/fused_vs_composed.json"),
+    Step("plain_vs_fast", "{python} benchmarks/speed/plain_vs_fast.py",
+         "plain_vs_fast.json (each plain form of chapters 5 and 6 against its fast twin)", 0.1, timing=True,
+         quick="{python} benchmarks/speed/plain_vs_fast.py --blocks 1 --calls 1 --results {tmp}/plain_vs_fast.json"),
     Step("overhead", "{python} benchmarks/speed/overhead.py --rounds 9 --baseline /tmp/mt-before --results "
          "benchmarks/speed/results/speed_overhead_quiet.json && {python} benchmarks/speed/overhead.py",
          "speed_overhead_quiet.json, overhead.json", 8, timing=True, needs=("torch",),
@@ -171,6 +174,15 @@ STEPS = [
          "tinyshakespeare.json", 40, timing=True, needs=("torch", "data"),
          quick="{python} benchmarks/quality/tinyshakespeare.py --iters 5 --eval-batches 2 --positionals rope "
                "--results {tmp}/tinyshakespeare.json"),
+    Step("tinyshakespeare_avx2", "{python} benchmarks/quality/tinyshakespeare.py --isa avx2",
+         "tinyshakespeare_avx2.json (the same recipe on the AVX2-only kind, emulated: ours against the twin)", 10,
+         timing=True, needs=("torch", "data"),
+         quick="{python} benchmarks/quality/tinyshakespeare.py --isa avx2 --iters 2 --eval-batches 1 "
+               "--results {tmp}/tinyshakespeare_avx2.json"),
+    Step("japanese_lm", "OPENBLAS_NUM_THREADS=1 {python} benchmarks/quality/japanese_lm.py", "japanese_lm.json "
+         "(the Shakespeare recipe on small_parallel_enja's Japanese side, raw-text BPE; its samples)", 10, timing=True,
+         needs=("data",), quick="OPENBLAS_NUM_THREADS=1 {python} benchmarks/quality/japanese_lm.py --quick "
+                                "--results {tmp}/japanese_lm.json"),
     Step("figures", "{python} chapters/figures/make_02.py && {python} chapters/figures/make_04_05.py && "
          "{python} chapters/figures/make_measured.py && {python} chapters/figures/make_10_11.py " + RUN +
          " && {python} chapters/figures/make_12.py " + RUN + " && {python} chapters/figures/make_ja.py --run " + RUN,

@@ -18,8 +18,12 @@ batches for both) and its time per iteration (the median over the iterations, ev
     python benchmarks/quality/tinyshakespeare.py                       # the full recipe: minutes per library
     python benchmarks/quality/tinyshakespeare.py --iters 20 --eval-batches 4 --results /tmp/ts.json  # a smoke run
     python benchmarks/quality/tinyshakespeare.py --positionals sinusoidal,rope   # also RoPE and §3.5's sinusoid
+    python benchmarks/quality/tinyshakespeare.py --isa avx2      # the AVX2-only kind, emulated on an AVX-512 CPU
 
-Writes benchmarks/quality/results/tinyshakespeare.json (or --results) with the machine it ran on.
+Writes benchmarks/quality/results/tinyshakespeare.json (tinyshakespeare_avx2.json with --isa avx2, or
+--results) with the machine it ran on. ``--isa avx2`` caps both libraries at AVX2 as
+benchmarks/speed/train_step.py does (common.py's ISA_CAPS: OpenBLAS's Haswell kernel and NumPy's own loops
+for us, MKL, oneDNN and ATen at AVX2 for PyTorch), so that one machine measures both kinds of CPU.
 """
 from __future__ import annotations
 
@@ -40,6 +44,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))          # common.py
+from common import ISA_CAPS, apply_isa  # noqa: E402
 DEFAULT_TEXT = ROOT.parent / "shared" / "data" / "tinyshakespeare" / "input.txt.gz"
 URL = "https://raw.githubusercontent.com/karpathy/char-rnn/6f9487a6fe5b420b7ca9afb0d7c078e37c1d1b4e/data/tinyshakespeare/input.txt"
 SHA256 = "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"
@@ -243,6 +248,8 @@ def main() -> int:
     parser.add_argument("--libraries", default="minitransformer,pytorch")
     parser.add_argument("--positionals", default="", help="also train our engine with these position encodings "
                         "(e.g. sinusoidal,rope; chapter 15.6), recorded under 'positional' beside 'learned'")
+    parser.add_argument("--isa", choices=tuple(ISA_CAPS), default="native",
+                        help="cap both libraries' vector extensions (avx2: the AVX2-only kind; default native)")
     parser.add_argument("--positional", default="learned", help=argparse.SUPPRESS)
     parser.add_argument("--results", default=None, help="JSON file (default benchmarks/quality/results/"
                                                         "tinyshakespeare.json)")
@@ -252,10 +259,14 @@ def main() -> int:
     if args.worker:
         worker(args)
         return 0
-    from common import machine_record
+    from common import machine_record, write_results
 
+    if args.isa != "native":             # the caps go into this process's environment: the workers inherit them
+        apply_isa(args.isa)
+        args.results = args.results or str(Path(__file__).parent / "results" / f"tinyshakespeare_{args.isa}.json")
     _, val, vocab = encoded(read_text(args.text))
     record = {"recipe": {**RECIPE, "iters": args.iters}, "eval_batches": args.eval_batches, "threads": args.threads,
+              "isa": args.isa,
               "nanogpt_cpu_val_loss": NANOGPT_CPU_VAL_LOSS, "machine": machine_record(), "libraries": {}}
     with tempfile.TemporaryDirectory() as folder:
         weights = os.path.join(folder, "initial.npz")
@@ -268,10 +279,7 @@ def main() -> int:
             record["positional"] = {"learned": record["libraries"].get("minitransformer")}
             for kind in args.positionals.split(","):
                 record["positional"][kind] = run_worker(args, "minitransformer", kind, weights, env)
-    out = Path(args.results) if args.results else Path(__file__).parent / "results" / "tinyshakespeare.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(record, indent=2) + "\n")
-    print(f"wrote {out}")
+    write_results(record, args.results, Path(__file__).parent / "results" / "tinyshakespeare.json")
     return 0
 
 

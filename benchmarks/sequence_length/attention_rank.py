@@ -104,8 +104,6 @@ def spectra(translator, sentences, fraction: float = 0.9) -> dict:
 
 
 def render(results: dict, path: Path = FIGURE, language: str = "en") -> None:
-    import contextlib
-
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -124,12 +122,9 @@ def render(results: dict, path: Path = FIGURE, language: str = "en") -> None:
     ax.set_title("Encoder self-attention of the trained run", fontsize=10)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    saving = contextlib.nullcontext()
-    if language != "en":
-        from minitransformer.figure_language import saving_chapter_figures  # noqa: PLC0415
-        saving = saving_chapter_figures(language)
-    with saving:
-        fig.savefig(path, dpi=90, bbox_inches="tight")
+    from minitransformer.figure_language import save_chapter_figure  # noqa: PLC0415
+
+    save_chapter_figure(fig, path, language, dpi=90, bbox_inches="tight")
     plt.close(fig)
 
 

@@ -367,8 +367,6 @@ def render(results: dict, chapter: Path = CHAPTER, figure: Path = FIGURE) -> Non
 
 def draw(results: dict, path: Path, language: str = "en") -> None:
     """The figure; in another ``language`` (``ja``) it goes to chapters/figures/LANGUAGE/ with its labels translated."""
-    import contextlib
-
     import matplotlib
 
     matplotlib.use("Agg")
@@ -388,13 +386,9 @@ def draw(results: dict, path: Path, language: str = "en") -> None:
         ax.legend(fontsize=8)
     fig.suptitle(f"one attention call, B = {BATCH}, h = {HEADS}, d_k = {D_K}, float32, NumPy", fontsize=10)
     fig.tight_layout()
-    if language == "en":
-        saving = contextlib.nullcontext()
-    else:
-        from minitransformer.figure_language import saving_chapter_figures
-        saving = saving_chapter_figures(language)
-    with saving:
-        fig.savefig(path, dpi=90, bbox_inches="tight")
+    from minitransformer.figure_language import save_chapter_figure  # noqa: PLC0415
+
+    save_chapter_figure(fig, path, language, dpi=90, bbox_inches="tight")
     plt.close(fig)
 
 

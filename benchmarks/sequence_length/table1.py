@@ -221,8 +221,6 @@ def render_markdown(results: dict, language: str = "en") -> str:
 def draw(results: dict, path: Path = FIGURE, language: str = "en") -> None:
     """Time of one layer against n, every row, from the results file only; in another ``language`` (ja) the
     figure goes to chapters/figures/LANGUAGE/ with its labels translated."""
-    import contextlib
-
     import matplotlib
 
     matplotlib.use("Agg")
@@ -236,13 +234,9 @@ def draw(results: dict, path: Path = FIGURE, language: str = "en") -> None:
     ax.set_title(f"Table 1 measured, d = {results['d']}", fontsize=10)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    if language == "en":
-        saving = contextlib.nullcontext()
-    else:
-        from minitransformer.figure_language import saving_chapter_figures
-        saving = saving_chapter_figures(language)
-    with saving:
-        fig.savefig(path, dpi=90, bbox_inches="tight")
+    from minitransformer.figure_language import save_chapter_figure  # noqa: PLC0415
+
+    save_chapter_figure(fig, path, language, dpi=90, bbox_inches="tight")
     plt.close(fig)
 
 

@@ -19,7 +19,6 @@ Writes benchmarks/speed/results/lm_cache.json (or --results) with the machine it
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
@@ -27,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # benchmarks/: common.py
 
-from common import machine_record  # noqa: E402
+from common import machine_record, write_results  # noqa: E402
 
 PROMPT = 16
 VOCAB = 65
@@ -72,10 +71,7 @@ def main() -> int:
                         "d_ff": config.d_ff, "vocab_size": VOCAB, "prompt": PROMPT},
               "quick": args.quick, "rounds": rounds, "machine": machine_record(),
               "tokens": time_generation(model, lengths, rounds)}
-    out = Path(args.results) if args.results else Path(__file__).parent / "results" / "lm_cache.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(record, indent=2) + "\n")
-    print(f"wrote {out}")
+    write_results(record, args.results, Path(__file__).parent / "results" / "lm_cache.json")
     return 0
 
 

@@ -65,16 +65,11 @@ def time_per_op(run, n_ops: int, repeats: int) -> float:
     return statistics.median(samples) / n_ops * 1e6
 
 
-def worker_minitransformer(n_ops: int, repeats: int) -> dict[str, float]:
-    import numpy as np  # minitransformer comes from PYTHONPATH: this checkout, or --baseline's
-
-    import minitransformer as mt
-
-    a = mt.Tensor(np.ones((4, 4), np.float32), requires_grad=True)
-    b = mt.Tensor(np.full((4, 4), 0.5, np.float32), requires_grad=True)
-
+def time_modes(a, b, no_grad_context, n_ops: int, repeats: int) -> dict[str, float]:
+    """Microseconds per op of the chain of tensors ``a`` and ``b`` in each mode of MODES: under the library's
+    ``no_grad_context``, recording the graph, and recording it then running backward."""
     def no_grad():
-        with mt.no_grad():
+        with no_grad_context():
             chain(a, b, n_ops)
 
     def forward_backward():
@@ -83,6 +78,16 @@ def worker_minitransformer(n_ops: int, repeats: int) -> dict[str, float]:
     return {"no_grad": time_per_op(no_grad, n_ops, repeats),
             "graph": time_per_op(lambda: chain(a, b, n_ops), n_ops, repeats),
             "fwd+bwd": time_per_op(forward_backward, n_ops, repeats)}
+
+
+def worker_minitransformer(n_ops: int, repeats: int) -> dict[str, float]:
+    import numpy as np  # minitransformer comes from PYTHONPATH: this checkout, or --baseline's
+
+    import minitransformer as mt
+
+    a = mt.Tensor(np.ones((4, 4), np.float32), requires_grad=True)
+    b = mt.Tensor(np.full((4, 4), 0.5, np.float32), requires_grad=True)
+    return time_modes(a, b, mt.no_grad, n_ops, repeats)
 
 
 def worker_torch(n_ops: int, repeats: int) -> dict[str, float]:
@@ -91,17 +96,7 @@ def worker_torch(n_ops: int, repeats: int) -> dict[str, float]:
     torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
     a = torch.ones((4, 4), dtype=torch.float32, requires_grad=True)
     b = torch.full((4, 4), 0.5, dtype=torch.float32, requires_grad=True)
-
-    def no_grad():
-        with torch.no_grad():
-            chain(a, b, n_ops)
-
-    def forward_backward():
-        chain(a, b, n_ops).sum().backward()
-
-    return {"no_grad": time_per_op(no_grad, n_ops, repeats),
-            "graph": time_per_op(lambda: chain(a, b, n_ops), n_ops, repeats),
-            "fwd+bwd": time_per_op(forward_backward, n_ops, repeats)}
+    return time_modes(a, b, torch.no_grad, n_ops, repeats)
 
 
 def worker_numpy(n_ops: int, repeats: int) -> dict[str, float]:

@@ -8,11 +8,11 @@ The built-in corpus is made by code from a seed: it has no files, and no fingerp
 """
 from __future__ import annotations
 
-import hashlib
 import os
 from pathlib import Path
 
 from .corpus import Corpus
+from .digest import sha256_file
 
 SPLITS = ("train", "dev", "test")
 
@@ -30,14 +30,6 @@ def corpus_files(folder: Path, corpus: Corpus) -> list[Path]:
     return [folder / name for stem in stems for name in (stem, stem + ".gz") if (folder / name).is_file()]
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def fingerprint(data: str | None, corpus: Corpus) -> dict | None:
     """{"path": the resolved folder, "files": {name: {"size": bytes, "sha256": hex}}}; None for the built-in
     corpus (``data`` None)."""
@@ -45,7 +37,7 @@ def fingerprint(data: str | None, corpus: Corpus) -> dict | None:
         return None
     folder = Path(resolved(data))
     return {"path": str(folder),
-            "files": {path.name: {"size": path.stat().st_size, "sha256": _sha256(path)}
+            "files": {path.name: {"size": path.stat().st_size, "sha256": sha256_file(path)}
                       for path in corpus_files(folder, corpus)}}
 
 

@@ -10,8 +10,9 @@ course) the folders the runtime imports them from, with an installed copy of ``m
 bound in a folder of their own, while every site-packages and dist-packages folder of the runtime, of the
 base interpreter behind a virtual environment and of /usr is an empty folder. It has no network, no other
 process, no capabilities, its own small /tmp; any folder the caller names as secret that a bound folder
-happens to hold is hidden too. ``grade`` also loads a seccomp filter that refuses new processes (fork,
-vfork, clone without CLONE_THREAD): a case is one process, so its memory limit is the submission's.
+happens to hold is hidden too. ``grade``'s cases and an nbgrader course's kernels also load a seccomp
+filter that refuses new processes (fork, vfork, clone without CLONE_THREAD): a case, or a kernel, is one
+process, so its memory limit is the submission's.
 """
 from __future__ import annotations
 

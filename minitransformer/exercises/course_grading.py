@@ -7,7 +7,11 @@ uses it, so that grading needs no copy of the teacher's package:
 * ``SandboxedKernelManager``: every kernel ``nbgrader autograde`` starts runs in bubblewrap. It sees
   the Python runtime and the submission's own folder (read-only), talks to nbgrader over Unix sockets
   in a folder of its own, and nothing else: not ``source/``, not the gradebook, not the expected
-  outputs in ``grading/``, not the network.
+  outputs in ``grading/``, not the network. The seccomp filter of ``grade`` (bwrap.seccomp_program)
+  refuses it any other process, so its memory limit is the whole submission's.
+* ``SandboxedExecute``: a case cell may run ``case_seconds`` (10 s) and a notebook ``wall_seconds``
+  (120 s), kernel start included; past either, nbgrader's process stops waiting and kills the kernel
+  from outside, whatever the student's code catches or ignores, and the cells not run score 0.
 * ``JudgeCases``: after the notebook ran, each graded cell's output must hold the one record (plain
   JSON and ``.npy``) its case wrote; the judge compares it with the reference's outputs in
   ``grading/<exercise>/`` in nbgrader's own process and rewrites the cell's output to a pass or to an
@@ -21,6 +25,7 @@ import os
 import re
 import shutil
 import tempfile
+import time
 from pathlib import Path
 
 try:
@@ -31,12 +36,12 @@ except ModuleNotFoundError as error:
 import zmq
 from jupyter_client.manager import AsyncKernelManager
 from jupyter_core.utils import run_sync
-from nbclient.exceptions import DeadKernelError
+from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbconvert.preprocessors import ClearMetadataPreprocessor
 from nbformat.v4 import new_output
 from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, Execute, IgnorePattern, LimitOutput,
                                     NbGraderPreprocessor, SaveAutoGrades)
-from traitlets import Bool, Integer, Unicode
+from traitlets import Bool, Enum, Float, Integer, Unicode
 
 from . import bwrap
 from .judge import decode_result, judge_case
@@ -62,6 +67,7 @@ class SandboxedKernelManager(AsyncKernelManager):
 
     async def _async_launch_kernel(self, kernel_cmd, **kw):
         folder = os.path.realpath(kw.get("cwd") or os.getcwd())
+        seccomp_fd = None
         command = bwrap.limited(kernel_cmd, self.cpu_seconds, self.memory_mb * 2 ** 20, 64 * 2 ** 20)
         if not self.unsafe:
             problem = bwrap.problem()
@@ -72,9 +78,16 @@ class SandboxedKernelManager(AsyncKernelManager):
                            "PATH": "/usr/bin:/bin", "OPENBLAS_NUM_THREADS": "1", "PYTHONNOUSERSITE": "1",
                            "NBGRADER_EXECUTION": os.environ.get("NBGRADER_EXECUTION", ""),
                            **{k: v for k, v in (kw.get("env") or {}).items() if k.startswith("JPY_")}}
+            seccomp_fd = bwrap.seccomp_file()          # no fork: one process, whose limits are the submission's
             command = bwrap.arguments(read_only=[(folder, folder)], writable=[(self._own, self._own)],
-                                      environment=environment, chdir=folder) + command
-        await super()._async_launch_kernel(command, **kw)
+                                      environment=environment, chdir=folder, seccomp_fd=seccomp_fd) + command
+            if seccomp_fd is not None:
+                kw["pass_fds"] = (*kw.get("pass_fds", ()), seccomp_fd)
+        try:
+            await super()._async_launch_kernel(command, **kw)
+        finally:
+            if seccomp_fd is not None:
+                os.close(seccomp_fd)
 
     async def cleanup_resources(self, restart: bool = False) -> None:
         await super().cleanup_resources(restart)
@@ -87,6 +100,10 @@ class SandboxedExecute(Execute):
 
     A kernel that dies (killed at its CPU or memory limit, or ended by the student's code) or stops
     answering leaves the cells it did not run without a result: they score 0, and the others count.
+    A case cell that runs past ``case_seconds`` (another cell past ``Execute.timeout``), or any cell once the
+    notebook has run ``wall_seconds``, ends the notebook there: nbgrader's process stops waiting and kills
+    the kernel (bubblewrap and all it holds) from outside, whatever the student's code catches or ignores;
+    the cells not run score 0. (``grade`` gives every case a fresh process; a notebook has one kernel.)
     """
 
     def __init__(self, *args, **kwargs):
@@ -94,6 +111,29 @@ class SandboxedExecute(Execute):
         super().__init__(*args, **kwargs)
 
     send_seconds = Integer(10, config=True, help="how long a request to the kernel may wait to be sent")
+    # nbgrader's default sends the kernel's process group SIGINT at a time-out and goes on with the next cell (the
+    # student's code may catch or ignore it; here it reaches bwrap, whose end happened to end the kernel): a time-out
+    # here ends the notebook, and the kernel is killed, on purpose
+    interrupt_on_timeout = Bool(False, config=True, help="interrupt the kernel at a time-out and go on (unsafe)")
+    shutdown_kernel = Enum(["graceful", "immediate"], default_value="immediate", config=True,
+                           help="how the kernel ends after the notebook: killed at once by default")
+    case_seconds = Float(10, config=True, help="wall-clock time of one case cell (as grade's --case-seconds)")
+    wall_seconds = Float(120, config=True, help="wall-clock time of one notebook, its kernel's start included")
+
+    def _get_timeout(self, cell):
+        """A case cell's limit, or the cell's (Execute.timeout), never past the notebook's wall limit."""
+        timeout = super()._get_timeout(cell)
+        grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id", "") if cell else ""
+        if CELL.match(grade_id):
+            timeout = min(timeout or self.case_seconds, self.case_seconds)
+        started = getattr(self, "_started", None)
+        if started is None:
+            return timeout
+        left = self.wall_seconds - (time.monotonic() - started)
+        if left <= 0:
+            raise CellTimeoutError.error_from_timeout_and_cell(
+                f"the notebook ran past its wall-clock limit of {self.wall_seconds:g} s", self.wall_seconds, cell)
+        return max(1, min(timeout or left, left))
 
     async def async_start_new_kernel_client(self):
         client = await super().async_start_new_kernel_client()
@@ -108,6 +148,7 @@ class SandboxedExecute(Execute):
         return super().preprocess_cell(cell, resources, index)
 
     def preprocess(self, nb, resources=None, km=None):
+        self._started = time.monotonic()
         try:
             return super().preprocess(nb, resources, km)
         except Exception as error:                  # the notebook keeps the outputs of the cells that ran

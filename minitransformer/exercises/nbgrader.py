@@ -17,8 +17,9 @@ is written to ``COURSE_DIR/source/NAME/``:
 
 Outside ``source/``, where no kernel looks: ``grading/X/`` (the teacher's casebook of each exercise:
 the expected outputs of every case), ``mt_grading/`` (the judge and the sandbox, course_grading.py)
-and ``nbgrader_config.py``, which runs every kernel of ``nbgrader autograde`` in bubblewrap and judges
-each case cell in nbgrader's own process (TEACHING.md).
+and ``nbgrader_config.py``, which runs every kernel of ``nbgrader autograde`` in bubblewrap (no network, no
+other process, killed from outside at a case cell's or the notebook's time limit) and judges each case cell
+in nbgrader's own process (TEACHING.md).
 """
 from __future__ import annotations
 
@@ -46,6 +47,8 @@ from mt_grading import AUTOGRADE  # noqa: E402  (the course's grading: kernels i
 c = get_config()  # noqa: F821
 c.CourseDirectory.course_id = "minitransformer"
 c.Execute.timeout = 60              # seconds per cell (a kernel also stops at 300 s of CPU time)
+c.SandboxedExecute.case_seconds = 10    # seconds per case cell; past it (or the notebook's wall) the kernel is killed
+c.SandboxedExecute.wall_seconds = 120   # seconds per notebook, the kernel's start included
 c.Autograde.autograde_preprocessors = AUTOGRADE
 c.JudgeCases.grading_dir = os.path.join(HERE, "grading")
 # Only where bubblewrap cannot run: kernels without a sandbox (they then see this machine and your files)

@@ -9,9 +9,16 @@
 * ``explain_unsolved``: a test that fails because some exercise still raises
   NotImplementedError("Exercise 5.1: ...") gets a short report naming the
   exercise, instead of a traceback through code the student has not read yet.
+* ``graded_backwards_guarded``: during a grading test, the backward of every
+  backward exercise runs under the grader's guard against graph building
+  (cases.no_graph_building), so a backward answered with the engine's own
+  autograd fails ``check`` and ``pytest -m grades_X`` as it fails ``grade``.
 """
 from __future__ import annotations
 
+import contextlib
+import functools
+import importlib
 import json
 from pathlib import Path
 
@@ -104,3 +111,69 @@ def explain_unsolved(item, call, report) -> None:
         exercise_id, where = match.group(1), ""
     own = item.get_closest_marker(grading_marker(exercise_id)) is not None
     report.longrepr = unsolved_message(exercise_id, where, own) + "\n"
+
+
+# -- the guard against graph building, in the student's own process ------------------------------------------------
+_backward_methods: list[tuple[str, str, str]] | None = None
+
+
+def backward_exercise_methods() -> list[tuple[str, str, str]]:
+    """(exercise id, module, Class.backward) of each exercise whose block lies in a Function's ``backward``: the
+    backward exercises. Read from the package that runs (its headers stand in either edition)."""
+    global _backward_methods
+    if _backward_methods is None:
+        from .registry import repository_root
+        from .trial import enclosing_functions, module_name
+
+        found = []
+        root = repository_root()
+        for exercise in load_exercises(root):
+            for block in exercise.blocks:
+                text = (root / block.path).read_text(encoding="utf-8")
+                for qualname in enclosing_functions(text, [block.header_line]):
+                    entry = (exercise.id, module_name(block.path), qualname)
+                    if qualname.endswith(".backward") and entry not in found:
+                        found.append(entry)
+        _backward_methods = found
+    return _backward_methods
+
+
+def _guarded(method):
+    """``method`` (a Function's backward) run under cases.no_graph_building."""
+    from .cases import no_graph_building
+
+    @functools.wraps(method)
+    def backward(self, *args, **kwargs):
+        with no_graph_building():
+            return method(self, *args, **kwargs)
+    return backward
+
+
+@contextlib.contextmanager
+def graded_backwards_guarded(item):
+    """While a grading test (marked ``grades_X``) runs, every backward exercise's backward refuses to build a graph:
+    GraphInBackward, with the grader's words, as in ``grade``'s sandbox. Other tests run as they are."""
+    if not any(mark.name.startswith("grades_") for mark in item.iter_markers()):
+        yield
+        return
+    from .trial import resolve
+
+    try:
+        methods = backward_exercise_methods()
+    except Exception:               # a malformed header: register_markers has warned about it already
+        methods = []
+    swapped = []
+    try:
+        for _, module, qualname in methods:
+            try:
+                owner = resolve(importlib.import_module(module), qualname.rsplit(".", 1)[0])
+            except Exception:       # a module that does not import: the test itself says why
+                continue
+            method = vars(owner).get("backward")
+            if method is not None:
+                setattr(owner, "backward", _guarded(method))
+                swapped.append((owner, method))
+        yield
+    finally:
+        for owner, method in reversed(swapped):
+            setattr(owner, "backward", method)

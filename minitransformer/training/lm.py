@@ -113,9 +113,27 @@ def tokenizer_from_dict(data: dict):
 
 
 def encode_text(tokenizer, text: str) -> np.ndarray:
-    """The whole text as one array of ids (the raw-text BPE, trained on the lines, writes a line break as
-    its UTF-8 byte)."""
-    return np.asarray(tokenizer.encode(text), dtype=np.int64)
+    """The whole text as one array of ids.
+
+    The raw-text BPE, trained on the lines, writes a line break as its UTF-8 byte, and no merge takes in a
+    byte: so each line is encoded on its own, which gives the ids of the whole text at once. Encoded at
+    once, a text written without spaces (Japanese) would be a single piece of the whole text, and each
+    merge would scan all of it (hours for a novel, with a few thousand merges)."""
+    from ..data.raw_bpe import RawBPETokenizer  # noqa: PLC0415
+    from ..data.raw_text import byte_ids, split_pieces  # noqa: PLC0415
+
+    if not isinstance(tokenizer, RawBPETokenizer) or "\n" not in text or any("\n" in t for t in tokenizer.token_to_id):
+        return np.asarray(tokenizer.encode(text), dtype=np.int64)
+    ids: list[int] = []
+    for number, line in enumerate(text.split("\n")):
+        pieces = split_pieces(line)                 # " " + line, cut before each space
+        if number:
+            ids += byte_ids("\n")
+            pieces[0] = pieces[0][1:]               # the dummy prefix " " begins the text only
+        for piece in pieces:
+            if piece:
+                ids += tokenizer._encode_piece(piece)
+    return np.asarray(ids, dtype=np.int64)
 
 
 # -- the run ---------------------------------------------------------------------------------------------

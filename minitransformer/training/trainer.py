@@ -53,6 +53,7 @@ from ..data.raw_bpe import choose_tokenizer
 from ..data.tokenizer import TOKENIZERS, Tokenizer
 from ..data.unigram import MAX_TEXT_LENGTH
 from ..data.loaders import CorpusError
+from ..decode import check_beam_width
 from ..functional.dropout import Generator
 from ..nn.seq2seq import Seq2Seq, Seq2SeqConfig
 from ..nn.transformer import Transformer, TransformerConfig
@@ -224,6 +225,7 @@ def resumed_vocabulary(checkpoint: ckpt.Checkpoint, opts: TrainOptions,
                                           dataclasses.asdict(_model_config(opts, tokenizer.vocab_size)))
     if differences:
         raise TrainingError(f"{checkpoint.path}: saved from another model configuration: " + "; ".join(differences))
+    _check_beam_width(opts, config)
     return tokenizer, config
 
 
@@ -250,6 +252,7 @@ def new_vocabulary(opts: TrainOptions, train_pairs: list[tuple[str, str]], say: 
             + ("every character of the training text and each special token has a token of its own"
                if tokenizer.vocab_size > opts.vocab_size else "the training text offers no more to merge"))
     config = _model_config(opts, tokenizer.vocab_size)
+    _check_beam_width(opts, config)                 # before the run folder is started
     start_run_folder(Path(opts.out), opts, config, tokenizer, corpus_record)
     world.broadcast_json(tokenizer_to_dict(tokenizer))
     return tokenizer, config
@@ -848,6 +851,14 @@ def _check_model_config(opts: TrainOptions) -> None:
         _model_config(opts, opts.vocab_size)
     except ValueError as error:
         raise TrainingError(f"the model of these options: {error}") from None
+
+
+def _check_beam_width(opts: TrainOptions, config: TransformerConfig | Seq2SeqConfig) -> None:
+    """--beam no wider than the learned vocabulary (decode.check_beam_width says why), refused before training."""
+    try:
+        check_beam_width(opts.beam, config.tgt_vocab_size, "--beam")
+    except ValueError as error:
+        raise TrainingError(str(error)) from None
 
 
 def _check_same_ranks(checkpoint: ckpt.Checkpoint, world: World) -> None:

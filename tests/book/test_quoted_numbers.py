@@ -111,6 +111,7 @@ def test_record_run_copies_the_quoted_fields_of_a_run(tmp_path):
     assert saved == record
     assert record["test_bleu"] == 96.3 and record["step_seconds"] == 0.07 and record["epochs"] == 5.3
     assert record["history"] == [{"epoch": 1, "step": 265, "dev_bleu_greedy": 58.8}] and "losses" not in record
+    assert {"cpu", "openblas_kernel", "load_average"} <= set(record["machine"])   # what the README's prose names
 
 
 def test_record_run_refuses_a_folder_without_results(tmp_path):
@@ -184,3 +185,76 @@ def test_a_key_that_holds_a_dot_is_found_before_a_shorter_one(tmp_path):
     assert quoted_numbers.lookup("alpha.json", "curve.1.x", tmp_path) == 5.0
     with pytest.raises(quoted_numbers.FigureError, match="no key 'by_alpha.0.7'"):
         quoted_numbers.lookup("alpha.json", "by_alpha.0.7", tmp_path)
+
+
+def test_a_ratio_of_two_values_is_quoted_and_refused_for_a_string_or_a_zero(book):
+    results = book / "benchmarks" / "quality" / "results" / "run.json"
+    results.write_text(json.dumps({**json.loads(results.read_text()), "ours": 0.30, "theirs": 0.25, "zero": 0,
+                                   "name": "EPYC"}))
+    readme = book / "README.md"
+    readme.write_text(readme.read_text() + "ours / theirs 1.20<!-- fig run.json:ours/theirs -->×\n")
+    assert quoted_numbers.check(book, book / "benchmarks") == []
+    results.write_text(json.dumps({**json.loads(results.read_text()), "ours": 0.33}))
+    problems = quoted_numbers.check(book, book / "benchmarks")
+    assert len(problems) == 1 and "quotes 1.20" in problems[0] and "says 1.32" in problems[0]
+    assert quoted_numbers.update(book, book / "benchmarks") and "1.32<!-- fig" in readme.read_text()
+    with pytest.raises(quoted_numbers.FigureError, match="needs two numbers"):
+        quoted_numbers.lookup("run.json", "ours/name", book / "benchmarks")
+    with pytest.raises(quoted_numbers.FigureError, match="denominator is 0"):
+        quoted_numbers.lookup("run.json", "ours/zero", book / "benchmarks")
+
+
+@pytest.fixture
+def strings(book):
+    """The book of `book`, with a one-line string and a sample of two lines quoted from its results file."""
+    results = book / "benchmarks" / "quality" / "results" / "run.json"
+    results.write_text(json.dumps({**json.loads(results.read_text()), "kind": "AVX-512 CPU; kernel SkylakeX",
+                                   "samples": [{"text": "私は学生です。\n彼は先生です。"}]}, ensure_ascii=False))
+    readme = book / "README.md"
+    readme.write_text(readme.read_text() + "On an <!-- quote run.json:kind -->AVX-512 CPU; kernel SkylakeX"
+                      "<!-- end quote --> machine:\n\n<!-- quote run.json:samples.0.text -->\n```text\n"
+                      "私は学生です。\n彼は先生です。\n```\n<!-- end quote -->\n", encoding="utf-8")
+    return book, results, readme
+
+
+def test_a_string_is_quoted_on_one_line_or_as_a_fenced_block(strings):
+    book, _, readme = strings
+    assert quoted_numbers.check(book, book / "benchmarks") == []
+    quotes = quoted_numbers.string_quotes_in(readme)
+    assert [(q.key, q.text) for q in quotes] == [("kind", "AVX-512 CPU; kernel SkylakeX"),
+                                                  ("samples.0.text", "私は学生です。\n彼は先生です。")]
+
+
+@pytest.mark.parametrize("edited, original", [("kernel Haswell", "kernel SkylakeX"), ("彼は医者です。", "彼は先生です。")])
+def test_editing_a_quoted_string_fails_the_check_and_update_restores_it(strings, edited, original):
+    book, _, readme = strings
+    faithful = readme.read_text(encoding="utf-8")
+    readme.write_text(faithful.replace(original, edited), encoding="utf-8")
+    problems = quoted_numbers.check(book, book / "benchmarks")
+    assert len(problems) == 1 and edited in problems[0] and original in problems[0]
+    assert len(quoted_numbers.update(book, book / "benchmarks")) == 1
+    assert readme.read_text(encoding="utf-8") == faithful
+
+
+def test_update_rewrites_a_quoted_sample_of_another_length(strings):
+    book, results, readme = strings
+    data = json.loads(results.read_text(encoding="utf-8"))
+    data["samples"][0]["text"] = "猫が来た。\n犬も来た。\n鳥は来ない。"
+    results.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
+    assert len(quoted_numbers.check(book, book / "benchmarks")) == 1
+    quoted_numbers.update(book, book / "benchmarks")
+    assert "```text\n猫が来た。\n犬も来た。\n鳥は来ない。\n```\n<!-- end quote -->" in readme.read_text(encoding="utf-8")
+    assert quoted_numbers.check(book, book / "benchmarks") == []
+
+
+@pytest.mark.parametrize("broken, message", [
+    ("<!-- quote run.json:samples.0.text -->\n私は学生です。\n<!-- end quote -->\n", "must be one fenced block"),
+    ("<!-- quote run.json:kind -->AVX-512 CPU\n", "without its `<!-- end quote -->`"),
+    ("<!-- quote run.json:steps -->1400<!-- end quote -->\n", "not a string"),
+    ("<!-- quote run.json:nope -->x<!-- end quote -->\n", "no key 'nope'"),
+])
+def test_a_broken_string_quote_is_reported(strings, broken, message):
+    book, _, readme = strings
+    readme.write_text(readme.read_text(encoding="utf-8") + broken, encoding="utf-8")
+    problems = quoted_numbers.check(book, book / "benchmarks")
+    assert len(problems) == 1 and message in problems[0], problems

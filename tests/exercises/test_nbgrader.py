@@ -5,6 +5,8 @@ Correct, wrong, blank and syntax-error notebooks score full, partial, 0 and 0; a
 several exercises scores each notebook and their total; every exercise's reference scores full marks;
 and the cheats of tests/cheats.py, with the nbgrader route's own (the helper redefined in the solution
 cell, source/ read by path, the expected outputs in grading/ read by path), score 0 and change no file.
+A kernel has grade's protections: no graph built in a graded backward, no fork (a submission that is right
+only where it can fork scores 0), and a case cell that hangs, whatever it catches, is killed from outside.
 """
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from cheats import CHEATS, TARGETS, cheat_code
+from cheats import CHEATS, GRADE_CHEATS, GRADE_TARGETS, SPECIFIC, TARGETS, cheat_code
 from minitransformer.exercises import sandbox
 from submissions import REQUIRE_SANDBOX
 from minitransformer.exercises.registry import get_exercise, load_exercises
@@ -64,7 +66,7 @@ def _course(tmp_path, cases_dir, assignments: dict[str, list[str]], limits: str 
 def _nbgrader(course: Path, *args: str) -> subprocess.CompletedProcess:
     environment = {**os.environ, "PYTHONPATH": ""}       # nbgrader's own process needs no minitransformer
     result = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=course, capture_output=True, text=True,
-                            env=environment)
+                            env=environment, timeout=1800)    # a hang that no limit stops fails, not blocks, CI
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return result
 
@@ -179,7 +181,8 @@ def test_cheats_score_zero_on_the_sandboxed_nbgrader_recipe(exercise_id, tmp_pat
 
     name = f"ex_{exercise_id.replace('.', '_')}"
     course = _course(tmp_path, cases_dir, {name: [exercise_id]},
-                     limits="c.Execute.timeout = 10\nc.SandboxedKernelManager.cpu_seconds = 20\n")
+                     limits="c.Execute.timeout = 10\nc.SandboxedExecute.case_seconds = 5\n"
+                            "c.SandboxedKernelManager.cpu_seconds = 20\n")
     target, sentinel = TARGETS[exercise_id], tmp_path / "written-by-a-submission"
     released = _released(course, name, name)
     exercise = get_exercise(exercise_id, ROOT)
@@ -189,7 +192,7 @@ def test_cheats_score_zero_on_the_sandboxed_nbgrader_recipe(exercise_id, tmp_pat
 
     students = {"correct": _solutions(course, name, name),
                 "wrong": [_answer(r, b) for r, b in zip(released, solution_bodies(exercise_id, wrong_text))]}
-    for cheat in CHEATS:
+    for cheat in [*CHEATS, *GRADE_CHEATS]:
         body = cheat_code(cheat, target, ROOT, cases_dir, sentinel)
         students[cheat] = [_answer(r, body) for r in released]
     for cheat, (body, after) in NBGRADER_CHEATS.items():
@@ -206,3 +209,41 @@ def test_cheats_score_zero_on_the_sandboxed_nbgrader_recipe(exercise_id, tmp_pat
     full = scores["correct"][1]
     assert scores.pop("correct") == (full, full) and 0 < scores.pop("wrong")[0] < full, scores
     assert all(score == 0 for score, _ in scores.values()), scores
+
+
+def _autograded(course: Path, student: str, assignment: str, notebook: str) -> dict:
+    return json.loads((course / "autograded" / student / assignment / f"{notebook}.ipynb").read_text(encoding="utf-8"))
+
+
+def test_a_kernel_refuses_autograd_in_a_backward_and_forks_and_is_killed_at_a_case_cells_limit(tmp_path, cases_dir,
+                                                                                                nbgrader_path):
+    import textwrap
+
+    from submissions import solution_bodies
+
+    name = "ex_5_1"
+    course = _course(tmp_path, cases_dir, {name: ["5.1"]}, limits="c.SandboxedExecute.case_seconds = 5\n")
+    [released] = _released(course, name, name)
+    [solution] = solution_bodies("5.1")
+    forks = "import os\npid = os.fork()\nif pid == 0:\n    os._exit(0)\nos.waitpid(pid, 0)\n" + solution
+    hang = cheat_code("ignores the alarm and sleeps", GRADE_TARGETS["5.1"], ROOT, cases_dir, tmp_path / "unused")
+    students = {"correct": _solutions(course, name, name),
+                "autograd": [_answer(released, textwrap.dedent(SPECIFIC["calls the engine's autograd", "5.1"]))],
+                "forks-then-solves": [_answer(released, forks)],       # right, where a fork is allowed
+                "hangs": [_answer(released, hang)]}
+    for student, sources in students.items():
+        _hand_in(course, name, name, student, sources)
+    _nbgrader(course, "autograde", name)
+    scores = {s: v["total"] for s, v in _scores(course, name, students).items()}
+    full = scores["correct"][1]
+    assert scores.pop("correct") == (full, full) and all(score == 0 for score, _ in scores.values()), scores
+
+    def text(student: str) -> str:
+        return json.dumps(_autograded(course, student, name, name), ensure_ascii=False)
+
+    assert "your backward built a graph" in text("autograd")
+    assert "PermissionError" in text("forks-then-solves")           # fork refused by the kernel's seccomp filter
+    cases = [c for c in _autograded(course, "hangs", name, name)["cells"]
+             if c["metadata"].get("nbgrader", {}).get("grade")]
+    assert len(cases) == full and sum(c.get("execution_count") is not None for c in cases) <= 1, \
+        "the notebook went on after a case cell that hangs: the kernel was not killed at its limit"
