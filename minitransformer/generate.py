@@ -67,12 +67,17 @@ def next_token_probabilities(logits, temperature: float = 1.0, top_k: int | None
     probs = np.exp(z - z.max())
     probs /= probs.sum()
     if top_p is not None and top_p < 1:
+        # set probs to the top-p cut of probs, renormalised: the most likely tokens (equal probabilities in
+        # the order of their ids) up to and including the one whose cumulative probability reaches top_p
+        # Exercise 15.1 — top-p (nucleus) sampling's cut (chapters/15-decoder-only.md; graded by pytest -m ex_15_1)
+        ### BEGIN SOLUTION
         order = np.argsort(-probs, kind="stable")                   # most likely first
         before = np.cumsum(probs[order]) - probs[order]             # the mass of the tokens ahead of each
         keep = order[before < top_p]                                # the first token always stays
         cut = np.zeros_like(probs)
         cut[keep] = probs[keep]
         probs = cut / cut.sum()
+        ### END SOLUTION
     return probs
 
 

@@ -5,7 +5,7 @@ arguments, what the code after it expects). Every one must score 0 on every grad
 the grader's files as they were (tests/exercises/test_cheats.py; benchmarks/book/grader.py writes the table).
 CHEATS work on every target; SPECIFIC ones on the exercises they are written for (a derivation replaced by
 numerics on a backward, the past kept in module state on the online softmax, another route to the answer);
-CONSTANT ones return what a degenerate case would accept and must score 0 on the hidden cases.
+CONSTANT ones return what a degenerate case would accept and must score 0, public cases included.
 """
 from __future__ import annotations
 
@@ -266,7 +266,7 @@ SPECIFIC = {
     """,
 }
 
-# what a degenerate hidden case would accept: each must score 0 on the hidden cases
+# what a degenerate case would accept: each must score 0, on the public cases too
 CONSTANT = {
     "5.1": "return 0 * gy.reshape(self.x_shape), 0 * weight, 0 * weight",
     "11.2": "return 0, max(len(hypothesis) - n + 1, 0)",

@@ -21,6 +21,10 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
+# the exercises' public tests live in their specs, inside the package (tests/exercises/test_exercises.py collects
+# them): their asserts explain themselves as a test module's do
+pytest.register_assert_rewrite("minitransformer.exercises.specs")
+
 import minitransformer as mt  # noqa: E402
 from minitransformer.exercises import pytest_support as classroom  # noqa: E402
 

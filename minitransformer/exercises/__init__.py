@@ -11,7 +11,9 @@ The solutions sit in the package between ``### BEGIN SOLUTION`` and
 ``### END SOLUTION`` comment lines, under a header comment naming the
 exercise (see registry.py); listings in the chapters that answer one sit
 between ``<!-- BEGIN SOLUTION 5.1 -->`` and ``<!-- END SOLUTION -->`` (see
-edition.py). TEACHING.md is the instructor's guide. Nothing
+edition.py). Everything else about an exercise (its public tests, its cases,
+its prerequisites, its catalogued mistakes) is one object, its spec:
+``specs/ex_5_1.py`` (see spec.py). TEACHING.md is the instructor's guide. Nothing
 here is imported by ``import minitransformer``.
 """
 from .registry import Exercise, ExerciseError, get_exercise, load_exercises

@@ -9,10 +9,10 @@ ignored by git and never copied into an edition):
   secret seed in ``DIR/secret.json`` (made on first use), and a fingerprint of what they were made from;
 * ``expected.jsonl``: the reference solution's outputs for every case (one JSON line per case,
   arrays as base64 ``.npy``);
-* ``mistakes.jsonl``: the outputs each catalogued mistake (mistakes.py) gives on every case.
+* ``mistakes.jsonl``: the outputs each catalogued mistake (its spec's MISTAKES) gives on every case.
 
 They are made by the teacher's own code (trusted), in a process whose package holds just the exercise
-and the exercises its cases need (cases.NEEDS), exactly as the graded package will. ``grade`` makes
+and the exercises its cases need (its spec's ``needs``), exactly as the graded package will. ``grade`` makes
 or refreshes the casebook of the exercises it grades when it is missing or stale (the solutions,
 the cases or the catalogue changed); the secret seed stays, so the hidden cases stay the same.
 """
@@ -31,9 +31,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .cases import NEEDS, hidden_cases, numbered, public_cases
+from .cases import hidden_cases, numbered, public_cases
 from .edition import HIDDEN_CASES, write_edition
-from .registry import Exercise, ExerciseError, load_exercises
+from .registry import Exercise, ExerciseError, load_exercises, spec_for, spec_path
 from .judge import decode_result
 
 HIDDEN_PER_EXERCISE = 8
@@ -91,7 +91,7 @@ def specs_for(exercise_id: str, seed: int, hidden: int = HIDDEN_PER_EXERCISE) ->
 
 def candidate_specs(exercise_id: str, seed: int, hidden: int = HIDDEN_PER_EXERCISE) -> list[dict]:
     """The public cases and DRAWS draws for each of the ``hidden`` hidden cases (the first draw is specs_for's,
-    but for a backward exercise's large case, cases.LARGE): ids ``draw1-03``..., each with its ``slot`` (03), for
+    but for a backward exercise's large case, its spec's ``large``): ids ``draw1-03``..., each with its ``slot`` (03), for
     the casebook to keep one per slot."""
     import numpy as np
 
@@ -113,10 +113,11 @@ def answers(outputs: dict) -> dict:
     return grads or {n: a for n, a in outputs.items() if not n.startswith(("fd:", "input:"))}
 
 
-def degenerate(outputs: dict, probe: str) -> str | None:
+def degenerate(outputs: dict, probe: str, public: bool = False) -> str | None:
     """Why a trivial answer would pass a case whose right outputs are ``outputs`` (None when none would): every
     answer all zeros (``return 0``), or, beside a backward (whose upstream gradient is random), every answer one
-    value repeated (``return 0.0`` for 12.1's AER of heads over one source token)."""
+    value repeated (``return 0.0`` for 12.1's AER of heads over one source token). ``public``: a public case may
+    be one worked example whose answer is one number (the FLOPs of one layer), which no constant guesses."""
     import numpy as np
 
     shown = {n: np.asarray(a, dtype=float) for n, a in answers(outputs).items()}
@@ -127,6 +128,8 @@ def degenerate(outputs: dict, probe: str) -> str | None:
     if all(a.size and not np.any(a) for a in shown.values()):
         return "every answer is zero"
     gradient = any(n.startswith("grad:") for n in shown)
+    if public and all(a.size == 1 for a in shown.values()):
+        return None
     if not gradient and all(a.size and np.all(a == a.reshape(-1)[0]) for a in shown.values()):
         return "every answer is one value repeated"
     return None
@@ -136,7 +139,7 @@ def choose_hidden(specs: list[dict], expected: dict[str, dict]) -> list[dict]:
     """Public cases as they are; for each hidden slot the first draw that is not degenerate (renamed ``hidden-03``).
 
     ``expected``: case id -> the reference's result. A slot with no usable draw is an ExerciseError: its
-    generator (cases.hidden_cases) must draw better."""
+    generator (``hidden_case`` in the exercise's spec) must draw better."""
     chosen = [s for s in specs if s["kind"] == "public"]
     slots: dict[int, list[dict]] = {}
     for spec in specs:
@@ -152,14 +155,16 @@ def choose_hidden(specs: list[dict], expected: dict[str, dict]) -> list[dict]:
                 break
             reasons.append(why)
         else:
-            raise ExerciseError(f"Exercise {draws[0].get('exercise', '?')}: every draw of hidden case {slot} is degenerate "
-                                f"({'; '.join(reasons)}); make its generator in cases.hidden_cases draw better")
+            exercise_id = draws[0].get("exercise", "?")
+            raise ExerciseError(f"Exercise {exercise_id}: every draw of hidden case {slot} is degenerate "
+                                f"({'; '.join(reasons)}); make hidden_case in "
+                                f"{spec_path(exercise_id) if exercise_id != '?' else 'its spec'} draw better")
     return chosen
 
 
 def kept_exercises(exercise_id: str) -> set[str]:
-    """The exercises whose solutions the graded package holds: this one's prerequisites (cases.NEEDS) only."""
-    return set(NEEDS.get(exercise_id, ()))
+    """The exercises whose solutions the graded package holds: this one's prerequisites (its spec's needs) only."""
+    return set(spec_for(exercise_id).needs)
 
 
 def graded_package(root: Path, out_dir: Path, exercise: Exercise, keep_own: bool) -> Path:
@@ -176,7 +181,8 @@ def fingerprint(root: Path, exercise: Exercise, seed: int, hidden: int) -> str:
 
     digest = hashlib.sha256(f"{VERSION}:{seed}:{hidden}".encode())
     here = Path(__file__).resolve().parent
-    for name in ("cases.py", "mistakes.py"):
+    own = spec_path(exercise.id).removeprefix("minitransformer/exercises/")       # specs/ex_5_1.py
+    for name in ("cases.py", "spec.py", "mistakes.py", own):
         if (here / name).exists():
             digest.update((here / name).read_bytes())
     wanted = kept_exercises(exercise.id) | {exercise.id}
@@ -239,7 +245,7 @@ def generate(root: Path, cases_dir: Path, exercise: Exercise, seed: int, hidden:
             case_id, outcome = decode_result(entry["record"])
             if outcome["error"]:
                 error = outcome["error"]
-                hint = f" (add Exercise {error['exercise']} to NEEDS in minitransformer/exercises/cases.py)" \
+                hint = f" (add Exercise {error['exercise']} to needs in {spec_path(exercise.id)})" \
                     if error.get("exercise") else ""
                 raise ExerciseError(f"Exercise {exercise.id}, case {case_id}: the reference raised "
                                     f"{error['type']}: {error['message']}{hint}")

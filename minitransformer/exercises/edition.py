@@ -40,6 +40,11 @@ from .registry import BEGIN, HEADER, ExerciseError, find_blocks, load_exercises,
 # the teacher's own files: never copied into an edition (the catalogue of mistakes quotes the solutions;
 # the hidden cases' folder holds the expected outputs and the secret seed)
 TEACHER_ONLY = {"minitransformer/exercises/mistakes.py"}
+# in a spec (specs/ex_5_1.py) the catalogued mistakes sit between two comment lines at the start of a line; every
+# edition keeps an empty MISTAKES in their place (written in two parts, so that this file holds no marker)
+TEACHER_BEGIN = "# BEGIN TEACHER " + "ONLY"
+TEACHER_END = "# END TEACHER " + "ONLY"
+NO_MISTAKES = "MISTAKES = ()  # the catalogued mistakes quote the solution: the teacher's edition only"
 HIDDEN_CASES = ".hidden-cases"
 # walked past when the repository is not a git checkout
 SKIPPED_DIRS = {".git", ".venv", "venv", "__pycache__", ".pytest_cache", ".hypothesis", ".ipynb_checkpoints",
@@ -200,9 +205,33 @@ def strip_fast_forms(text: str, path: str, remove: set[str] | None = None, repor
     return "".join(out)
 
 
+def strip_teacher_only(text: str, path: str) -> str:
+    """``text`` with its teacher-only region (a spec's catalogued mistakes) replaced by an empty MISTAKES."""
+    if TEACHER_BEGIN not in text:
+        return text
+    out, open_at = [], None
+    for number, line in enumerate(text.splitlines(keepends=True), start=1):
+        if line.startswith(TEACHER_BEGIN):
+            if open_at is not None:
+                raise ExerciseError(f"{path}:{number}: {TEACHER_BEGIN!r} inside the region opened at line {open_at}")
+            open_at = number
+        elif line.rstrip() == TEACHER_END:
+            if open_at is None:
+                raise ExerciseError(f"{path}:{number}: {TEACHER_END!r} without a {TEACHER_BEGIN!r} above it")
+            out.append(NO_MISTAKES + ("\r\n" if line.endswith("\r\n") else "\n"))
+            open_at = None
+        elif open_at is None:
+            out.append(line)
+        elif number == open_at + 1 and not line.startswith("MISTAKES = ("):
+            raise ExerciseError(f"{path}:{number}: a teacher-only region holds MISTAKES = (...) and nothing else")
+    if open_at is not None:
+        raise ExerciseError(f"{path}:{open_at}: {TEACHER_BEGIN!r} is never closed by {TEACHER_END!r}")
+    return "".join(out)
+
+
 def strip_python(text: str, path: str, remove: set[str] | None = None, report: Edition | None = None) -> str:
     """The student version of one Python file (package code or a notebook's percent source)."""
-    text = strip_fast_forms(text, path, remove, report)
+    text = strip_teacher_only(strip_fast_forms(text, path, remove, report), path)
     if BEGIN not in text:
         return text
     lines = text.splitlines(keepends=True)

@@ -15,7 +15,7 @@ from pathlib import Path
 from .judge import factor_in_words
 from .pytest_results import ENVIRONMENT
 from .pytest_support import MAP_FILE, load_map
-from .registry import RAISED, Exercise, load_exercises, parse_python
+from .registry import RAISED, SPECS_DIR, Exercise, load_exercises, parse_python
 
 GRADING_FILE = "tests/exercises/test_exercises.py"
 # the suite as the exercise map sees it: no notebooks (they run whole chapters), no classroom tests, no GPU, and
@@ -32,22 +32,17 @@ NUMERICAL_GRADIENT = "1.1"   # the exercise whose code is the *numeric* side of 
 
 
 def grading_tests(root: Path) -> dict[str, list[str]]:
-    """Exercise id -> ids of the test functions in tests/exercises/test_exercises.py marked ``grades_X`` for it.
+    """Exercise id -> ids of its grading tests, the ``test_*`` functions of its spec (specs/ex_5_1.py), which
+    tests/exercises/test_exercises.py collects with the marker ``grades_X``; read from the files, not imported.
 
     These score the exercise; its marker ``ex_X`` also reaches other tests, through the exercise map.
     """
-    path = Path(root) / GRADING_FILE
-    if not path.exists():
-        return {}
     found: dict[str, list[str]] = {}
-    for node in parse_python(path.read_text(encoding="utf-8")).body:
-        if not isinstance(node, ast.FunctionDef):
-            continue
-        for decorator in node.decorator_list:
-            text = ast.unparse(decorator)
-            match = re.fullmatch(r"pytest\.mark\.grades_(\d+)_(\d+)", text)
-            if match:
-                found.setdefault(f"{match[1]}.{match[2]}", []).append(f"{GRADING_FILE}::{node.name}")
+    for path in sorted((Path(root) / SPECS_DIR).glob("ex_*.py"), key=lambda p: [int(n) for n in p.stem.split("_")[1:]]):
+        exercise_id = path.stem.removeprefix("ex_").replace("_", ".")
+        for node in parse_python(path.read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.FunctionDef) and node.name.startswith("test_"):
+                found.setdefault(exercise_id, []).append(f"{GRADING_FILE}::{node.name}")
     return found
 
 

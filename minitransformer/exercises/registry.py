@@ -16,13 +16,19 @@ marker. It stays in the student edition, where the block between the two
 marker lines becomes ``raise NotImplementedError("Exercise 5.1: ...")``; so
 the registry can be read from either edition. An exercise may have several
 blocks (split and merge of heads), each under its own identical header.
+
+Each exercise also has a spec, ``specs/ex_5_1.py`` (spec.py): ``load_specs`` finds them by name and
+joins them with the exercises the markers name.
 """
 from __future__ import annotations
 
 import ast
 import copy
+import dataclasses
 import functools
+import importlib
 import io
+import pkgutil
 import re
 import threading
 import tokenize
@@ -39,6 +45,9 @@ HEADER = re.compile(
 # how an unsolved exercise shows up in a traceback or a gradcheck message
 RAISED = re.compile(r"NotImplementedError: Exercise (\d+\.\d+)")
 PACKAGE = "minitransformer"
+# one spec module per exercise (spec.py): specs/ex_5_1.py for Exercise 5.1
+SPECS = "minitransformer.exercises.specs"
+SPECS_DIR = "minitransformer/exercises/specs"
 
 
 def unsolved_in(error: BaseException | None, seen: set[int] | None = None) -> NotImplementedError | None:
@@ -294,3 +303,78 @@ def get_exercise(exercise_id: str, root: str | Path | None = None) -> Exercise:
 def repository_root() -> Path:
     """The folder that holds the package (and, in a checkout, tests/ and chapters/)."""
     return Path(__file__).resolve().parents[2]
+
+
+# -- the specs: one module per exercise, found by name and joined with the markers ----------------------------------
+def spec_path(exercise_id: str) -> str:
+    """"5.1" -> "minitransformer/exercises/specs/ex_5_1.py"."""
+    return f"{SPECS_DIR}/{marker_for(exercise_id)}.py"
+
+
+def spec_for(exercise_id: str):
+    """The spec of one exercise (spec.ExerciseSpec), importing its module only; KeyError when it has none."""
+    return _spec_of(marker_for(exercise_id.removeprefix("ex_").replace("_", ".")))
+
+
+@functools.lru_cache(maxsize=None)
+def _spec_of(module_name: str):
+    from .spec import ExerciseSpec
+
+    try:
+        module = importlib.import_module(f"{SPECS}.{module_name}")
+    except ModuleNotFoundError as error:
+        if error.name != f"{SPECS}.{module_name}":
+            raise
+        exercise_id = module_name.removeprefix("ex_").replace("_", ".")
+        raise KeyError(f"no grading cases for Exercise {exercise_id}: it has no spec {SPECS_DIR}/{module_name}.py")
+    where = f"{SPECS_DIR}/{module_name}.py"
+    spec = getattr(module, "SPEC", None)
+    if not isinstance(spec, ExerciseSpec):
+        raise ExerciseError(f"{where} defines no SPEC = ExerciseSpec(...)")
+    if marker_for(spec.id) != module_name:
+        raise ExerciseError(f"{where} holds the spec of Exercise {spec.id}; name it {spec_path(spec.id)}")
+    tests = [value for name, value in vars(module).items() if name.startswith("test_") and callable(value)
+             and getattr(value, "__module__", None) == module.__name__]
+    return dataclasses.replace(spec, tests=tuple(tests))
+
+
+def load_specs() -> dict[str, object]:
+    """Every exercise's spec, by id, in the book's order: the modules of specs/ (pkgutil: no list to keep),
+    joined with the exercises the markers name. A spec without markers, markers without a spec, a probe or a
+    public test named twice, or an unknown prerequisite is an ExerciseError naming both sides."""
+    from . import specs as package
+
+    names = sorted(m.name for m in pkgutil.iter_modules(package.__path__) if m.name.startswith("ex_"))
+    found = {spec.id: spec for spec in (_spec_of(name) for name in names)}
+    marked = {e.id: e for e in load_exercises()}
+    for exercise_id in sorted(set(marked) - set(found), key=_book_order):
+        places = ", ".join(f"{b.path}:{b.header_line}" for b in marked[exercise_id].blocks)
+        raise ExerciseError(f"Exercise {exercise_id} is marked in the package ({places}) but has no spec: write "
+                            f"{spec_path(exercise_id)} (TEACHING.md, \"Adding an exercise\")")
+    for exercise_id in sorted(set(found) - set(marked), key=_book_order):
+        raise ExerciseError(f"{spec_path(exercise_id)} is the spec of Exercise {exercise_id}, but no "
+                            f"'# Exercise {exercise_id} — ...' header marks its solution in the package: add its "
+                            "markers (registry.py) or remove the spec")
+    _refuse_clashes(found)
+    return {i: found[i] for i in sorted(found, key=_book_order)}
+
+
+def _book_order(exercise_id: str) -> tuple[int, int]:
+    major, minor = exercise_id.split(".")
+    return int(major), int(minor)
+
+
+def _refuse_clashes(found: dict) -> None:
+    """Probe and test names are looked up by name across every spec: each must be one exercise's only (a probe
+    several exercises share is in cases.py, and tests/exercises/test_specs.py checks that no spec shadows one)."""
+    owners: dict[tuple[str, str], str] = {}
+    for spec in found.values():
+        for kind, names in (("probe", spec.probe_table), ("test", [t.__name__ for t in spec.tests])):
+            for name in names:
+                other = owners.setdefault((kind, name), spec_path(spec.id))
+                if other != spec_path(spec.id):
+                    raise ExerciseError(f"the {kind} {name!r} of {spec_path(spec.id)} is also in {other}: "
+                                        "rename one")
+        unknown = sorted(set(spec.needs) - set(found)) or sorted(set(spec.needs) & {spec.id})
+        if unknown:
+            raise ExerciseError(f"{spec_path(spec.id)} needs Exercise {unknown[0]}, which is not another exercise")

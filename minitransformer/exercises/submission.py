@@ -2,7 +2,7 @@
 
 For each exercise, the student's code for it (found by aligning their file with the student edition:
 whatever lies between the exercise's header and the code after the stub) is put into the graded
-package: the student edition with only the exercise's prerequisites solved (cases.NEEDS). That package
+package: the student edition with only the exercise's prerequisites solved (its spec's needs). That package
 runs the exercise's cases in a sandbox (sandbox.py: bubblewrap, read-only, no network, limits), and
 only plain arrays come back; the grader compares them with the reference's outputs from the teacher's
 casebook (casebook.py) in its own process (judge.py). One point per case, public and hidden.
@@ -216,7 +216,7 @@ NUMERICS = ("the large case ran past its time limit: a derived backward takes mi
 
 
 def _numerics_gate(score: Score, specs: list[dict], results: dict[str, dict]) -> None:
-    """A backward exercise whose large case (cases.LARGE) ran out of time scores 0: its gradients came from
+    """A backward exercise whose large case (its spec's large) ran out of time scores 0: its gradients came from
     numerical differentiation, not from a derivation (on the small cases the two look alike)."""
     large = [s["id"] for s in specs if s["name"] == "large"]
     errors = [(results.get(i) or {}).get("error") or {} for i in large]

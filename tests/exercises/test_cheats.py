@@ -34,18 +34,6 @@ SANDBOXED = pytest.mark.skipif(sandbox.bubblewrap_problem() is not None and not 
 LIMITS = sandbox.Limits(cpu_seconds=15, case_seconds=3, wall_seconds=60, memory_bytes=2 * 2 ** 30)
 
 
-def nothing_before_the_last_block(spec: dict) -> bool:
-    """A case of Exercise 13.1 whose blocks before the last are all −∞ (or that has one block)."""
-    cuts, scores = spec["params"]["cuts"], spec["params"].get("scores")
-    if len(cuts) == 2:
-        return True
-    return scores is not None and all(value == float("-inf") for row in scores for value in row[:cuts[-2]])
-
-
-def casebook_specs(cases_dir, exercise_id: str) -> list[dict]:
-    return json.loads((cases_dir / exercise_id / "cases.json").read_text(encoding="utf-8"))["specs"]
-
-
 def honest_submissions(exercise_id: str) -> dict:
     """correct, wrong (the first catalogued mistake), blank and syntax-error bodies for the exercise's stubs."""
     exercise = get_exercise(exercise_id, ROOT)
@@ -78,12 +66,7 @@ def test_every_cheat_scores_zero_and_honest_submissions_score_as_they_should(exe
         [score] = grade.scores
         scores[name] = (grade.points, grade.max_points)
         assert len(score.timed_out) <= 2, f"{name}: a hang cost more than two case limits: {score.text()}"
-        if name == "keeps the earlier blocks in module state":
-            # where nothing comes before the last block (one block, or earlier blocks all masked) online and offline
-            # are the same computation
-            single = {c["id"] for c in casebook_specs(cases_dir, exercise_id) if nothing_before_the_last_block(c)}
-            assert {c.id for c in score.cases if c.passed} <= single and score.count("hidden")[0] == 0, score.text()
-            continue
+        # every case, public ones included, has a past that an offline step loses (issue 47)
         assert grade.points == 0, f"{name}: {grade.text()}"
         if name.startswith("differentiates"):         # the small cases pass; the large one cannot finish
             assert score.note == NUMERICS and any(i.startswith("hidden") for i in score.timed_out), score.text()
@@ -92,7 +75,7 @@ def test_every_cheat_scores_zero_and_honest_submissions_score_as_they_should(exe
     [score] = grade_submission(exercise_id, make_submission(tmp_path / "constant", exercise_id, CONSTANT[exercise_id]),
                                ROOT, cases_dir, limits=LIMITS).scores
     scores["returns what a degenerate case accepts"] = (score.points, score.max_points)
-    assert score.count("hidden")[0] == 0, score.text()
+    assert score.points == 0, score.text()          # public cases too: none is answered by a constant (issue 47)
     if os.environ.get("MT_CHEAT_TABLE"):
         with open(os.environ["MT_CHEAT_TABLE"], "a", encoding="utf-8") as table:
             table.write(json.dumps({"exercise": exercise_id, "scores": scores}, ensure_ascii=False) + "\n")

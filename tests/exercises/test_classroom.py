@@ -29,8 +29,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from minitransformer.exercises.edition import (FAST_FORM, TEACHER_ONLY, repository_files, shipped, strip_notebook,
-                                              strip_python, write_edition)
+from minitransformer.exercises.edition import (FAST_FORM, NO_MISTAKES, TEACHER_BEGIN, TEACHER_ONLY, repository_files,
+                                               shipped, strip_notebook, strip_python, write_edition)
 from minitransformer.exercises.grading import GRADING_FILE, SUITE_ARGS, explain_failure, grading_tests, run_pytest
 from minitransformer.exercises.pytest_support import load_map
 from minitransformer.exercises.registry import (BEGIN, END, RAISED, ExerciseError, find_blocks, load_exercises,
@@ -244,9 +244,15 @@ def test_the_student_edition_has_every_solution_replaced_and_everything_else_ide
                     "\n<!-- BEGIN SOLUTION" in (ROOT / name).read_text(encoding="utf-8")}
     fast_forms = {name for name in files if name.endswith(".py") and
                   FAST_FORM in (ROOT / name).read_text(encoding="utf-8")}
-    assert changed == {block.path for e in EXERCISES for block in e.blocks} | marked_books | fast_forms
+    catalogued = {name for name in files if name.endswith(".py") and
+                  ("\n" + TEACHER_BEGIN) in (ROOT / name).read_text(encoding="utf-8")}   # the specs' mistakes
+    assert changed == {block.path for e in EXERCISES for block in e.blocks} | marked_books | fast_forms | catalogued
     for name in fast_forms:
         assert FAST_FORM not in (student_edition / name).read_text(encoding="utf-8"), name
+    assert len(catalogued) == len(EXERCISES)
+    for name in catalogued:
+        text = (student_edition / name).read_text(encoding="utf-8")
+        assert TEACHER_BEGIN not in text and NO_MISTAKES in text, name
     for name in marked_books:
         assert "<!-- BEGIN SOLUTION" not in (student_edition / name).read_text(encoding="utf-8"), name
     for exercise in EXERCISES:

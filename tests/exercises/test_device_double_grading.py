@@ -1,11 +1,11 @@
 """The classroom's grading gradchecks (tests/exercises/test_exercises.py), run again on the device double.
 
-Each grading test below is the very function of tests/exercises/test_exercises.py, collected a second
-time here, with its exercise marker and parameters; the fixture makes its inputs device
-arrays. A solution that calls NumPy on its arrays passes on the CPU and fails here, with
-CuPy's error, as it would on a student's GPU. (Left out: the grading tests that build a
-host array of their own next to the inputs -- a mask, a scale, a second operand -- or
-compare with NumPy directly; tests/test_device_double.py runs their subjects on the device.)
+Each grading test below is the very function tests/exercises/test_exercises.py collects from its exercise's
+spec, collected a second time here, with its exercise marker and parameters; the fixture makes its inputs
+device arrays (the spec's ``tensor``). A solution that calls NumPy on its arrays passes on the CPU and fails
+here, with CuPy's error, as it would on a student's GPU. (Left out: the grading tests that build a host array
+of their own next to the inputs -- a mask, a scale, a second operand -- or compare with NumPy directly;
+tests/test_device_double.py runs their subjects on the device.)
 """
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ import pytest
 
 import device_double
 import minitransformer as mt
-import test_exercises as grading
 from minitransformer import backend
 
 from test_exercises import (  # noqa: F401  (collected again here, on the device)
@@ -33,12 +32,12 @@ from test_exercises import (  # noqa: F401  (collected again here, on the device
 
 
 def device_tensor(rng, *shape, low=None):
-    """grading.tensor, on the device: a float64 leaf whose data is a device array."""
+    """spec.tensor, on the device: a float64 leaf whose data is a device array."""
     data = rng.standard_normal(shape) if low is None else low + rng.random(shape)
     return mt.Tensor(backend.to_device(data, "cuda"), requires_grad=True)
 
 
 @pytest.fixture(autouse=True)
-def on_the_device(monkeypatch):
+def on_the_device(request, monkeypatch):
     device_double.on_device_double(monkeypatch)
-    monkeypatch.setattr(grading, "tensor", device_tensor)
+    monkeypatch.setitem(request.function.__globals__, "tensor", device_tensor)   # the spec module's tensor
