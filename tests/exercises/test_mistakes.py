@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from cheats import GRADE_TARGETS, TARGETS
 from minitransformer.exercises import sandbox
 from submissions import REQUIRE_SANDBOX
 from minitransformer.exercises.registry import get_exercise, load_exercises
@@ -45,6 +46,13 @@ def test_each_catalogued_mistake_loses_marks_and_its_verdict_names_it(exercise_i
         [score] = grade.scores
         text = grade.text()
         assert score.points < score.max_points, f"{exercise_id} {mistake.name} is not caught:\n{text}"
+        # the cheat suites hand the first mistake in as their honest 'wrong' student and expect a partial score:
+        # public cases (the same every draw) that it passes and fails keep that true whatever the hidden draw
+        public = [c.passed for c in score.cases if c.kind == "public"]
+        if number == 0 and exercise_id in TARGETS:
+            assert any(public), f"{exercise_id} {mistake.name} passes no public case (0 < score hangs on the draw):\n{text}"
+        if number == 0 and exercise_id in GRADE_TARGETS:
+            assert not all(public), f"{exercise_id} {mistake.name} fails no public case (score < full hangs on the draw)"
         named = [case for case in score.cases if case.mistake == mistake.name]
         assert named and mistake.verdict in text, f"{exercise_id}: the verdict does not name {mistake.name!r}:\n{text}"
         for words in MUST.get((exercise_id, mistake.name), []):
